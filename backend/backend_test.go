@@ -1,0 +1,144 @@
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestScriptHash(t *testing.T) {
+	// sha1("return 1"), as SCRIPT LOAD reports it.
+	s := backend.NewScript("return 1")
+	if got, want := s.Hash(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"; got != want {
+		t.Errorf("Hash() = %s, want %s", got, want)
+	}
+	if s.Source() != "return 1" {
+		t.Errorf("Source() = %q", s.Source())
+	}
+}
+
+func TestIsNoScript(t *testing.T) {
+	if !backend.IsNoScript(&backend.ServerError{Message: "NOSCRIPT No matching script. Please use EVAL."}) {
+		t.Error("NOSCRIPT reply not recognized")
+	}
+	for _, err := range []error{nil, errors.New("NOSCRIPT"), &backend.ServerError{Message: "ERR NOSCRIPT"}} {
+		if backend.IsNoScript(err) {
+			t.Errorf("IsNoScript(%v) = true", err)
+		}
+	}
+}
+
+func TestDecoders(t *testing.T) {
+	if n, err := backend.Int(int64(7)); n != 7 || err != nil {
+		t.Errorf("Int(7) = %d, %v", n, err)
+	}
+	if n, err := backend.Int("-12"); n != -12 || err != nil {
+		t.Errorf("Int(\"-12\") = %d, %v", n, err)
+	}
+	if ns, err := backend.Ints([]any{int64(1), "2"}, 2); err != nil || ns[0] != 1 || ns[1] != 2 {
+		t.Errorf("Ints = %v, %v", ns, err)
+	}
+	bad := []func() error{
+		func() error { _, err := backend.Int(nil); return err },
+		func() error { _, err := backend.Int("1.5"); return err },
+		func() error { _, err := backend.String(int64(1)); return err },
+		func() error { _, err := backend.String(nil); return err },
+		func() error { _, err := backend.Array([]any{int64(1)}, 2); return err },
+		func() error { _, err := backend.Ints([]any{int64(1), nil}, 2); return err },
+	}
+	for i, f := range bad {
+		if err := f(); !errors.Is(err, dsync.ErrUnexpectedReply) {
+			t.Errorf("case %d: %v, want ErrUnexpectedReply", i, err)
+		}
+	}
+}
+
+func TestMailboxOrder(t *testing.T) {
+	ctx := context.Background()
+	b := backend.NewMailbox(10)
+	for i := 0; i < 10; i++ {
+		if !b.Put(backend.Message{Payload: fmt.Sprint(i)}) {
+			t.Fatal("Put on an open mailbox failed")
+		}
+	}
+	for i := 0; i < 10; i++ {
+		m, err := b.Receive(ctx)
+		if err != nil || m.Gap || m.Payload != fmt.Sprint(i) {
+			t.Fatalf("message %d: %+v, %v", i, m, err)
+		}
+	}
+}
+
+func TestMailboxOverflowBecomesGap(t *testing.T) {
+	ctx := context.Background()
+	b := backend.NewMailbox(4)
+	for i := 0; i < 5; i++ {
+		b.Put(backend.Message{Channel: "c", Payload: fmt.Sprint(i)})
+	}
+	m, err := b.Receive(ctx)
+	if err != nil || !m.Gap || m.Channel != "c" {
+		t.Fatalf("after overflow: %+v, %v; want a gap", m, err)
+	}
+	b.Put(backend.Message{Payload: "next"})
+	if m, _ := b.Receive(ctx); m.Payload != "next" {
+		t.Fatalf("after the gap: %+v", m)
+	}
+}
+
+func TestMailboxGapSubsumesQueue(t *testing.T) {
+	b := backend.NewMailbox(4)
+	b.Put(backend.Message{Payload: "old"})
+	b.Put(backend.Message{Gap: true})
+	b.Put(backend.Message{Payload: "new"})
+	ctx := context.Background()
+	if m, _ := b.Receive(ctx); !m.Gap {
+		t.Fatalf("first: %+v, want gap", m)
+	}
+	if m, _ := b.Receive(ctx); m.Payload != "new" {
+		t.Fatalf("second: %+v, want new", m)
+	}
+}
+
+func TestMailboxReceiveWaitsAndCloses(t *testing.T) {
+	b := backend.NewMailbox(0)
+	got := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			_, err := b.Receive(context.Background())
+			got <- err
+		}()
+	}
+	b.Put(backend.Message{Payload: "x"})
+	if err := <-got; err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	b.Close()
+	b.Close()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-got:
+			if !errors.Is(err, dsync.ErrClosed) {
+				t.Fatalf("Receive after Close: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not wake every receiver")
+		}
+	}
+	if b.Put(backend.Message{}) {
+		t.Error("Put on a closed mailbox reported true")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := backend.NewMailbox(1).Receive(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Receive with cancelled ctx: %v", err)
+	}
+}

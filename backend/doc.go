@@ -1,0 +1,49 @@
+// Package backend defines what dsync needs from a Redis-compatible server:
+// atomic Lua script evaluation and pub/sub. Adapters implement Backend for a
+// particular client library; they translate and hold no lock logic. The
+// primitives (mutex and the rest) are the portable layer that does the work,
+// in the way database/sql does the work over database/sql/driver.
+//
+// The module ships one adapter, backend/redigo. The conformance package
+// checks every rule below, and every primitive, against any adapter.
+//
+// # Writing an adapter
+//
+// An adapter is correct when conformance.Run passes against it on a real
+// redis-server. The rules it checks:
+//
+//  1. Eval runs the script atomically with EVALSHA and falls back to EVAL on
+//     a NOSCRIPT error, so that SCRIPT FLUSH, a restart or a failover is
+//     invisible to callers. Use Script.Hash; do not hash per call.
+//  2. Replies are normalized: a nil reply is nil, an integer is int64, a bulk
+//     or status string is string, an array is []any with every element
+//     normalized the same way, and an error reply is a *ServerError (as the
+//     returned error, or as an element inside an array).
+//  3. Subscribe returns only after the server confirmed the subscription: a
+//     PUBLISH issued right after it returns reaches the new subscription.
+//  4. Subscriptions share connections: many subscriptions, on the same or on
+//     different channels, use a bounded number of server connections (the
+//     target is one dedicated pub/sub connection per backend). Each channel
+//     is subscribed on the server once, reference-counted, and unsubscribed
+//     when its last Subscription is closed.
+//  5. When the pub/sub connection is lost and re-established, every live
+//     subscription receives a Message with Gap set, after its channel is
+//     subscribed again, because messages may have been missed meanwhile.
+//  6. A slow receiver never stalls the reader or other subscriptions: deliver
+//     into a Mailbox, which drops and reports a gap instead of blocking.
+//  7. The context bounds every call. When it is done, the call returns an
+//     error matching ctx.Err() (errors.Is), and the connection it used is
+//     not returned to a pool in an unknown state.
+//  8. Close is idempotent, releases only what the adapter created (never the
+//     caller's pool or client), leaves no goroutine behind, and every later
+//     call returns an error matching ErrClosed.
+//  9. Backend values are comparable (use a pointer type): dsync keeps one
+//     lease scheduler and one pub/sub hub per backend value.
+//  10. Errors carry what happened: wrap transport errors with %w so that
+//     net errors and context errors stay matchable.
+//
+// Primitives pass every key a script touches in keys, and the keys of one
+// script call share one Redis Cluster hash slot. The one exception is
+// batched lease renewal, which gathers many locks into one call; it stays
+// within one slot when the backend implements Sharded and reports true.
+package backend

@@ -1,0 +1,213 @@
+// Package redigo adapts a github.com/gomodule/redigo connection pool to
+// backend.Backend.
+//
+// Scripts run on connections borrowed from the caller's pool, with EVALSHA
+// and a transparent EVAL fallback on NOSCRIPT. Pub/sub uses one dedicated
+// connection per Backend, dialed with the pool's Dial or DialContext
+// function but never taken from or returned to the pool. It is opened by
+// the first Subscribe, multiplexes every subscription, is pinged
+// periodically, and is re-established with capped backoff when lost; every
+// live subscription then receives a gap message.
+//
+// Close releases the pub/sub connection and its goroutine; the pool stays
+// the caller's to close.
+package redigo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// Option configures a Backend.
+type Option func(*options)
+
+type options struct {
+	healthCheck time.Duration
+	mailboxSize int
+	maxBackoff  time.Duration
+}
+
+// WithHealthCheck sets how often the pub/sub connection is pinged. A
+// connection that answers nothing for three intervals is considered lost and
+// re-established. The default is 5s.
+func WithHealthCheck(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.healthCheck = d
+		}
+	}
+}
+
+// WithMailboxSize sets how many undelivered messages a subscription queues
+// before they are replaced by a gap. The default is
+// backend.DefaultMailboxSize.
+func WithMailboxSize(n int) Option {
+	return func(o *options) { o.mailboxSize = n }
+}
+
+// WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
+// connection. The first attempt is immediate; the default cap is 500ms.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.maxBackoff = d
+		}
+	}
+}
+
+// Backend is a backend.Backend over a *redis.Pool. It is safe for
+// concurrent use.
+type Backend struct {
+	pool   *redis.Pool
+	opts   options
+	closed atomic.Bool
+	ps     *pubsub
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a Backend that runs scripts on connections from pool. A nil
+// pool makes every call fail with an error matching dsync.ErrInvalidBackend.
+func New(pool *redis.Pool, opts ...Option) *Backend {
+	b := &Backend{
+		pool: pool,
+		opts: options{healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
+	}
+	for _, o := range opts {
+		o(&b.opts)
+	}
+	b.ps = newPubSub(b)
+	return b
+}
+
+var errNilPool = fmt.Errorf("%w: redigo: nil *redis.Pool", dsync.ErrInvalidBackend)
+
+// Eval implements backend.Backend.
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	if b.pool == nil {
+		return nil, errNilPool
+	}
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := b.pool.GetContext(ctx)
+	if err != nil {
+		return nil, transportError(ctx, "get connection", err)
+	}
+	defer conn.Close()
+
+	cmd := make([]any, 0, 2+len(keys)+len(args))
+	cmd = append(cmd, s.Hash(), len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, args...)
+
+	reply, err := do(ctx, conn, "EVALSHA", cmd)
+	if backend.IsNoScript(err) {
+		cmd[0] = s.Source()
+		reply, err = do(ctx, conn, "EVAL", cmd)
+	}
+	return reply, err
+}
+
+// do sends one command and normalizes its reply and error.
+func do(ctx context.Context, conn redis.Conn, name string, args []any) (any, error) {
+	var (
+		reply any
+		err   error
+	)
+	if ctx.Done() == nil {
+		// DoContext costs a goroutine per call; a context that can never
+		// be cancelled does not need it.
+		reply, err = conn.Do(name, args...)
+	} else {
+		reply, err = redis.DoContext(conn, ctx, name, args...)
+	}
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) {
+			return nil, &backend.ServerError{Message: string(re)}
+		}
+		return nil, transportError(ctx, name, err)
+	}
+	return normalize(reply)
+}
+
+// transportError makes an error of a failed round trip match ctx.Err() when
+// the context is what ended it. redigo turns a deadline into a socket
+// deadline, whose i/o timeout can fire just before the context's own timer.
+func transportError(ctx context.Context, op string, err error) error {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redigo: %s: %w (%v)", op, cerr, err)
+	}
+	return fmt.Errorf("redigo: %s: %w", op, err)
+}
+
+// normalize converts a redigo reply to the backend contract.
+func normalize(v any) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case int64:
+		return v, nil
+	case []byte:
+		return string(v), nil
+	case string:
+		return v, nil
+	case redis.Error:
+		return &backend.ServerError{Message: string(v)}, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			n, err := normalize(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: redigo: reply of type %T", dsync.ErrUnexpectedReply, v)
+}
+
+// Subscribe implements backend.Backend.
+func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscription, error) {
+	if b.pool == nil {
+		return nil, errNilPool
+	}
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.ps.subscribe(ctx, channel)
+}
+
+// Close closes the pub/sub connection, ends every subscription and waits for
+// the adapter's goroutine to exit. It does not close the pool. Close is
+// idempotent; afterwards every call returns an error matching
+// backend.ErrClosed.
+func (b *Backend) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.ps.close()
+	return nil
+}

@@ -1,0 +1,520 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+var (
+	publishScript = backend.NewScript(`-- KEYS: none. ARGV: channel, payload.
+-- Reply: the number of receivers.
+return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
+
+	publishManyScript = backend.NewScript(`-- KEYS: none. ARGV: payload, channel...
+-- Reply: the number of receivers, summed.
+local n = 0
+for i = 2, #ARGV do n = n + redis.call('PUBLISH', ARGV[i], ARGV[1]) end
+return n`)
+)
+
+func publish(ctx context.Context, b backend.Backend, channel, payload string) (int64, error) {
+	v, err := b.Eval(ctx, publishScript, nil, channel, payload)
+	if err != nil {
+		return 0, err
+	}
+	return backend.Int(v)
+}
+
+func (s *suite) backendTests(t *testing.T) {
+	s.test(t, "ReplyNormalization", false, s.testReplyNormalization)
+	s.test(t, "ScriptErrorReply", false, s.testScriptErrorReply)
+	s.test(t, "NoScriptFallback", false, s.testNoScriptFallback)
+	s.test(t, "ScriptFlush", false, s.testScriptFlush)
+	s.test(t, "SubscribeThenPublish", false, s.testSubscribeThenPublish)
+	s.test(t, "SharedChannel", false, s.testSharedChannel)
+	s.test(t, "Unsubscribe", false, s.testUnsubscribe)
+	s.test(t, "ManySubscriptions", true, s.testManySubscriptions)
+	s.test(t, "SlowReceiver", false, s.testSlowReceiver)
+	s.test(t, "KillPubSub", true, s.testKillPubSub)
+	s.test(t, "Restart", true, s.testRestart)
+	s.test(t, "ContextCancelled", true, s.testContextCancelled)
+	s.test(t, "Close", false, s.testClose)
+}
+
+func (s *suite) testReplyNormalization(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	cases := []struct {
+		name string
+		src  string
+		want any
+	}{
+		{"nil", `return nil`, nil},
+		{"false", `return false`, nil},
+		{"true", `return true`, int64(1)},
+		{"integer", `return 42`, int64(42)},
+		{"negative", `return -7`, int64(-7)},
+		{"float truncates", `return 3.99`, int64(3)},
+		{"bulk", `return 'hello'`, "hello"},
+		{"empty bulk", `return ''`, ""},
+		{"binary bulk", `return 'a\0b'`, "a\x00b"},
+		{"status", `return redis.status_reply('PONG')`, "PONG"},
+		{"empty array", `return {}`, []any{}},
+		{"array", `return {1, 'two', 3}`, []any{int64(1), "two", int64(3)}},
+		{"nested", `return {1, {'a', {2, 'b'}}, redis.status_reply('OK')}`,
+			[]any{int64(1), []any{"a", []any{int64(2), "b"}}, "OK"}},
+		{"array stops at nil", `return {1, nil, 3}`, []any{int64(1)}},
+		{"key and arg", `return {KEYS[1], ARGV[1], ARGV[2]}`, []any{"k", "v", "12"}},
+	}
+	for _, c := range cases {
+		got, err := b.Eval(ctx, backend.NewScript(c.src), []string{"k"}, "v", 12)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %#v, want %#v", c.name, got, c.want)
+		}
+	}
+
+	// An error nested in an array is a *ServerError element.
+	got, err := b.Eval(ctx, backend.NewScript(`return {1, redis.error_reply('MYERR nested')}`), nil)
+	must(t, err, "nested error")
+	a, err := backend.Array(got, 2)
+	must(t, err, "nested error reply")
+	if se, ok := a[1].(*backend.ServerError); !ok || se.Message != "MYERR nested" {
+		t.Errorf("nested error: got %#v, want *ServerError{MYERR nested}", a[1])
+	}
+
+	// Decoding helpers report shape mismatches as ErrUnexpectedReply.
+	if _, err := backend.Int("x"); !errors.Is(err, dsync.ErrUnexpectedReply) {
+		t.Errorf("backend.Int(\"x\"): %v, want ErrUnexpectedReply", err)
+	}
+	if _, err := backend.Array(int64(1), 1); !errors.Is(err, dsync.ErrUnexpectedReply) {
+		t.Errorf("backend.Array(1): %v, want ErrUnexpectedReply", err)
+	}
+}
+
+func (s *suite) testScriptErrorReply(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	_, err := b.Eval(ctx, backend.NewScript(`return redis.error_reply('MYERR went wrong')`), nil)
+	var se *backend.ServerError
+	if !errors.As(err, &se) || se.Message != "MYERR went wrong" || se.Prefix() != "MYERR" {
+		t.Fatalf("error_reply: got %v (%T), want *ServerError MYERR went wrong", err, err)
+	}
+	// A failing command inside the script is an error reply too.
+	_, err = b.Eval(ctx, backend.NewScript(`return redis.call('INCR', KEYS[1])`), []string{prefix() + ":s"}, "x")
+	if err != nil {
+		t.Fatalf("INCR of a missing key: %v", err)
+	}
+	_, err = b.Eval(ctx, backend.NewScript(`redis.call('SET', KEYS[1], 'x'); return redis.call('INCR', KEYS[1])`), []string{prefix() + ":s"})
+	if !errors.As(err, &se) {
+		t.Fatalf("INCR of a string: got %v (%T), want *ServerError", err, err)
+	}
+}
+
+func (s *suite) testNoScriptFallback(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	// A script the server has never seen: EVALSHA fails with NOSCRIPT and
+	// the adapter falls back to EVAL without the caller noticing.
+	id := dsync.NewID()
+	sc := backend.NewScript(fmt.Sprintf("return '%s'", id))
+	for i := 0; i < 2; i++ {
+		got, err := b.Eval(ctx, sc, nil)
+		must(t, err, "eval %d of a new script", i)
+		if got != id {
+			t.Fatalf("eval %d: got %v, want %s", i, got, id)
+		}
+	}
+}
+
+func (s *suite) testScriptFlush(t *testing.T, ctx context.Context) {
+	skipWithout(t, "FlushScripts", s.hooks.FlushScripts != nil)
+	b := s.newBackend(t)
+	sc := backend.NewScript(fmt.Sprintf("return {'%s', ARGV[1]}", dsync.NewID()))
+	for i := 0; i < 3; i++ {
+		got, err := b.Eval(ctx, sc, nil, i)
+		must(t, err, "eval %d", i)
+		if a, _ := backend.Array(got, 2); a == nil || a[1] != fmt.Sprint(i) {
+			t.Fatalf("eval %d: got %#v", i, got)
+		}
+		must(t, s.hooks.FlushScripts(ctx), "SCRIPT FLUSH")
+	}
+}
+
+func receive(ctx context.Context, sub backend.Subscription, d time.Duration) (backend.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return sub.Receive(ctx)
+}
+
+func (s *suite) testSubscribeThenPublish(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	pub := s.newBackend(t)
+	// Repeated on fresh channels: each PUBLISH is issued the moment
+	// Subscribe returns, with no pause, and must reach the subscriber.
+	for i := 0; i < 50; i++ {
+		ch := prefix() + ":ch"
+		sub, err := b.Subscribe(ctx, ch)
+		must(t, err, "subscribe")
+		n, err := publish(ctx, pub, ch, "hello")
+		must(t, err, "publish")
+		if n < 1 {
+			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d receivers", i, n)
+		}
+		m, err := receive(ctx, sub, 5*time.Second)
+		must(t, err, "receive")
+		if m.Gap || m.Channel != ch || m.Payload != "hello" {
+			t.Fatalf("round %d: got %+v", i, m)
+		}
+		sub.Close()
+	}
+}
+
+func (s *suite) testSharedChannel(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	ch := prefix() + ":ch"
+	subs := make([]backend.Subscription, 5)
+	for i := range subs {
+		sub, err := b.Subscribe(ctx, ch)
+		must(t, err, "subscribe %d", i)
+		subs[i] = sub
+	}
+	n, err := publish(ctx, b, ch, "one")
+	must(t, err, "publish")
+	if n != 1 {
+		t.Errorf("five subscriptions to one channel on one backend: %d server receivers, want 1", n)
+	}
+	for i, sub := range subs {
+		m, err := receive(ctx, sub, 5*time.Second)
+		if err != nil || m.Payload != "one" {
+			t.Fatalf("subscription %d: %+v, %v", i, m, err)
+		}
+	}
+	// Closing some keeps the channel for the others.
+	for _, sub := range subs[:4] {
+		sub.Close()
+	}
+	_, err = publish(ctx, b, ch, "two")
+	must(t, err, "publish")
+	if m, err := receive(ctx, subs[4], 5*time.Second); err != nil || m.Payload != "two" {
+		t.Fatalf("remaining subscription: %+v, %v", m, err)
+	}
+	if _, err := subs[0].Receive(ctx); !errors.Is(err, dsync.ErrClosed) {
+		t.Errorf("Receive on a closed subscription: %v, want ErrClosed", err)
+	}
+	subs[4].Close()
+}
+
+func (s *suite) testUnsubscribe(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	ch := prefix() + ":ch"
+	sub, err := b.Subscribe(ctx, ch)
+	must(t, err, "subscribe")
+	must(t, sub.Close(), "close")
+	must(t, sub.Close(), "second close")
+	// The UNSUBSCRIBE is asynchronous; the server must see it soon.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		n, err := publish(ctx, b, ch, "x")
+		must(t, err, "publish")
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) || i > 1000 {
+			t.Fatalf("channel still has %d receivers after its last subscription closed", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Subscribing again works and is confirmed.
+	sub, err = b.Subscribe(ctx, ch)
+	must(t, err, "resubscribe")
+	defer sub.Close()
+	if n, err := publish(ctx, b, ch, "again"); err != nil || n != 1 {
+		t.Fatalf("publish after resubscribe: %d receivers, %v", n, err)
+	}
+}
+
+func (s *suite) testManySubscriptions(t *testing.T, ctx context.Context) {
+	const channels, perChannel = 1000, 10
+	b := s.newBackend(t)
+	p := prefix()
+	names := make([]string, channels)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:ch%d", p, i)
+	}
+	subs := make([]backend.Subscription, channels*perChannel)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(subs))
+	for i := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub, err := b.Subscribe(ctx, names[i%channels])
+			if err != nil {
+				errs <- err
+				return
+			}
+			subs[i] = sub
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer func() {
+		for _, sub := range subs {
+			sub.Close()
+		}
+	}()
+
+	if s.hooks.PubSubClients != nil {
+		n, err := s.hooks.PubSubClients(ctx)
+		must(t, err, "count pub/sub clients")
+		if n > 2 {
+			t.Errorf("%d subscriptions: %d pub/sub connections on the server, want at most 2", len(subs), n)
+		}
+		t.Logf("%d subscriptions on %d channels: %d pub/sub connection(s)", len(subs), channels, n)
+	} else {
+		t.Log("harness provides no PubSubClients hook: connection count not checked")
+	}
+
+	args := make([]any, 0, channels+1)
+	args = append(args, "m")
+	for _, n := range names {
+		args = append(args, n)
+	}
+	got, err := b.Eval(ctx, publishManyScript, nil, args...)
+	must(t, err, "publish")
+	if n, _ := backend.Int(got); n != channels {
+		t.Errorf("publish to %d channels reached %d server receivers, want one each", channels, n)
+	}
+	for i, sub := range subs {
+		m, err := receive(ctx, sub, 10*time.Second)
+		if err != nil || m.Payload != "m" || m.Channel != names[i%channels] {
+			t.Fatalf("subscription %d: %+v, %v", i, m, err)
+		}
+	}
+}
+
+func (s *suite) testSlowReceiver(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	p := prefix()
+	slow, err := b.Subscribe(ctx, p+":shared")
+	must(t, err, "subscribe slow")
+	defer slow.Close()
+	fast, err := b.Subscribe(ctx, p+":shared")
+	must(t, err, "subscribe fast")
+	defer fast.Close()
+	other, err := b.Subscribe(ctx, p+":other")
+	must(t, err, "subscribe other")
+	defer other.Close()
+
+	// The slow subscription never reads while 2,000 messages pass; the
+	// others receive every one of them, in order. The publisher sends in
+	// bursts and waits for the fast receivers between bursts, so they can
+	// keep up however busy the machine is, while the slow one falls far
+	// beyond any reasonable buffer.
+	const n, burst = 2000, 50
+	acks := make(chan int, 2*n)
+	done := make(chan error, 2)
+	for _, sub := range []backend.Subscription{fast, other} {
+		go func() {
+			for i := 0; i < n; i++ {
+				m, err := receive(ctx, sub, 10*time.Second)
+				if err != nil {
+					done <- err
+					return
+				}
+				if m.Gap || m.Payload != fmt.Sprint(i) {
+					done <- fmt.Errorf("message %d: got %+v", i, m)
+					return
+				}
+				acks <- i
+			}
+			done <- nil
+		}()
+	}
+	finished := 0
+	for i := 0; i < n; i++ {
+		_, err := b.Eval(ctx, publishManyScript, nil, i, p+":shared", p+":other")
+		must(t, err, "publish %d", i)
+		if (i+1)%burst == 0 {
+			for j := 0; j < 2*burst; j++ {
+				select {
+				case <-acks:
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+					finished++
+					j--
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				}
+			}
+		}
+	}
+	for i := finished; i < 2; i++ {
+		if err := within(t, 20*time.Second, done, "fast receivers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The slow one learns that it missed messages.
+	sawGap := false
+	for i := 0; i < n+1; i++ {
+		m, err := receive(ctx, slow, time.Second)
+		if err != nil {
+			break
+		}
+		if m.Gap {
+			sawGap = true
+			break
+		}
+	}
+	if !sawGap {
+		t.Error("a receiver that fell 2,000 messages behind saw no gap")
+	}
+}
+
+func (s *suite) testKillPubSub(t *testing.T, ctx context.Context) {
+	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
+	b := s.newBackend(t)
+	pub := s.newBackend(t)
+	p := prefix()
+	subs := make([]backend.Subscription, 20)
+	for i := range subs {
+		sub, err := b.Subscribe(ctx, fmt.Sprintf("%s:ch%d", p, i%5))
+		must(t, err, "subscribe")
+		defer sub.Close()
+		subs[i] = sub
+	}
+	start := time.Now()
+	must(t, s.hooks.KillPubSub(ctx), "kill pub/sub clients")
+	for i, sub := range subs {
+		m, err := receive(ctx, sub, time.Second)
+		if err != nil || !m.Gap {
+			t.Fatalf("subscription %d after the kill: %+v, %v; want a gap", i, m, err)
+		}
+	}
+	// Every channel is subscribed again by the time its gap arrives.
+	for i := 0; i < 5; i++ {
+		n, err := publish(ctx, pub, fmt.Sprintf("%s:ch%d", p, i), "after")
+		must(t, err, "publish")
+		if n < 1 {
+			t.Fatalf("channel %d has no receiver after the gap", i)
+		}
+	}
+	for i, sub := range subs {
+		m, err := receive(ctx, sub, time.Second)
+		if err != nil || m.Payload != "after" {
+			t.Fatalf("subscription %d: %+v, %v; want the message published after the reconnect", i, m, err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("recovery took %v, want within 1s", d)
+	}
+	t.Logf("gap delivered and messages flowing %v after the kill", time.Since(start))
+}
+
+func (s *suite) testRestart(t *testing.T, ctx context.Context) {
+	skipWithout(t, "Restart", s.hooks.Restart != nil)
+	b := s.newBackend(t)
+	ch := prefix() + ":ch"
+	sub, err := b.Subscribe(ctx, ch)
+	must(t, err, "subscribe")
+	defer sub.Close()
+	sc := backend.NewScript(fmt.Sprintf("return '%s'", dsync.NewID()))
+	_, err = b.Eval(ctx, sc, nil)
+	must(t, err, "eval before restart")
+
+	must(t, s.hooks.Restart(ctx), "restart")
+
+	m, err := receive(ctx, sub, 10*time.Second)
+	if err != nil || !m.Gap {
+		t.Fatalf("after restart: %+v, %v; want a gap", m, err)
+	}
+	// Pooled connections died with the server; an Eval may fail once per
+	// dead connection, then succeeds (and the script cache is empty).
+	var evalErr error
+	for i := 0; i < 100; i++ {
+		if _, evalErr = b.Eval(ctx, sc, nil); evalErr == nil {
+			break
+		}
+	}
+	must(t, evalErr, "eval after restart")
+	n, err := publish(ctx, b, ch, "back")
+	must(t, err, "publish")
+	if n != 1 {
+		t.Fatalf("publish after restart reached %d receivers", n)
+	}
+	if m, err := receive(ctx, sub, 5*time.Second); err != nil || m.Payload != "back" {
+		t.Fatalf("after restart: %+v, %v", m, err)
+	}
+}
+
+func (s *suite) testContextCancelled(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	sc := backend.NewScript(`return 1`)
+	if _, err := b.Eval(cctx, sc, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Eval with a cancelled ctx: %v, want context.Canceled", err)
+	}
+	if _, err := b.Subscribe(cctx, prefix()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Subscribe with a cancelled ctx: %v, want context.Canceled", err)
+	}
+	// A deadline that passes while the script runs.
+	dctx, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	busy := backend.NewScript(`local t = redis.call('TIME'); local stop = t[1] * 1000000 + t[2] + 200000
+while true do local n = redis.call('TIME'); if n[1] * 1000000 + n[2] > stop then break end end
+return 1`)
+	if _, err := b.Eval(dctx, busy, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Eval outliving its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	sub, err := b.Subscribe(ctx, prefix())
+	must(t, err, "subscribe")
+	defer sub.Close()
+	rctx, cancel3 := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel3()
+	if _, err := sub.Receive(rctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Receive with nothing published: %v, want context.DeadlineExceeded", err)
+	}
+	// The backend is still usable.
+	if _, err := b.Eval(ctx, sc, nil); err != nil {
+		t.Errorf("Eval after cancellations: %v", err)
+	}
+}
+
+func (s *suite) testClose(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	sub, err := b.Subscribe(ctx, prefix())
+	must(t, err, "subscribe")
+	received := make(chan error, 1)
+	go func() {
+		_, err := sub.Receive(ctx)
+		received <- err
+	}()
+	must(t, b.Close(), "close")
+	if err := within(t, 5*time.Second, received, "Receive blocked across Close"); !errors.Is(err, dsync.ErrClosed) {
+		t.Errorf("Receive after Close: %v, want ErrClosed", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := b.Eval(ctx, backend.NewScript(`return 1`), nil); !errors.Is(err, dsync.ErrClosed) {
+		t.Errorf("Eval after Close: %v, want ErrClosed", err)
+	}
+	if _, err := b.Subscribe(ctx, prefix()); !errors.Is(err, dsync.ErrClosed) {
+		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,155 @@
+// Package conformance is the test suite every dsync backend adapter runs:
+// the backend contract (see package backend) and the behaviour of every
+// primitive, on whatever server the adapter talks to.
+//
+// An adapter's test calls Run with a function returning a fresh backend:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) backend.Backend {
+//			b := myadapter.New(newClient())
+//			t.Cleanup(func() { b.Close() })
+//			return b
+//		}, conformance.WithHooks(conformance.Hooks{FlushScripts: flush}))
+//	}
+//
+// Every backend the function returns must talk to the same server: a test
+// simulates separate processes with separate backends. The function is
+// called from the goroutine of the test it is given, and the backend must be
+// closed when that test ends (t.Cleanup).
+//
+// Subtest names are stable ("Backend/SubscribeThenPublish",
+// "Mutex/MutualExclusion", ...), so a run can be narrowed with -run. Tests
+// use random key prefixes and channel names and run in parallel, except
+// those that disturb the whole server (killing connections, restarting,
+// pausing), which run alone. Each has its own deadline. Run fails if a
+// goroutine started during the suite is still running at its end.
+//
+// Faults that only the harness can inject are optional Hooks; a test that
+// needs a missing hook skips and names it. Tests that depend on timing use
+// short leases in real time; run them on a machine that is not overloaded.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// Hooks are the faults and observations a harness can provide. Each is
+// optional.
+type Hooks struct {
+	// FlushScripts empties the server's script cache (SCRIPT FLUSH).
+	FlushScripts func(ctx context.Context) error
+	// KillPubSub closes every pub/sub client connection on the server
+	// (CLIENT KILL TYPE pubsub).
+	KillPubSub func(ctx context.Context) error
+	// PubSubClients counts the server's pub/sub connections (CLIENT LIST
+	// TYPE pubsub).
+	PubSubClients func(ctx context.Context) (int, error)
+	// Restart stops and restarts the server on the same address, dropping
+	// every connection. Data may be lost.
+	Restart func(ctx context.Context) error
+}
+
+// Option configures Run.
+type Option func(*suite)
+
+// WithHooks gives the suite the harness's fault hooks.
+func WithHooks(h Hooks) Option {
+	return func(s *suite) { s.hooks = h }
+}
+
+// WithTimeout sets each test's deadline. The default is 60s.
+func WithTimeout(d time.Duration) Option {
+	return func(s *suite) { s.timeout = d }
+}
+
+// WithLeakOptions passes options to the suite's goroutine leak check, for
+// goroutines the harness itself starts during the suite, such as those of an
+// embedded server restarted by the Restart hook.
+func WithLeakOptions(opts ...goleak.Option) Option {
+	return func(s *suite) { s.leakOpts = append(s.leakOpts, opts...) }
+}
+
+// NewBackend returns a backend connected to the server under test.
+type NewBackend func(t *testing.T) backend.Backend
+
+// Run runs the whole suite.
+func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
+	s := &suite{newBackend: newBackend, timeout: 60 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	leakOpts := append([]goleak.Option{goleak.IgnoreCurrent()}, s.leakOpts...)
+	t.Run("Backend", s.backendTests)
+	t.Run("Mutex", s.mutexTests)
+	if !t.Failed() {
+		goleak.VerifyNone(t, leakOpts...)
+	}
+}
+
+type suite struct {
+	newBackend NewBackend
+	hooks      Hooks
+	timeout    time.Duration
+	leakOpts   []goleak.Option
+
+	// gate lets ordinary tests run together and disruptive ones alone.
+	gate sync.RWMutex
+}
+
+// test runs fn as a parallel subtest. An exclusive test runs with no other
+// test of the suite alongside.
+func (s *suite) test(t *testing.T, name string, exclusive bool, fn func(t *testing.T, ctx context.Context)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		if exclusive {
+			s.gate.Lock()
+			defer s.gate.Unlock()
+		} else {
+			s.gate.RLock()
+			defer s.gate.RUnlock()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		fn(t, ctx)
+	})
+}
+
+// prefix returns a random key prefix for one test.
+func prefix() string { return "dsynctest:" + dsync.NewID()[:12] }
+
+func skipWithout(t *testing.T, hook string, present bool) {
+	t.Helper()
+	if !present {
+		t.Skipf("harness provides no %s hook", hook)
+	}
+}
+
+// within fails t if the event does not arrive within d.
+func within[T any](t *testing.T, d time.Duration, c <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-c:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s: nothing within %v", what, d)
+		panic("unreachable")
+	}
+}
+
+func must(t *testing.T, err error, what string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
+	}
+}

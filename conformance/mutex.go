@@ -1,0 +1,5 @@
+package conformance
+
+import "testing"
+
+func (s *suite) mutexTests(t *testing.T) {}

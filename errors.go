@@ -1,0 +1,39 @@
+package dsync
+
+import "errors"
+
+// Sentinel errors returned, possibly wrapped, by every dsync package. Match
+// them with errors.Is. Context errors are passed through unwrapped in
+// meaning: errors.Is(err, context.DeadlineExceeded) holds when a wait ran
+// out of time.
+var (
+	// ErrNotHeld reports an unlock, release or query by an owner that does
+	// not hold the primitive: never locked, already unlocked, unlocked once
+	// too often, held by someone else, or lost when its lease expired.
+	ErrNotHeld = errors.New("dsync: not held by this owner")
+
+	// ErrUpgrade reports a read holder asking for the write lock of the
+	// same read-write lock, which would deadlock.
+	ErrUpgrade = errors.New("dsync: read lock cannot be upgraded to write lock")
+
+	// ErrInvalidName reports an empty or oversized name or key prefix.
+	ErrInvalidName = errors.New("dsync: invalid name")
+
+	// ErrInvalidLease reports a zero, negative or sub-millisecond lease.
+	ErrInvalidLease = errors.New("dsync: invalid lease")
+
+	// ErrInvalidPermits reports a permit count that is not positive or
+	// exceeds the capacity.
+	ErrInvalidPermits = errors.New("dsync: invalid permit count")
+
+	// ErrInvalidBackend reports a nil backend.
+	ErrInvalidBackend = errors.New("dsync: invalid backend")
+
+	// ErrClosed reports use of a backend after Close.
+	ErrClosed = errors.New("dsync: backend closed")
+
+	// ErrUnexpectedReply reports a server reply whose shape the caller did
+	// not expect, typically from an adapter that breaks the reply contract
+	// or a key that was overwritten by something other than dsync.
+	ErrUnexpectedReply = errors.New("dsync: unexpected reply")
+)

@@ -1,0 +1,305 @@
+// Package testserver starts the Redis-compatible servers dsync's tests run
+// against, and injects faults into them.
+//
+// Real starts a redis-server on a free loopback port in a temporary
+// directory, with persistence off and DEBUG enabled for local clients, or
+// uses the server at $DSYNC_REDIS_ADDR. Mini starts an embedded miniredis
+// on loopback whose TTLs run on the clock. When redis-server is not on PATH,
+// Real skips the test, or fails it when $DSYNC_REQUIRE_REDIS=1.
+//
+// Tests use it only; nothing here is part of dsync's API.
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/dsyncgo/dsync/backend"
+	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+)
+
+// Server is a server the tests may talk to and, where supported, disturb.
+type Server struct {
+	Kind string // "redis" or "miniredis"
+	addr string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd // a redis-server we started; nil otherwise
+	dir  string
+	mini *miniredis.Miniredis
+	ext  bool // $DSYNC_REDIS_ADDR: ours to use, not to restart
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// RequireRedis reports whether a missing redis-server fails tests instead of
+// skipping them.
+func RequireRedis() bool { return os.Getenv("DSYNC_REQUIRE_REDIS") == "1" }
+
+// RedisAvailable reports whether Real can provide a server.
+func RedisAvailable() bool {
+	if os.Getenv("DSYNC_REDIS_ADDR") != "" {
+		return true
+	}
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
+// StartRedis starts a private redis-server, or connects to
+// $DSYNC_REDIS_ADDR. The caller stops it with Stop.
+func StartRedis() (*Server, error) {
+	if addr := os.Getenv("DSYNC_REDIS_ADDR"); addr != "" {
+		return &Server{Kind: "redis", addr: addr, ext: true}, nil
+	}
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("testserver: redis-server not on PATH: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "dsync-redis-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{Kind: "redis", addr: net.JoinHostPort("127.0.0.1", port), dir: dir}
+	if err := s.startProcess(path, port); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}
+
+func (s *Server) startProcess(path, port string) error {
+	cmd := exec.Command(path,
+		"--port", port,
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--enable-debug-command", "local",
+		"--maxclients", "20000",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testserver: start redis-server: %w", err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := redis.Dial("tcp", s.addr, redis.DialConnectTimeout(time.Second))
+		if err == nil {
+			_, err = c.Do("PING")
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("testserver: redis-server did not answer: %v\n%s", err, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// StartMini starts an embedded miniredis on loopback whose TTLs follow the
+// wall clock.
+func StartMini() (*Server, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, err
+	}
+	m.ClockTTL(true)
+	return &Server{Kind: "miniredis", addr: m.Addr(), mini: m}, nil
+}
+
+// Stop stops a server that Start* started. It is idempotent.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+		s.dir = ""
+	}
+	if s.mini != nil {
+		s.mini.Close()
+	}
+}
+
+var (
+	shared   = map[string]*Server{}
+	sharedMu sync.Mutex
+)
+
+// Real returns the package's shared real server, starting it on first use.
+// It skips t when redis-server is missing, unless $DSYNC_REQUIRE_REDIS=1.
+func Real(t testing.TB) *Server {
+	t.Helper()
+	if !RedisAvailable() {
+		if RequireRedis() {
+			t.Fatal("testserver: redis-server is not on PATH and DSYNC_REQUIRE_REDIS=1")
+		}
+		t.Skip("testserver: redis-server is not on PATH; set DSYNC_REQUIRE_REDIS=1 to fail instead")
+	}
+	return sharedServer(t, "redis", StartRedis)
+}
+
+// Mini returns the package's shared embedded miniredis.
+func Mini(t testing.TB) *Server {
+	t.Helper()
+	return sharedServer(t, "miniredis", StartMini)
+}
+
+func sharedServer(t testing.TB, kind string, start func() (*Server, error)) *Server {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s := shared[kind]; s != nil {
+		return s
+	}
+	s, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared[kind] = s
+	return s
+}
+
+// StopShared stops the shared servers; call it from TestMain after m.Run.
+func StopShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for k, s := range shared {
+		s.Stop()
+		delete(shared, k)
+	}
+}
+
+// Pool returns a redigo pool for the server; the caller closes it.
+func (s *Server) Pool() *redis.Pool {
+	addr := s.addr
+	return &redis.Pool{
+		MaxIdle:     64,
+		IdleTimeout: time.Minute,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			return redis.DialContext(ctx, "tcp", addr)
+		},
+	}
+}
+
+// NewBackend returns a redigo backend with a pool of its own, closed when t
+// ends, as a separate process would have.
+func (s *Server) NewBackend(t testing.TB, opts ...bredigo.Option) backend.Backend {
+	pool := s.Pool()
+	b := bredigo.New(pool, opts...)
+	t.Cleanup(func() {
+		b.Close()
+		pool.Close()
+	})
+	return b
+}
+
+// Do runs one command on a fresh connection.
+func (s *Server) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	c, err := redis.DialContext(ctx, "tcp", s.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return redis.DoContext(c, ctx, cmd, args...)
+}
+
+// FlushScripts empties the server's script cache.
+func (s *Server) FlushScripts(ctx context.Context) error {
+	_, err := s.Do(ctx, "SCRIPT", "FLUSH")
+	return err
+}
+
+// KillPubSub closes every pub/sub client connection, or returns an error on
+// miniredis, which cannot.
+func (s *Server) KillPubSub(ctx context.Context) error {
+	if s.mini != nil {
+		return fmt.Errorf("testserver: miniredis cannot kill clients")
+	}
+	_, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
+	return err
+}
+
+// PubSubClients counts the connections in pub/sub mode.
+func (s *Server) PubSubClients(ctx context.Context) (int, error) {
+	if s.mini != nil {
+		return 0, fmt.Errorf("testserver: miniredis has no CLIENT LIST")
+	}
+	reply, err := redis.String(s.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(reply, "\n") {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Pause makes the server unresponsive for d with DEBUG SLEEP, and returns
+// when the pause is over.
+func (s *Server) Pause(ctx context.Context, d time.Duration) error {
+	if s.mini != nil {
+		return fmt.Errorf("testserver: miniredis cannot pause")
+	}
+	_, err := s.Do(ctx, "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds()))
+	return err
+}
+
+// Restart stops the server and starts it again on the same address. A real
+// server comes back empty; miniredis keeps its data. Either way every
+// client connection is dropped.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mini != nil:
+		s.mini.Close()
+		return s.mini.Restart()
+	case s.cmd != nil:
+		path := s.cmd.Path
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		_, port, _ := net.SplitHostPort(s.addr)
+		return s.startProcess(path, port)
+	}
+	return fmt.Errorf("testserver: cannot restart an external server")
+}
