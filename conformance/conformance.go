@@ -106,7 +106,8 @@ type suite struct {
 }
 
 // test runs fn as a parallel subtest. An exclusive test runs with no other
-// test of the suite alongside.
+// test of the suite alongside: those that disturb the server, and those
+// that load it so heavily that short leases elsewhere could expire.
 func (s *suite) test(t *testing.T, name string, exclusive bool, fn func(t *testing.T, ctx context.Context)) {
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()

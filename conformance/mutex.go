@@ -1,5 +1,732 @@
 package conformance
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
-func (s *suite) mutexTests(t *testing.T) {}
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/mutex"
+)
+
+var (
+	delScript = backend.NewScript(`-- KEYS: keys to delete. Reply: how many existed.
+return redis.call('DEL', unpack(KEYS))`)
+
+	keysScript = backend.NewScript(`-- KEYS: none. ARGV[1]: a KEYS pattern.
+-- Reply: {key, pttl, ...} for every matching key.
+local out = {}
+for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+  out[#out + 1] = k
+  out[#out + 1] = redis.call('PTTL', k)
+end
+return out`)
+)
+
+func (s *suite) mutexTests(t *testing.T) {
+	s.test(t, "MutualExclusion", true, s.testMutualExclusion)
+	s.test(t, "ManyGoroutines", true, s.testManyGoroutines)
+	s.test(t, "Reentrancy", false, s.testReentrancy)
+	s.test(t, "OwnerlessNotReentrant", false, s.testOwnerlessNotReentrant)
+	s.test(t, "LockerAcrossGoroutines", false, s.testLockerAcrossGoroutines)
+	s.test(t, "Watchdog", false, s.testWatchdog)
+	s.test(t, "FixedLease", false, s.testFixedLease)
+	s.test(t, "LostSignal", false, s.testLostSignal)
+	s.test(t, "LostSignalScriptFlush", true, s.testLostSignalScriptFlush)
+	s.test(t, "UnlockMisuse", false, s.testUnlockMisuse)
+	s.test(t, "WakeLatency", true, s.testWakeLatency)
+	s.test(t, "WaitAcrossPubSubKill", true, s.testWaitAcrossPubSubKill)
+	s.test(t, "ForceUnlock", false, s.testForceUnlock)
+	s.test(t, "FencingTokens", false, s.testFencingTokens)
+	s.test(t, "AmbiguousAcquire", false, s.testAmbiguousAcquire)
+	s.test(t, "AmbiguousRelease", false, s.testAmbiguousRelease)
+	s.test(t, "AbandonedWait", false, s.testAbandonedWait)
+	s.test(t, "BadInput", false, s.testBadInput)
+}
+
+// mutexKey returns the main key of the mutex name under prefix p.
+func mutexKey(p, name string) string {
+	k, err := keys.Base(p, "mutex", name)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// assertNoKeys fails t if keys under p remain, other than companions with
+// a TTL no longer than limit.
+func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p string, limit time.Duration) {
+	t.Helper()
+	reply, err := b.Eval(ctx, keysScript, nil, p+":*")
+	must(t, err, "list keys")
+	a, err := backend.Array(reply, 0)
+	must(t, err, "list keys")
+	for i := 0; i+1 < len(a); i += 2 {
+		k, _ := a[i].(string)
+		ttl, _ := backend.Int(a[i+1])
+		if strings.HasSuffix(k, ":fence") && ttl > 0 && ttl <= limit.Milliseconds() {
+			continue
+		}
+		t.Errorf("key %s left behind (pttl %dms)", k, ttl)
+	}
+}
+
+func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
+	const backends, perBackend, rounds = 8, 4, 2000
+	p := prefix()
+	var (
+		shared  int // read-modify-written without atomics: the mutex protects it
+		inside  atomic.Int32
+		overlap atomic.Int32
+		next    atomic.Int32
+	)
+	critical := func() {
+		if inside.Add(1) != 1 {
+			overlap.Add(1)
+		}
+		v := shared
+		if next.Load()%16 == 0 {
+			time.Sleep(50 * time.Microsecond) // widen the window now and then
+		}
+		shared = v + 1
+		inside.Add(-1)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, backends*perBackend)
+	var b0 backend.Backend
+	for i := 0; i < backends; i++ {
+		b := s.newBackend(t)
+		if i == 0 {
+			b0 = b
+		}
+		m := mutex.New(b, "counter", mutex.WithPrefix(p))
+		for j := 0; j < perBackend; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owned := j%2 == 0
+				octx := dsync.WithOwner(ctx)
+				for next.Add(1) <= rounds {
+					if owned {
+						// An owner, and now and then a nested re-entry.
+						if err := m.LockContext(octx); err != nil {
+							errs <- err
+							return
+						}
+						nested := next.Load()%5 == 0
+						if nested {
+							if err := m.LockContext(octx); err != nil {
+								errs <- err
+								return
+							}
+						}
+						critical()
+						if nested {
+							if err := m.UnlockContext(octx); err != nil {
+								errs <- err
+								return
+							}
+						}
+						if err := m.UnlockContext(octx); err != nil {
+							errs <- err
+							return
+						}
+					} else {
+						// Ownerless, through the handle shared by this
+						// backend's goroutines, as with sync.Mutex.
+						if err := m.LockContext(ctx); err != nil {
+							errs <- err
+							return
+						}
+						critical()
+						if err := m.UnlockContext(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlap.Load(); n != 0 {
+		t.Errorf("%d times two holders were inside the critical section", n)
+	}
+	// Each claimed round incremented once; lost updates would show here.
+	if shared != rounds {
+		t.Errorf("shared counter %d after %d rounds", shared, rounds)
+	}
+	assertNoKeys(t, ctx, b0, p, mutex.FenceTTL)
+}
+
+func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context) {
+	const n = 500
+	p := prefix()
+	bs := []backend.Backend{s.newBackend(t), s.newBackend(t), s.newBackend(t), s.newBackend(t)}
+	var holders atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			m := mutex.New(bs[i%len(bs)], "many", mutex.WithPrefix(p))
+			if err := m.LockContext(cctx); err != nil {
+				errs <- fmt.Errorf("goroutine %d: %w", i, err)
+				return
+			}
+			if holders.Add(1) != 1 {
+				errs <- fmt.Errorf("goroutine %d: two holders", i)
+			}
+			holders.Add(-1)
+			if err := m.UnlockContext(cctx); err != nil {
+				errs <- fmt.Errorf("goroutine %d: unlock: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assertNoKeys(t, ctx, bs[0], p, mutex.FenceTTL)
+}
+
+func (s *suite) testReentrancy(t *testing.T, ctx context.Context) {
+	p := prefix()
+	m := mutex.New(s.newBackend(t), "re", mutex.WithPrefix(p))
+	other := mutex.New(s.newBackend(t), "re", mutex.WithPrefix(p))
+	a := dsync.WithOwner(ctx)
+	b := dsync.WithOwner(ctx)
+	var first int64
+	for i := 1; i <= 10; i++ {
+		must(t, m.LockContext(a), "lock %d", i)
+		tok, err := m.Token(a)
+		must(t, err, "token")
+		if i == 1 {
+			first = tok
+		} else if tok != first {
+			t.Errorf("re-entry %d: token %d, want %d", i, tok, first)
+		}
+	}
+	if n, err := m.HoldCount(a); err != nil || n != 10 {
+		t.Fatalf("HoldCount = %d, %v; want 10", n, err)
+	}
+	if n, err := m.HoldCount(b); err != nil || n != 0 {
+		t.Errorf("HoldCount of another owner = %d, %v; want 0", n, err)
+	}
+	for i := 1; i <= 10; i++ {
+		ok, err := other.TryLockContext(b)
+		must(t, err, "trylock by another owner")
+		if ok {
+			t.Fatalf("another owner acquired after %d of 10 unlocks", i-1)
+		}
+		must(t, m.UnlockContext(a), "unlock %d", i)
+	}
+	ok, err := other.TryLockContext(b)
+	must(t, err, "trylock after the last unlock")
+	if !ok {
+		t.Fatal("another owner could not acquire after 10 unlocks")
+	}
+	if err := m.UnlockContext(a); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("11th unlock: %v, want ErrNotHeld", err)
+	}
+	must(t, other.UnlockContext(b), "unlock by the second owner")
+}
+
+func (s *suite) testOwnerlessNotReentrant(t *testing.T, ctx context.Context) {
+	m := mutex.New(s.newBackend(t), "plain", mutex.WithPrefix(prefix()))
+	must(t, m.LockContext(ctx), "lock")
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := m.LockContext(wctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second ownerless LockContext: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("second ownerless LockContext gave up after %v, before its deadline", d)
+	}
+	if ok, err := m.TryLockContext(ctx); ok || err != nil {
+		t.Errorf("ownerless TryLockContext while held: %v, %v", ok, err)
+	}
+	must(t, m.UnlockContext(ctx), "unlock")
+	if locked, err := m.IsLocked(ctx); err != nil || locked {
+		t.Errorf("after unlock: IsLocked %v, %v", locked, err)
+	}
+}
+
+func (s *suite) testLockerAcrossGoroutines(t *testing.T, ctx context.Context) {
+	m := mutex.New(s.newBackend(t), "locker", mutex.WithPrefix(prefix()))
+	var l sync.Locker = m
+	l.Lock()
+	unlocked := make(chan struct{})
+	go func() {
+		l.Unlock() // another goroutine releases, as sync.Mutex allows
+		close(unlocked)
+	}()
+	within(t, 5*time.Second, unlocked, "Unlock from another goroutine")
+	acquired := make(chan struct{})
+	go func() {
+		l.Lock()
+		close(acquired)
+	}()
+	within(t, 5*time.Second, acquired, "Lock after the release")
+	l.Unlock()
+}
+
+// sampleTTL reads the mutex's remaining lease every 20ms for d and returns
+// the smallest value seen.
+func sampleTTL(t *testing.T, ctx context.Context, m *mutex.Mutex, d time.Duration) time.Duration {
+	t.Helper()
+	least := time.Duration(1<<63 - 1)
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end) && i < 10000; i++ {
+		ttl, err := m.TTL(ctx)
+		must(t, err, "ttl")
+		least = min(least, ttl)
+		time.Sleep(20 * time.Millisecond)
+	}
+	return least
+}
+
+func (s *suite) testWatchdog(t *testing.T, ctx context.Context) {
+	const leaseD = time.Second
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	m := mutex.New(sp, "dog", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	must(t, m.LockContext(ctx), "lock")
+	done := m.Done(ctx)
+
+	// Four leases' worth of holding: the watchdog keeps it.
+	least := sampleTTL(t, ctx, m, 4*leaseD)
+	select {
+	case <-done:
+		t.Fatal("hold lost while the watchdog was renewing it")
+	default:
+	}
+	if least < leaseD/3 {
+		t.Errorf("remaining lease fell to %v, below lease/3 = %v", least, leaseD/3)
+	}
+	other := mutex.New(s.newBackend(t), "dog", mutex.WithPrefix(p))
+	if ok, err := other.TryLockContext(ctx); ok || err != nil {
+		t.Fatalf("another owner acquired after 4 leases of holding: %v, %v", ok, err)
+	}
+	t.Logf("held for %v with a %v watchdog lease; smallest remaining lease %v", 4*leaseD, leaseD, least)
+
+	must(t, m.UnlockContext(ctx), "unlock")
+	within(t, time.Second, done, "Done after unlock")
+	key := mutexKey(p, "dog")
+	before := sp.touched(key)
+	time.Sleep(leaseD) // three renewal intervals
+	if n := sp.touched(key) - before; n != 0 {
+		t.Errorf("%d calls touched the key after Unlock; renewals must stop", n)
+	}
+}
+
+func (s *suite) testFixedLease(t *testing.T, ctx context.Context) {
+	const leaseD = 500 * time.Millisecond
+	p := prefix()
+	holder := mutex.New(s.newBackend(t), "fixed", mutex.WithPrefix(p), mutex.WithLease(leaseD))
+	waiter := mutex.New(s.newBackend(t), "fixed", mutex.WithPrefix(p))
+	start := time.Now()
+	must(t, holder.LockContext(ctx), "lock")
+	done := holder.Done(ctx)
+	acquired := make(chan time.Duration, 1)
+	go func() {
+		if err := waiter.LockContext(ctx); err != nil {
+			t.Error(err)
+		}
+		acquired <- time.Since(start)
+	}()
+	after := within(t, 5*time.Second, acquired, "waiter on an expiring hold")
+	if after < leaseD-50*time.Millisecond || after > leaseD+100*time.Millisecond {
+		t.Errorf("waiter acquired %v after the hold began; want the lease %v (+100ms at most)", after, leaseD)
+	}
+	within(t, time.Second, done, "holder's Done after its lease expired")
+	if err := holder.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock of an expired hold: %v, want ErrNotHeld", err)
+	}
+	t.Logf("waiter acquired %v after a %v fixed lease began", after, leaseD)
+	must(t, waiter.UnlockContext(ctx), "waiter unlock")
+}
+
+func (s *suite) testLostSignal(t *testing.T, ctx context.Context) {
+	const leaseD = time.Second
+	p := prefix()
+	b := s.newBackend(t)
+	m := mutex.New(b, "lost", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	o := dsync.WithOwner(ctx)
+	must(t, m.LockContext(o), "lock")
+	done := m.Done(o)
+	_, err := b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	must(t, err, "DEL")
+	deleted := time.Now()
+	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after DEL")
+	t.Logf("lost signal %v after DEL (renewal interval %v)", time.Since(deleted), leaseD/3)
+	if _, err := m.Token(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("Token after loss: %v, want ErrNotHeld", err)
+	}
+	if err := m.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock after loss: %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context) {
+	skipWithout(t, "FlushScripts", s.hooks.FlushScripts != nil)
+	const leaseD = time.Second
+	p := prefix()
+	b := s.newBackend(t)
+	m := mutex.New(b, "lost", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	must(t, m.LockContext(ctx), "lock")
+	done := m.Done(ctx)
+	must(t, s.hooks.FlushScripts(ctx), "SCRIPT FLUSH")
+	_, err := b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	must(t, err, "DEL")
+	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after SCRIPT FLUSH and DEL")
+	if err := m.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock after loss: %v, want ErrNotHeld", err)
+	}
+	// Unlock() of a lost hold reports through the log, not a panic.
+	must(t, m.LockContext(ctx), "lock again")
+	_, err = b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	must(t, err, "DEL")
+	within(t, leaseD/3+100*time.Millisecond, m.Done(ctx), "second loss")
+	m.Unlock()
+}
+
+func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
+	p := prefix()
+	b := s.newBackend(t)
+	m := mutex.New(b, "misuse", mutex.WithPrefix(p))
+	a := dsync.WithOwner(ctx)
+	must(t, m.LockContext(a), "lock")
+
+	// Another owner, through the same handle or another, cannot unlock.
+	intruder := dsync.WithOwner(ctx)
+	if err := m.UnlockContext(intruder); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock by another owner: %v, want ErrNotHeld", err)
+	}
+	if err := mutex.New(s.newBackend(t), "misuse", mutex.WithPrefix(p)).UnlockContext(intruder); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock by another owner on another backend: %v, want ErrNotHeld", err)
+	}
+	// Nor can the ownerless form, which refers to this handle's ownerless hold.
+	if err := m.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("ownerless unlock of an owned hold: %v, want ErrNotHeld", err)
+	}
+	if n, err := m.HoldCount(a); err != nil || n != 1 {
+		t.Fatalf("the hold after the intruders: count %d, %v; want 1", n, err)
+	}
+	must(t, m.UnlockContext(a), "unlock")
+	if err := m.UnlockContext(a); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("double unlock: %v, want ErrNotHeld", err)
+	}
+
+	// Unlock of a never-locked mutex panics, as sync.Mutex does.
+	fresh := mutex.New(b, "never", mutex.WithPrefix(p))
+	msg := func() (msg any) {
+		defer func() { msg = recover() }()
+		fresh.Unlock()
+		return nil
+	}()
+	if s, _ := msg.(string); !strings.Contains(s, "unlock of unlocked mutex") {
+		t.Errorf("Unlock of a never-locked mutex: recovered %v, want a panic saying so", msg)
+	}
+	// Double Unlock too.
+	fresh.Lock()
+	fresh.Unlock()
+	msg = func() (msg any) {
+		defer func() { msg = recover() }()
+		fresh.Unlock()
+		return nil
+	}()
+	if msg == nil {
+		t.Error("second Unlock did not panic")
+	}
+}
+
+func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
+	p := prefix()
+	holder := mutex.New(s.newBackend(t), "wake", mutex.WithPrefix(p))
+	waiter := mutex.New(s.newBackend(t), "wake", mutex.WithPrefix(p))
+	var worst time.Duration
+	for round := 0; round < 10; round++ {
+		must(t, holder.LockContext(ctx), "lock")
+		acquired := make(chan time.Time, 1)
+		queued := make(chan struct{})
+		go func() {
+			close(queued)
+			if err := waiter.LockContext(ctx); err != nil {
+				t.Error(err)
+			}
+			acquired <- time.Now()
+		}()
+		<-queued
+		// Let the waiter subscribe and go to sleep on the wake-up; a
+		// poll-based waiter would now be mid-way through its period.
+		time.Sleep(100 * time.Millisecond)
+		released := time.Now()
+		must(t, holder.UnlockContext(ctx), "unlock")
+		at := within(t, 5*time.Second, acquired, "waiter")
+		d := at.Sub(released)
+		worst = max(worst, d)
+		if d > 50*time.Millisecond {
+			t.Errorf("round %d: waiter acquired %v after the release, want within 50ms", round, d)
+		}
+		must(t, waiter.UnlockContext(ctx), "waiter unlock")
+	}
+	t.Logf("release to acquisition: worst %v in 10 rounds", worst)
+}
+
+func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
+	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
+	p := prefix()
+	holder := mutex.New(s.newBackend(t), "kill", mutex.WithPrefix(p))
+	must(t, holder.LockContext(ctx), "lock")
+	const waiters = 4
+	acquired := make(chan time.Time, waiters)
+	for i := 0; i < waiters; i++ {
+		m := mutex.New(s.newBackend(t), "kill", mutex.WithPrefix(p))
+		go func() {
+			if err := m.LockContext(ctx); err != nil {
+				t.Error(err)
+				acquired <- time.Time{}
+				return
+			}
+			acquired <- time.Now()
+			m.UnlockContext(ctx)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the waiters are asleep
+	must(t, s.hooks.KillPubSub(ctx), "kill pub/sub clients")
+	released := time.Now()
+	must(t, holder.UnlockContext(ctx), "unlock")
+	var last time.Time
+	for i := 0; i < waiters; i++ {
+		last = within(t, 5*time.Second, acquired, "waiter after the kill")
+	}
+	// Each waiter is handed the mutex in turn; the first must not have to
+	// wait for a heartbeat, and neither must the rest.
+	if d := last.Sub(released); d > time.Second {
+		t.Errorf("all %d waiters acquired %v after the release, want within 1s", waiters, d)
+	}
+	t.Logf("pub/sub killed mid-wait: %d waiters acquired within %v of the release", waiters, last.Sub(released))
+}
+
+func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
+	const leaseD = time.Second
+	p := prefix()
+	holder := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	admin := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
+	waiter := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
+	must(t, holder.LockContext(ctx), "lock")
+	done := holder.Done(ctx)
+	acquired := make(chan time.Time, 1)
+	go func() {
+		if err := waiter.LockContext(ctx); err != nil {
+			t.Error(err)
+		}
+		acquired <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	forced := time.Now()
+	ok, err := admin.ForceUnlock(ctx)
+	must(t, err, "force unlock")
+	if !ok {
+		t.Error("ForceUnlock of a held mutex reported it free")
+	}
+	at := within(t, 5*time.Second, acquired, "waiter after ForceUnlock")
+	if d := at.Sub(forced); d > 500*time.Millisecond {
+		t.Errorf("waiter acquired %v after ForceUnlock; it must be woken, not wait for a heartbeat", d)
+	}
+	within(t, leaseD/3+100*time.Millisecond, done, "the forced-out holder's lost signal")
+	must(t, waiter.UnlockContext(ctx), "waiter unlock")
+	if ok, err := admin.ForceUnlock(ctx); ok || err != nil {
+		t.Errorf("ForceUnlock of a free mutex: %v, %v", ok, err)
+	}
+}
+
+func (s *suite) testFencingTokens(t *testing.T, ctx context.Context) {
+	p := prefix()
+	b := s.newBackend(t)
+	ms := []*mutex.Mutex{
+		mutex.New(b, "fence", mutex.WithPrefix(p)),
+		mutex.New(s.newBackend(t), "fence", mutex.WithPrefix(p)),
+	}
+	var last int64
+	for i := 0; i < 20; i++ {
+		m := ms[i%2]
+		o := dsync.WithOwner(ctx)
+		must(t, m.LockContext(o), "lock %d", i)
+		tok, err := m.Token(o)
+		must(t, err, "token")
+		if tok <= last {
+			t.Fatalf("hold %d: token %d not above the previous %d", i, tok, last)
+		}
+		must(t, m.LockContext(o), "re-enter")
+		if again, _ := m.Token(o); again != tok {
+			t.Errorf("re-entry: token %d, want the same %d", again, tok)
+		}
+		must(t, m.UnlockContext(o), "unlock")
+		must(t, m.UnlockContext(o), "unlock")
+		last = tok
+		if i == 9 {
+			// The counter key is lost: tokens still increase.
+			_, err := b.Eval(ctx, delScript, []string{mutexKey(p, "fence") + ":fence"})
+			must(t, err, "DEL counter")
+		}
+	}
+	if _, err := ms[0].Token(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("Token without a hold: %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testAmbiguousAcquire(t *testing.T, ctx context.Context) {
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	m := mutex.New(sp, "amb", mutex.WithPrefix(p))
+	o := dsync.WithOwner(ctx)
+
+	// First acquisition and a re-entry, each with its reply lost once: the
+	// retries must not count twice.
+	for i := 1; i <= 2; i++ {
+		sp.loseReplies(1)
+		must(t, m.LockContext(o), "lock %d with a lost reply", i)
+		if n, err := m.HoldCount(o); err != nil || n != i {
+			t.Fatalf("after lock %d with a lost reply: HoldCount %d, %v; want %d", i, n, err, i)
+		}
+	}
+	must(t, m.UnlockContext(o), "unlock")
+	must(t, m.UnlockContext(o), "unlock")
+	if locked, _ := m.IsLocked(ctx); locked {
+		t.Fatal("still locked after as many unlocks as locks")
+	}
+
+	// A TryLock whose reply is lost reports the error and leaves nothing held.
+	sp.loseReplies(1)
+	if ok, err := m.TryLockContext(o); ok || err == nil {
+		t.Fatalf("TryLock with a lost reply: %v, %v; want an error", ok, err)
+	}
+	if locked, _ := m.IsLocked(ctx); locked {
+		t.Error("a TryLock that reported an error left the mutex held")
+	}
+}
+
+func (s *suite) testAmbiguousRelease(t *testing.T, ctx context.Context) {
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	m := mutex.New(sp, "amb", mutex.WithPrefix(p))
+	o := dsync.WithOwner(ctx)
+	for i := 0; i < 3; i++ {
+		must(t, m.LockContext(o), "lock")
+	}
+	sp.loseReplies(1)
+	must(t, m.UnlockContext(o), "unlock with a lost reply")
+	if n, err := m.HoldCount(o); err != nil || n != 2 {
+		t.Fatalf("after one unlock with a lost reply: HoldCount %d, %v; want 2", n, err)
+	}
+	must(t, m.UnlockContext(o), "unlock")
+	sp.loseReplies(1)
+	must(t, m.UnlockContext(o), "last unlock with a lost reply")
+	if locked, _ := m.IsLocked(ctx); locked {
+		t.Error("still locked after the last unlock")
+	}
+}
+
+func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context) {
+	p := prefix()
+	b := s.newBackend(t)
+	holder := mutex.New(b, "abandon", mutex.WithPrefix(p))
+	must(t, holder.LockContext(ctx), "lock")
+	// Waiters that give up leave nothing behind and do not swallow the
+	// wake-up meant for a waiter that stays.
+	for i := 0; i < 3; i++ {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := mutex.New(s.newBackend(t), "abandon", mutex.WithPrefix(p)).LockContext(wctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("waiter %d: %v, want DeadlineExceeded", i, err)
+		}
+	}
+	stayer := mutex.New(s.newBackend(t), "abandon", mutex.WithPrefix(p))
+	acquired := make(chan time.Time, 1)
+	go func() {
+		if err := stayer.LockContext(ctx); err != nil {
+			t.Error(err)
+		}
+		acquired <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	released := time.Now()
+	must(t, holder.UnlockContext(ctx), "unlock")
+	if d := within(t, 5*time.Second, acquired, "the waiter that stayed").Sub(released); d > 500*time.Millisecond {
+		t.Errorf("the waiter that stayed acquired %v after the release", d)
+	}
+	must(t, stayer.UnlockContext(ctx), "unlock")
+	assertNoKeys(t, ctx, b, p, mutex.FenceTTL)
+}
+
+func (s *suite) testBadInput(t *testing.T, ctx context.Context) {
+	sp := newSpy(s.newBackend(t))
+	cases := []struct {
+		name string
+		m    *mutex.Mutex
+		want error
+	}{
+		{"empty name", mutex.New(sp, ""), dsync.ErrInvalidName},
+		{"2 KiB name", mutex.New(sp, strings.Repeat("n", 2048)), dsync.ErrInvalidName},
+		{"zero lease", mutex.New(sp, "x", mutex.WithLease(0)), dsync.ErrInvalidLease},
+		{"negative lease", mutex.New(sp, "x", mutex.WithLease(-time.Second)), dsync.ErrInvalidLease},
+		{"negative watchdog", mutex.New(sp, "x", mutex.WithWatchdog(-1)), dsync.ErrInvalidLease},
+		{"bad prefix", mutex.New(sp, "x", mutex.WithPrefix("a{b")), dsync.ErrInvalidName},
+		{"nil backend", mutex.New(nil, "x"), dsync.ErrInvalidBackend},
+		{"zero Mutex", new(mutex.Mutex), dsync.ErrInvalidBackend},
+	}
+	for _, c := range cases {
+		if err := c.m.LockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: LockContext: %v, want %v", c.name, err, c.want)
+		}
+		if _, err := c.m.TryLockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: TryLockContext: %v, want %v", c.name, err, c.want)
+		}
+		if err := c.m.UnlockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: UnlockContext: %v, want %v", c.name, err, c.want)
+		}
+		if _, err := c.m.State(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: State: %v, want %v", c.name, err, c.want)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("%s: Lock did not panic", c.name)
+				}
+			}()
+			c.m.Lock()
+		}()
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	m := mutex.New(sp, "x", mutex.WithPrefix(prefix()))
+	if err := m.LockContext(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled ctx: LockContext: %v, want context.Canceled", err)
+	}
+	if _, err := m.TryLockContext(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled ctx: TryLockContext: %v, want context.Canceled", err)
+	}
+	if n := sp.count(); n != 0 {
+		t.Errorf("bad input reached the server: %d calls", n)
+	}
+}

@@ -1,0 +1,257 @@
+// Package hub fans pub/sub wake-ups out to the waiters of one process.
+//
+// Each backend gets one hub, and each channel one server subscription,
+// however many local waiters it has. A message whose payload is a waiter id
+// wakes that waiter only, if it is here; the payload WakeAll, a gap, or the
+// end of the subscription wakes every waiter on the channel, since any of
+// them may have missed its wake-up.
+package hub
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/registry"
+)
+
+// WakeAll is the payload that wakes every waiter on a channel.
+const WakeAll = "*"
+
+// Linger is how long a channel stays subscribed after its last waiter
+// left. A lock under steady contention keeps its subscription instead of
+// paying a SUBSCRIBE and an UNSUBSCRIBE for every wait.
+const Linger = time.Second
+
+// subscribeTimeout bounds one attempt to subscribe a channel on the server.
+const subscribeTimeout = 10 * time.Second
+
+type hub struct {
+	b      backend.Backend
+	mu     sync.Mutex
+	topics map[string]*topic
+}
+
+type topic struct {
+	name    string
+	ready   chan struct{} // closed when the subscription attempt ended
+	err     error         // its outcome
+	sub     backend.Subscription
+	waiters map[string]*Waiter
+	idle    *time.Timer // retires the topic when it has lingered long enough
+	gone    bool        // removed from the hub
+}
+
+// Waiter is one waiter's registration on a channel.
+type Waiter struct {
+	h  *hub
+	t  *topic
+	id string
+	c  chan struct{}
+}
+
+var hubs registry.Registry[*hub]
+
+// Join registers waiter id on channel and returns once the channel is
+// subscribed on the server, so that no wake-up published afterwards is
+// missed. The caller must Leave.
+func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, error) {
+	w := &Waiter{id: id, c: make(chan struct{}, 1)}
+	hubs.Do(b, func() *hub {
+		return &hub{b: b, topics: make(map[string]*topic)}
+	}, func(h *hub) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		t := h.topics[channel]
+		if t == nil {
+			t = &topic{name: channel, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
+			h.topics[channel] = t
+			go h.serve(t)
+		}
+		h.addLocked(t, w)
+		return false
+	})
+	select {
+	case <-w.t.ready:
+		if w.t.err != nil {
+			w.Leave()
+			return nil, w.t.err
+		}
+		return w, nil
+	case <-ctx.Done():
+		w.Leave()
+		return nil, ctx.Err()
+	}
+}
+
+// Joined registers waiter id on channel if the channel is already
+// subscribed, without any I/O, and returns nil otherwise.
+func Joined(b backend.Backend, channel, id string) *Waiter {
+	var w *Waiter
+	hubs.Do(b, nil, func(h *hub) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		t := h.topics[channel]
+		if t == nil || t.sub == nil {
+			return false
+		}
+		w = &Waiter{id: id, c: make(chan struct{}, 1)}
+		h.addLocked(t, w)
+		return false
+	})
+	return w
+}
+
+func (h *hub) addLocked(t *topic, w *Waiter) {
+	w.h, w.t = h, t
+	t.waiters[w.id] = w
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+}
+
+// C returns the channel on which the waiter is woken. A wake-up is kept
+// until received, so none is lost between the waiter's attempts.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Leave unregisters the waiter. The channel is unsubscribed when its last
+// waiter leaves. Leave is idempotent.
+func (w *Waiter) Leave() {
+	h := w.h
+	h.mu.Lock()
+	if w.t.waiters[w.id] == w {
+		delete(w.t.waiters, w.id)
+		if len(w.t.waiters) == 0 {
+			h.lingerLocked(w.t)
+		}
+	}
+	empty := len(h.topics) == 0
+	h.mu.Unlock()
+	if empty {
+		h.forgetIfIdle()
+	}
+}
+
+// lingerLocked keeps an unused topic subscribed for Linger, then retires
+// it unless a waiter joined meanwhile.
+func (h *hub) lingerLocked(t *topic) {
+	if t.sub == nil || t.gone {
+		h.removeLocked(t) // not subscribed (yet): nothing worth keeping
+		return
+	}
+	var idle *time.Timer
+	idle = time.AfterFunc(Linger, func() {
+		h.mu.Lock()
+		if t.idle == idle {
+			t.idle = nil
+			h.removeLocked(t)
+		}
+		empty := len(h.topics) == 0
+		h.mu.Unlock()
+		if empty {
+			h.forgetIfIdle()
+		}
+	})
+	t.idle = idle
+}
+
+// removeLocked retires t. Its subscription, if established, is closed,
+// which ends serve; if still being established, serve closes it.
+func (h *hub) removeLocked(t *topic) {
+	if t.gone {
+		return
+	}
+	t.gone = true
+	if h.topics[t.name] == t {
+		delete(h.topics, t.name)
+	}
+	if t.sub != nil {
+		t.sub.Close()
+	}
+}
+
+// serve subscribes t's channel and dispatches its messages until the
+// subscription ends.
+func (h *hub) serve(t *topic) {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	sub, err := h.b.Subscribe(ctx, t.name)
+	cancel()
+
+	h.mu.Lock()
+	t.err = err
+	if err == nil {
+		t.sub = sub
+		if t.gone {
+			sub.Close()
+		} else if len(t.waiters) == 0 {
+			h.lingerLocked(t)
+		}
+	} else {
+		h.removeLocked(t)
+	}
+	close(t.ready)
+	h.mu.Unlock()
+	if err != nil {
+		h.forgetIfIdle()
+		return
+	}
+
+	for {
+		m, err := sub.Receive(context.Background())
+		h.mu.Lock()
+		switch {
+		case err != nil:
+			// Closed by the last Leave, or the backend closed: wake
+			// everyone still here so they notice.
+			for _, w := range t.waiters {
+				w.wake()
+			}
+			h.removeLocked(t)
+			h.mu.Unlock()
+			h.forgetIfIdle()
+			return
+		case m.Gap || m.Payload == WakeAll:
+			for _, w := range t.waiters {
+				w.wake()
+			}
+		default:
+			if w := t.waiters[m.Payload]; w != nil {
+				w.wake()
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) forgetIfIdle() {
+	hubs.Do(h.b, nil, func(cur *hub) bool {
+		if cur != h {
+			return false
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.topics) == 0
+	})
+}
+
+func (w *Waiter) wake() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// Topics reports how many channels b's hub has subscribed, for tests and
+// benchmarks.
+func Topics(b backend.Backend) int {
+	n := 0
+	hubs.Do(b, nil, func(h *hub) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n = len(h.topics)
+		return false
+	})
+	return n
+}

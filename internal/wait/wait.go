@@ -1,0 +1,181 @@
+// Package wait is the acquisition loop every blocking primitive shares:
+// try, and while that fails, wait for a wake-up on the primitive's channel,
+// for the current holder's lease to run out, or for the waiter's heartbeat,
+// whichever comes first, then try again.
+//
+// The first attempt goes straight to the server, so an uncontended
+// acquisition costs one round trip. When it fails, the waiter joins the
+// channel (a subscription shared by the process) and tries once more before
+// sleeping, because a release may have been announced before the
+// subscription existed. Failed attempts register the waiter on the server
+// so that a release can wake it; the heartbeat renews that registration.
+//
+// Transient backend errors (connection failures, a loading or failing-over
+// server) are ridden out with capped, jittered backoff until ctx is done.
+// Permanent ones (a closed backend, a script error, an unexpected reply)
+// end the wait at once.
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
+)
+
+// Attempt makes one try. When queue is set, a failed try registers the
+// waiter on the server. retryIn is how long the current holder's claim
+// lasts, if known (0 when unknown or already over).
+type Attempt func(ctx context.Context, queue bool) (acquired bool, retryIn time.Duration, err error)
+
+// Spec describes one acquisition.
+type Spec struct {
+	Backend   backend.Backend
+	Channel   string
+	WaiterID  string
+	Heartbeat time.Duration // longest sleep between attempts
+	Try       Attempt
+
+	// Abandon undoes whatever the attempts may have left on the server
+	// (a registration, or an acquisition whose reply was lost). It runs
+	// when the acquisition fails, on a context of its own.
+	Abandon func(ctx context.Context) error
+}
+
+// AbandonTimeout bounds the clean-up after a failed acquisition.
+const AbandonTimeout = 5 * time.Second
+
+// Acquire runs the loop until an attempt succeeds, ctx is done, or a
+// permanent error occurs. A ctx error is returned as is when no backend
+// error preceded it, else wrapped together with the last backend error.
+func Acquire(ctx context.Context, s Spec) (err error) {
+	defer func() {
+		if err != nil && s.Abandon != nil {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
+			s.Abandon(actx)
+			cancel()
+		}
+	}()
+
+	var lastErr error
+	failures := 0
+	// fail decides what an error means: stop now, or back off and retry.
+	fail := func(err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return ctxError(cerr, lastErr)
+		}
+		if !Transient(err) {
+			return err
+		}
+		lastErr = err
+		failures++
+		if !Sleep(ctx, Backoff(failures)) {
+			return ctxError(ctx.Err(), lastErr)
+		}
+		return nil
+	}
+
+	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
+	for w == nil {
+		ok, _, err := s.Try(ctx, true)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			if err := fail(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if w, err = hub.Join(ctx, s.Backend, s.Channel, s.WaiterID); err != nil {
+			if err := fail(err); err != nil {
+				return err
+			}
+		}
+	}
+	defer w.Leave()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		ok, retryIn, err := s.Try(ctx, true)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			if err := fail(err); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
+		sleep := s.Heartbeat
+		if retryIn > 0 && retryIn < sleep {
+			sleep = retryIn
+		}
+		timer.Reset(sleep)
+		select {
+		case <-w.C():
+			timer.Stop()
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctxError(ctx.Err(), lastErr)
+		}
+	}
+}
+
+func ctxError(cerr, last error) error {
+	if last == nil {
+		return cerr
+	}
+	return fmt.Errorf("%w (last backend error: %v)", cerr, last)
+}
+
+// Transient reports whether err is worth retrying: a failure to reach the
+// server or a server state that passes (LOADING, BUSY, TRYAGAIN, a
+// failover), as opposed to a closed backend, a context error, bad input, a
+// script error or an unexpected reply.
+func Transient(err error) bool {
+	var se *backend.ServerError
+	switch {
+	case err == nil,
+		errors.Is(err, context.Canceled),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, dsync.ErrClosed),
+		errors.Is(err, dsync.ErrUnexpectedReply),
+		errors.Is(err, dsync.ErrInvalidBackend):
+		return false
+	case errors.As(err, &se):
+		switch se.Prefix() {
+		case "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "NOSCRIPT":
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// Backoff returns the pause after the n-th consecutive failure (n >= 1):
+// exponential from 10ms, capped at 1s, with jitter.
+func Backoff(n int) time.Duration {
+	d := 10 * time.Millisecond << min(n-1, 7)
+	d = min(d, time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// Sleep pauses for d, or until ctx is done, in which case it reports false.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,143 @@
+package mutex
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Lock locks m for a fresh ownerless hold, as sync.Mutex does: it is not
+// reentrant, and Unlock on m, from any goroutine, releases it. Lock blocks
+// until the mutex is acquired, riding out backend errors that may pass
+// (connection failures, a restarting server) with capped backoff. It
+// panics if the handle is invalid (see New) or its backend is closed.
+func (m *Mutex) Lock() {
+	if err := m.LockContext(context.Background()); err != nil {
+		panic("dsync/mutex: Lock: " + err.Error())
+	}
+}
+
+// LockContext locks m for ctx's owner (see dsync.WithOwner), re-entering if
+// the owner already holds it, and waits while another owner holds it. With
+// no owner in ctx, it takes an ownerless hold as Lock does.
+//
+// The wait ends when the mutex is acquired or ctx is done; ctx's deadline
+// is the longest wait. Backend errors that may pass are retried until then.
+// On failure nothing is left held or queued, and the error matches
+// ctx.Err(), or is the backend error that cannot pass.
+func (m *Mutex) LockContext(ctx context.Context) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	owner, anon := lockOwner(ctx)
+	op := dsync.NewID()
+	var got grant
+	err := wait.Acquire(ctx, wait.Spec{
+		Backend:   m.b,
+		Channel:   m.channel,
+		WaiterID:  op,
+		Heartbeat: heartbeat,
+		Try: func(ctx context.Context, queue bool) (bool, time.Duration, error) {
+			return m.try(ctx, owner, op, queue, &got)
+		},
+		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op) },
+	})
+	if err != nil {
+		return m.wrap("lock", err)
+	}
+	m.hold(owner, anon, got)
+	return nil
+}
+
+// TryLockContext makes one attempt to lock m for ctx's owner, without
+// waiting for another holder to release. It reports whether the mutex is
+// now held by the owner. When the attempt fails with an error, nothing is
+// left held.
+func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	owner, anon := lockOwner(ctx)
+	op := dsync.NewID()
+	var got grant
+	ok, _, err := m.try(ctx, owner, op, false, &got)
+	if err != nil {
+		// The attempt may have succeeded with its reply lost.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
+		m.abandon(actx, owner, op)
+		cancel()
+		return false, m.wrap("trylock", err)
+	}
+	if ok {
+		m.hold(owner, anon, got)
+	}
+	return ok, nil
+}
+
+// grant is what a successful attempt reports.
+type grant struct {
+	count int64
+	token int64
+	sent  time.Time // when the granting call was sent
+}
+
+func (m *Mutex) try(ctx context.Context, owner, op string, queue bool, got *grant) (bool, time.Duration, error) {
+	waiter := ""
+	if queue {
+		waiter = op
+	}
+	sent := time.Now()
+	reply, err := m.b.Eval(ctx, acquireScript, []string{m.key, m.waiters, m.fence},
+		owner, op, ms(m.cfg.Lease), waiter, ms(waiterTTL), ms(FenceTTL))
+	if err != nil {
+		return false, 0, err
+	}
+	r, err := backend.Ints(reply, 2)
+	if err != nil {
+		return false, 0, err
+	}
+	if r[0] == 0 {
+		return false, time.Duration(r[1]) * time.Millisecond, nil
+	}
+	if len(r) < 3 || r[1] < 1 || r[2] < 1 {
+		return false, 0, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
+	}
+	*got = grant{count: r[1], token: r[2], sent: sent}
+	return true, 0, nil
+}
+
+// hold records a successful acquisition: a first hold starts its lease,
+// a re-entry extends it.
+func (m *Mutex) hold(owner string, anon bool, g grant) {
+	if l := lease.Get(m.b, m.key, owner); g.count > 1 && l != nil && !l.Lost() {
+		l.Extend(g.sent)
+	} else {
+		spec := lease.Spec{
+			Key:    m.key,
+			Owner:  owner,
+			Name:   m.name,
+			TTL:    m.cfg.Lease,
+			Token:  g.token,
+			Keys:   []string{m.key},
+			Args:   []any{owner, ms(m.cfg.Lease)},
+			Logger: m.cfg.Logger,
+		}
+		if m.cfg.Watchdog {
+			spec.Renew = renewScript
+		}
+		lease.Start(m.b, spec, g.sent)
+	}
+	if anon {
+		m.setAnon(owner)
+	}
+}
+
+func (m *Mutex) abandon(ctx context.Context, owner, op string) error {
+	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, op, m.channel)
+	return err
+}

@@ -1,0 +1,29 @@
+package mutex
+
+import (
+	_ "embed"
+
+	"github.com/dsyncgo/dsync/internal/script"
+)
+
+var (
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/abandon.lua
+	abandonLua string
+	//go:embed lua/force.lua
+	forceLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
+	//go:embed lua/renew.lua
+	renewLua string
+
+	acquireScript = script.New(acquireLua)
+	releaseScript = script.New(releaseLua)
+	abandonScript = script.New(abandonLua)
+	forceScript   = script.New(forceLua)
+	inspectScript = script.New(inspectLua)
+	renewScript   = script.New(renewLua)
+)

@@ -1,0 +1,115 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Unlock releases the ownerless hold taken through m by Lock (or by
+// LockContext without an owner), from any goroutine, as sync.Mutex does.
+//
+// It panics if m has no such hold, as sync.Mutex does. A hold that was lost
+// (its lease expired or it vanished from the server) is not a panic: the
+// loss was reported through Done and is logged again here. Backend errors
+// that may pass are retried until the lease would have expired anyway.
+func (m *Mutex) Unlock() {
+	if err := m.check(context.Background()); err != nil {
+		panic("dsync/mutex: Unlock: " + err.Error())
+	}
+	if owner, _ := m.holder(context.Background()); owner == "" {
+		panic(fmt.Sprintf("dsync/mutex: unlock of unlocked mutex %q", truncate(m.name)))
+	}
+	if err := m.UnlockContext(context.Background()); err != nil {
+		m.cfg.Logger.Warn("dsync: unlock failed", "name", m.name, "error", err)
+	}
+}
+
+// UnlockContext releases one hold of ctx's owner, or with no owner in ctx,
+// the ownerless hold taken through m. The owner keeps the mutex until it has
+// released as many holds as it took.
+//
+// It returns an error matching dsync.ErrNotHeld, without any I/O, when the
+// owner holds nothing through this process: never locked, unlocked once too
+// often, or locked by another owner, whose hold stays intact. It returns
+// one too when the hold was lost. A failed release stops the watchdog, so
+// the hold expires by itself within one lease.
+func (m *Mutex) UnlockContext(ctx context.Context) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	owner, anon := m.holder(ctx)
+	var l *lease.Lease
+	if owner != "" {
+		l = lease.Get(m.b, m.key, owner)
+	}
+	if l == nil {
+		return m.wrap("unlock", dsync.ErrNotHeld)
+	}
+	if l.Lost() {
+		l.Release()
+		if anon {
+			m.clearAnon(owner)
+		}
+		return m.wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
+	}
+	left, err := m.release(ctx, owner, l.Deadline())
+	switch {
+	case err != nil:
+		l.Release()
+		if anon {
+			m.clearAnon(owner)
+		}
+		return m.wrap("unlock", err)
+	case left < 0:
+		l.Release()
+		if anon {
+			m.clearAnon(owner)
+		}
+		return m.wrap("unlock", fmt.Errorf("%w: %w: it is no longer on the server", dsync.ErrNotHeld, errLost))
+	case left == 0:
+		l.Release()
+		if anon {
+			m.clearAnon(owner)
+		}
+	}
+	return nil
+}
+
+// release runs the release script, retrying errors that may pass until ctx
+// is done or the hold's lease has run out. It returns the owner's
+// remaining hold count, or -1 if the owner held nothing on the server. One
+// operation id makes the retries safe: a release whose reply was lost is
+// not applied twice.
+func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (int64, error) {
+	op := dsync.NewID()
+	ambiguous := false
+	for failures := 1; ; failures++ {
+		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters},
+			owner, op, ms(m.cfg.Lease), m.channel)
+		if err == nil {
+			left, err := backend.Int(reply)
+			if err != nil {
+				return 0, err
+			}
+			if left < 0 && ambiguous {
+				// An earlier attempt released the last hold.
+				left = 0
+			}
+			return left, nil
+		}
+		if !wait.Transient(err) || time.Now().After(deadline) {
+			return 0, err
+		}
+		ambiguous = true
+		if !wait.Sleep(ctx, wait.Backoff(failures)) {
+			return 0, errors.Join(ctx.Err(), err)
+		}
+	}
+}
