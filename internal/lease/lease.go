@@ -73,6 +73,7 @@ type Lease struct {
 	state    state
 	deadline time.Time // lost when passed without a renewal
 	next     time.Time // when the scheduler next looks at it
+	retrying bool      // the last renewal failed: next is a retry, not a due time
 	index    int       // in s.queue, or -1
 }
 
@@ -175,6 +176,7 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 
 // renewedLocked records a successful acquisition or renewal sent at t.
 func (l *Lease) renewedLocked(t time.Time) {
+	l.retrying = false
 	l.deadline = t.Add(l.spec.TTL)
 	if l.spec.Renew == nil {
 		l.next = l.deadline
@@ -296,7 +298,7 @@ func (s *Scheduler) dueLocked(now time.Time) []*Lease {
 	for len(s.queue) > 0 {
 		l := s.queue[0]
 		early := time.Duration(0)
-		if l.spec.Renew != nil {
+		if l.spec.Renew != nil && !l.retrying {
 			early = l.spec.TTL / 6
 		}
 		if l.next.Sub(now) > early {
@@ -397,6 +399,7 @@ func (s *Scheduler) renewGroup(g *group) {
 				log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", err)
 			}
 			retry := max(min(l.spec.TTL/10, time.Second), 10*time.Millisecond)
+			l.retrying = true
 			l.next = now.Add(retry)
 			if l.next.After(l.deadline) {
 				l.next = l.deadline

@@ -1,0 +1,92 @@
+// Package mutex provides a reentrant mutual exclusion lock shared through
+// a Redis-compatible server: Redisson's RLock, in Go.
+//
+//	mu := mutex.New(b, "orders:42")
+//	mu.Lock()
+//	defer mu.Unlock()
+//
+// A *Mutex is a sync.Locker and a dsync.Locker. Any number of handles, in
+// any number of processes, may refer to the same name; they exclude one
+// another.
+//
+// # Owners and reentrancy
+//
+// A hold belongs to an owner, carried by the context (dsync.WithOwner).
+// LockContext with an owner re-enters when the owner already holds the
+// mutex, through any handle in the process, and the owner must unlock as
+// many times as it locked. Lock, and LockContext with a context that has no
+// owner, take an ownerless hold: not reentrant, exactly like sync.Mutex (a
+// second Lock blocks), and released by Unlock on the same handle from any
+// goroutine.
+//
+// # Leases, the watchdog and the lost signal
+//
+// Every hold has a lease on the server, so a holder that crashes frees the
+// mutex by itself. By default the lease is 30s and a watchdog renews it
+// every 10s while the mutex is held; one scheduler per backend renews all
+// holds in batched calls. WithWatchdog changes the lease; WithLease makes it
+// fixed, never renewed.
+//
+// A hold can be lost: a fixed lease expires, renewals fail until the lease
+// runs out (the server was unreachable), or the key vanished (ForceUnlock,
+// a flush, a failover that lost the write). Done returns a channel that is
+// closed when that happens, as well as on the final unlock. Redisson only
+// logs a loss; here the holder is told, and should stop touching the
+// resource. After a loss, UnlockContext returns an error matching
+// dsync.ErrNotHeld, and Unlock logs instead of panicking.
+//
+// # Fencing tokens
+//
+// A lease is not a mutex: a holder paused (GC, swap, a slow network) past
+// its lease can still act while another process holds the mutex. Every
+// acquisition therefore gets a fencing token, returned by Token: a number
+// that strictly increases from one hold to the next, whoever takes it, and
+// stays the same on re-entry. Pass it with every write to the protected
+// resource, and have the resource reject a write whose token is lower than
+// the highest it has seen:
+//
+//	UPDATE orders SET ..., fence = $token WHERE id = 42 AND fence <= $token
+//
+// Tokens are the server time in microseconds, or the previous token plus
+// one when that is larger, taken in the same script that grants the hold.
+// The previous token is kept in a companion key for FenceTTL (one hour)
+// after the last acquisition; if it is lost, tokens still increase unless
+// the server's clock steps back.
+//
+// # Waiting
+//
+// A blocked LockContext does not poll. A waiter registers on the server
+// with its first failed attempt and subscribes to the mutex's channel (one
+// subscription per backend, shared by all local waiters); each release
+// wakes exactly one waiter, the one that has waited longest since its last
+// attempt, by name. A waiter also retries when the holder's lease runs out
+// and, as a heartbeat, every 5s; a waiter whose process died is woken in
+// vain at most once and delays the others by at most that heartbeat. When
+// the pub/sub connection is re-established, every local waiter retries.
+//
+// The mutex is not fair: a locker arriving while the mutex is free takes
+// it, even if a woken waiter was about to (barging, as in sync.Mutex's
+// normal mode). That keeps throughput high; a woken waiter that loses the
+// race re-queues. Use package fairlock for first-come, first-served.
+//
+// # Keys
+//
+// The mutex "orders:42" under the default prefix uses
+//
+//	dsync:mutex:{orders:42}          hash: owner, hold count, token; lease TTL
+//	dsync:mutex:{orders:42}:waiters  sorted set of waiting ids; gone when empty
+//	dsync:mutex:{orders:42}:fence    the last token; expires after FenceTTL
+//	dsync:mutex:{orders:42}:wake     pub/sub channel
+//
+// all in one Redis Cluster slot. Nothing else is left behind once the mutex
+// is free.
+//
+// # Errors
+//
+// Every error names the operation and the mutex and matches, with
+// errors.Is, a sentinel of package dsync or the context's error. Bad
+// arguments are reported before any I/O. Operations whose reply is lost are
+// retried with the same operation id, so a retried acquisition does not
+// count twice and a retried release does not release twice; an
+// acquisition that is given up is undone.
+package mutex
