@@ -243,7 +243,11 @@ func (s *Scheduler) endLocked(l *Lease, to state) {
 func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
 	s.endLocked(l, lost)
 	if log := l.spec.Logger; log != nil {
-		log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason, "error", err)
+		if err != nil {
+			log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason, "error", err)
+		} else {
+			log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason)
+		}
 	}
 }
 
