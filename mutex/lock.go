@@ -42,8 +42,8 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 		Channel:   m.channel,
 		WaiterID:  op,
 		Heartbeat: heartbeat,
-		Try: func(ctx context.Context, queue bool) (bool, time.Duration, error) {
-			return m.try(ctx, owner, op, queue, &got)
+		Try: func(ctx context.Context, prior int) (bool, time.Duration, error) {
+			return m.try(ctx, owner, op, true, prior > 0, &got)
 		},
 		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op) },
 	})
@@ -65,7 +65,7 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
 	var got grant
-	ok, _, err := m.try(ctx, owner, op, false, &got)
+	ok, _, err := m.try(ctx, owner, op, false, false, &got)
 	if err != nil {
 		// The attempt may have succeeded with its reply lost.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
@@ -86,14 +86,20 @@ type grant struct {
 	sent  time.Time // when the granting call was sent
 }
 
-func (m *Mutex) try(ctx context.Context, owner, op string, queue bool, got *grant) (bool, time.Duration, error) {
-	waiter := ""
+// try makes one attempt for owner with operation id op. With queue, a
+// failure registers op as a waiter; registered says an earlier attempt may
+// have done so, and a success must remove the registration.
+func (m *Mutex) try(ctx context.Context, owner, op string, queue, registered bool, got *grant) (bool, time.Duration, error) {
+	waiter, unqueue := "", "0"
 	if queue {
 		waiter = op
 	}
+	if registered {
+		unqueue = "1"
+	}
 	sent := time.Now()
 	reply, err := m.b.Eval(ctx, acquireScript, []string{m.key, m.waiters, m.fence},
-		owner, op, ms(m.cfg.Lease), waiter, ms(waiterTTL), ms(FenceTTL))
+		owner, op, ms(m.cfg.Lease), waiter, ms(waiterTTL), ms(FenceTTL), unqueue)
 	if err != nil {
 		return false, 0, err
 	}
@@ -138,6 +144,6 @@ func (m *Mutex) hold(owner string, anon bool, g grant) {
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op string) error {
-	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, op, m.channel)
+	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, op, m.channel, ms(handoffWindow))
 	return err
 }

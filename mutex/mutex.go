@@ -22,6 +22,11 @@ const (
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
 
+	// handoffWindow is how long a released mutex stays reserved for the
+	// waiter woken to take it: far longer than a wake-up and an attempt
+	// take, short enough that a waiter that died meanwhile costs little.
+	handoffWindow = 100 * time.Millisecond
+
 	// FenceTTL is how long the fencing counter of a mutex outlives its
 	// last acquisition. Tokens keep increasing after it expires (see the
 	// package documentation); the counter only guards against the server

@@ -120,7 +120,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters}, m.channel)
+	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters}, m.channel, ms(handoffWindow))
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

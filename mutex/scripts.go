@@ -7,6 +7,8 @@ import (
 )
 
 var (
+	//go:embed lua/handoff.lua
+	handoffLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
 	//go:embed lua/release.lua
@@ -21,9 +23,9 @@ var (
 	renewLua string
 
 	acquireScript = script.New(acquireLua)
-	releaseScript = script.New(releaseLua)
-	abandonScript = script.New(abandonLua)
-	forceScript   = script.New(forceLua)
+	releaseScript = script.New(handoffLua + releaseLua)
+	abandonScript = script.New(handoffLua + abandonLua)
+	forceScript   = script.New(handoffLua + forceLua)
 	inspectScript = script.New(inspectLua)
 	renewScript   = script.New(renewLua)
 )

@@ -92,7 +92,7 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	ambiguous := false
 	for failures := 1; ; failures++ {
 		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters},
-			owner, op, ms(m.cfg.Lease), m.channel)
+			owner, op, ms(m.cfg.Lease), m.channel, ms(handoffWindow))
 		if err == nil {
 			left, err := backend.Int(reply)
 			if err != nil {

@@ -38,7 +38,7 @@ func main() {
 	case "inspect":
 		err = inspect(os.Args[2:])
 	case "bench":
-		err = bench(os.Args[2:])
+		err = runBench(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		usage()
 	default:

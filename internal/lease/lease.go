@@ -100,14 +100,19 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Scheduler renews the leases of one backend.
+//
+// It owns no goroutine: a timer fires when the earliest lease is due, and
+// its callback runs the round. Taking and releasing locks therefore costs
+// no goroutine start or thread wake-up, and an idle backend costs nothing.
 type Scheduler struct {
-	b    backend.Backend
-	kick chan struct{}
+	b backend.Backend
 
-	mu      sync.Mutex
-	queue   leaseHeap
-	index   map[holdKey]*Lease
-	running bool
+	mu    sync.Mutex
+	queue leaseHeap
+	index map[holdKey]*Lease
+	timer *time.Timer // runs tick
+	armed time.Time   // when timer fires; zero if stopped
+	busy  bool        // a round is running; it re-arms the timer when done
 
 	// Observed by tests and benchmarks.
 	calls int64
@@ -122,7 +127,7 @@ var schedulers registry.Registry[*Scheduler]
 func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	var l *Lease
 	schedulers.Do(b, func() *Scheduler {
-		return &Scheduler{b: b, kick: make(chan struct{}, 1), index: make(map[holdKey]*Lease)}
+		return &Scheduler{b: b, index: make(map[holdKey]*Lease)}
 	}, func(s *Scheduler) bool {
 		l = s.start(spec, sentAt)
 		return false
@@ -165,12 +170,7 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 	s.index[k] = l
 	l.renewedLocked(sentAt)
 	heap.Push(&s.queue, l)
-	if !s.running {
-		s.running = true
-		go s.run()
-	} else {
-		s.wake()
-	}
+	s.armLocked()
 	return l
 }
 
@@ -198,6 +198,7 @@ func (l *Lease) Extend(sentAt time.Time) {
 	if l.index >= 0 {
 		heap.Fix(&s.queue, l.index)
 	}
+	s.armLocked()
 }
 
 // Release ends the lease because its hold was released, or forgets a lost
@@ -209,11 +210,14 @@ func (l *Lease) Release() {
 	if k := (holdKey{l.spec.Key, l.spec.Owner}); s.index[k] == l {
 		delete(s.index, k)
 	}
-	if len(s.queue) == 0 {
-		s.wake() // to exit
-	}
+	// An armed timer stays armed: a lock taken again soon reuses it
+	// without touching the runtime's timers, and the round that finds
+	// nothing to do retires the scheduler. Without one, retire it now.
+	retire := s.armed.IsZero() && !s.busy
 	s.mu.Unlock()
-	s.forgetIfIdle()
+	if retire {
+		s.forgetIfIdle()
+	}
 }
 
 // forgetIfIdle drops s from the registry once it has nothing to do.
@@ -224,7 +228,7 @@ func (s *Scheduler) forgetIfIdle() {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return !s.running && len(s.index) == 0
+		return !s.busy && len(s.index) == 0 && len(s.queue) == 0
 	})
 }
 
@@ -251,46 +255,48 @@ func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
 	}
 }
 
-func (s *Scheduler) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+// armLocked makes the timer fire by the time the earliest lease is due.
+func (s *Scheduler) armLocked() {
+	if s.busy || len(s.queue) == 0 {
+		return
+	}
+	at := s.queue[0].next
+	if !s.armed.IsZero() && !at.Before(s.armed) {
+		return
+	}
+	s.armed = at
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Until(at), s.tick)
+	} else {
+		s.timer.Reset(time.Until(at))
 	}
 }
 
-// run is the scheduler's goroutine. It exits when no lease is left.
-func (s *Scheduler) run() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// tick runs a round: every lease due is renewed or expired, then the timer
+// is armed for the next.
+func (s *Scheduler) tick() {
+	s.mu.Lock()
+	if s.busy {
+		s.mu.Unlock()
+		return
+	}
+	s.busy = true
+	s.armed = time.Time{}
 	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			s.forgetIfIdle()
-			return
-		}
-		now := time.Now()
-		due := s.dueLocked(now)
-		var wait time.Duration
-		if len(due) == 0 && len(s.queue) > 0 {
-			wait = s.queue[0].next.Sub(now)
+		due := s.dueLocked(time.Now())
+		if len(due) == 0 {
+			break
 		}
 		s.mu.Unlock()
-
-		if len(due) > 0 {
-			s.renew(due)
-			continue
-		}
-		if wait == 0 {
-			continue // everything due was lost; look again
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-s.kick:
-			timer.Stop()
-		}
+		s.renew(due)
+		s.mu.Lock()
+	}
+	s.busy = false
+	s.armLocked()
+	idle := len(s.index) == 0 && len(s.queue) == 0
+	s.mu.Unlock()
+	if idle {
+		s.forgetIfIdle()
 	}
 }
 

@@ -9,31 +9,38 @@ local function now()
 end
 
 -- next_token returns a fencing token greater than every token handed out
--- for fence_key: the counter plus one, or the server time in microseconds
--- when that is larger, so the sequence keeps increasing even if the counter
--- key is lost. The counter lives for fence_ttl milliseconds.
+-- for fence_key: the server time in microseconds, or the previous token
+-- plus one when that is not smaller, so the sequence keeps increasing even
+-- if the counter key is lost, and even if the clock steps back while the
+-- key lives. The counter lives for fence_ttl milliseconds. One call in the
+-- usual case (SET ... GET, Redis 6.2+).
 local function next_token(fence_key, now_us, fence_ttl)
-  local last = tonumber(redis.call('GET', fence_key) or '0') or 0
-  local token
-  if last < now_us then
-    token = now_us
+  local token = now_us
+  local last = tonumber(redis.call('SET', fence_key, string.format('%d', token), 'PX', fence_ttl, 'GET') or '0') or 0
+  if last >= token then
+    token = last + 1
     redis.call('SET', fence_key, string.format('%d', token), 'PX', fence_ttl)
-  else
-    token = redis.call('INCR', fence_key)
-    redis.call('PEXPIRE', fence_key, fence_ttl)
   end
   return token
 end
 
--- wake_next drops expired entries from the waiter set and wakes the waiter
--- that has gone longest without renewing its entry, removing it: a live
--- waiter that loses the race re-registers with its next attempt.
-local function wake_next(waiters_key, channel, now_ms)
+-- wake_next drops expired entries from the waiter set, then wakes the
+-- waiter that has gone longest without renewing its entry, removing it (a
+-- live waiter that does not get what it waits for registers again), and
+-- returns its id, or false if there is none. With no waiter set it costs
+-- one EXISTS.
+local function wake_next(waiters_key, channel)
+  if redis.call('EXISTS', waiters_key) == 0 then
+    return false
+  end
+  local now_ms = now()
   redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', now_ms)
   local w = redis.call('ZPOPMIN', waiters_key)
   if w[1] then
     redis.call('PUBLISH', channel, w[1])
+    return w[1]
   end
+  return false
 end
 
 -- register adds or refreshes a waiter entry that expires after ttl ms.

@@ -28,10 +28,12 @@ import (
 	"github.com/dsyncgo/dsync/internal/hub"
 )
 
-// Attempt makes one try. When queue is set, a failed try registers the
-// waiter on the server. retryIn is how long the current holder's claim
-// lasts, if known (0 when unknown or already over).
-type Attempt func(ctx context.Context, queue bool) (acquired bool, retryIn time.Duration, err error)
+// Attempt makes one try; a failed try registers the waiter on the server.
+// prior is the number of attempts made before this one by the same
+// acquisition: after the first, the waiter may be registered. retryIn is
+// how long the current holder's claim lasts, if known (0 when unknown or
+// already over).
+type Attempt func(ctx context.Context, prior int) (acquired bool, retryIn time.Duration, err error)
 
 // Spec describes one acquisition.
 type Spec struct {
@@ -80,9 +82,14 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		return nil
 	}
 
+	attempts := 0
+	try := func() (bool, time.Duration, error) {
+		attempts++
+		return s.Try(ctx, attempts-1)
+	}
 	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
 	for w == nil {
-		ok, _, err := s.Try(ctx, true)
+		ok, _, err := try()
 		if ok {
 			return nil
 		}
@@ -103,7 +110,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		ok, retryIn, err := s.Try(ctx, true)
+		ok, retryIn, err := try()
 		if ok {
 			return nil
 		}

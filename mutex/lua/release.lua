@@ -3,23 +3,23 @@
 -- KEYS[1] lock hash; KEYS[2] waiter set.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
--- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel.
+-- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel;
+-- ARGV[5] hand-off window ms.
 -- Reply: the owner's remaining hold count, or -1 if the owner holds nothing.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
-if redis.call('HGET', lock, 'owner') ~= owner then
+local h = redis.call('HMGET', lock, 'owner', 'op', 'count')
+if h[1] ~= owner then
   return -1
 end
-if redis.call('HGET', lock, 'op') == op then
-  return tonumber(redis.call('HGET', lock, 'count'))
-end
-local count = redis.call('HINCRBY', lock, 'count', -1)
-if count > 0 then
-  redis.call('HSET', lock, 'op', op)
-  redis.call('PEXPIRE', lock, ARGV[3])
+local count = tonumber(h[3])
+if h[2] == op then
   return count
 end
-redis.call('DEL', lock)
-local now_ms = now()
-wake_next(waiters, ARGV[4], now_ms)
+if count > 1 then
+  redis.call('HSET', lock, 'count', count - 1, 'op', op)
+  redis.call('PEXPIRE', lock, ARGV[3])
+  return count - 1
+end
+hand_off(lock, waiters, ARGV[4], ARGV[5])
 return 0

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync/internal/testserver"
+)
+
+// The benchmarks start a private redis-server, or use $DSYNC_REDIS_ADDR;
+// without either they skip. Names follow benchstat's key=value form:
+//
+//	go test -run '^$' -bench . -count 6 ./bench | tee new.txt && benchstat new.txt
+
+var server *testserver.Server
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		server.Stop()
+	}
+	os.Exit(code)
+}
+
+func addr(b *testing.B) string {
+	b.Helper()
+	if server == nil {
+		if !testserver.RedisAvailable() {
+			b.Skip("redis-server not on PATH and DSYNC_REDIS_ADDR not set")
+		}
+		s, err := testserver.StartRedis()
+		if err != nil {
+			b.Fatal(err)
+		}
+		server = s
+	}
+	return server.Addr()
+}
+
+func impls(b *testing.B, f func(b *testing.B, impl Impl)) {
+	for _, impl := range Impls() {
+		b.Run("impl="+impl.Name, func(b *testing.B) { f(b, impl) })
+	}
+}
+
+func BenchmarkUncontended(b *testing.B) {
+	a := addr(b)
+	impls(b, func(b *testing.B, impl Impl) {
+		b.ResetTimer()
+		r, err := Uncontended(context.Background(), a, impl, b.N)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.PerAcq(r.RoundTrips), "rtt/op")
+		b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/op")
+	})
+}
+
+func BenchmarkContended(b *testing.B) {
+	a := addr(b)
+	for _, hold := range []time.Duration{0, time.Millisecond} {
+		b.Run(fmt.Sprintf("hold=%v", hold), func(b *testing.B) {
+			impls(b, func(b *testing.B, impl Impl) {
+				b.ResetTimer()
+				r, err := Contended(context.Background(), a, impl, 8, hold, 0, int64(b.N))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.Rate(), "acq/s")
+				b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "p50-wait-µs")
+				b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-wait-µs")
+				b.ReportMetric(r.PerAcq(r.Commands), "cmds/acq")
+				b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/acq")
+				b.ReportMetric(float64(r.GiveUps), "give-ups")
+			})
+		})
+	}
+}
+
+func BenchmarkHandoff(b *testing.B) {
+	a := addr(b)
+	impls(b, func(b *testing.B, impl Impl) {
+		b.ResetTimer()
+		r, err := Handoff(context.Background(), a, impl, b.N)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "median-µs")
+		b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-µs")
+	})
+}

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// counter counts what one client sends: every command, and the round
+// trips among them (a command whose reply the caller waits for).
+type counter struct {
+	commands   atomic.Int64
+	roundTrips atomic.Int64
+}
+
+// redigoPool returns a pool whose connections count into c.
+func redigoPool(addr string, c *counter) *redis.Pool {
+	return &redis.Pool{
+		MaxIdle:     64,
+		IdleTimeout: time.Minute,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			conn, err := redis.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: conn, c: c}, nil
+		},
+	}
+}
+
+// countingConn wraps a redigo connection; it keeps the context and timeout
+// forms so that callers behave as on a plain connection.
+type countingConn struct {
+	redis.Conn
+	c *counter
+}
+
+func (cc *countingConn) count(cmd string, roundTrip bool) {
+	if cmd == "" {
+		return
+	}
+	cc.c.commands.Add(1)
+	if roundTrip {
+		cc.c.roundTrips.Add(1)
+	}
+}
+
+func (cc *countingConn) Do(cmd string, args ...any) (any, error) {
+	cc.count(cmd, true)
+	return cc.Conn.Do(cmd, args...)
+}
+
+func (cc *countingConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	cc.count(cmd, true)
+	return redis.DoContext(cc.Conn, ctx, cmd, args...)
+}
+
+func (cc *countingConn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, error) {
+	cc.count(cmd, true)
+	return redis.DoWithTimeout(cc.Conn, d, cmd, args...)
+}
+
+func (cc *countingConn) Send(cmd string, args ...any) error {
+	cc.count(cmd, false) // pub/sub traffic: no reply awaited by the sender
+	return cc.Conn.Send(cmd, args...)
+}
+
+func (cc *countingConn) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(cc.Conn, ctx)
+}
+
+func (cc *countingConn) ReceiveWithTimeout(d time.Duration) (any, error) {
+	return redis.ReceiveWithTimeout(cc.Conn, d)
+}
+
+// goRedisClient returns a go-redis client whose commands count into c.
+func goRedisClient(addr string, c *counter) *goredis.Client {
+	cl := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 16})
+	cl.AddHook(countingHook{c})
+	return cl
+}
+
+type countingHook struct{ c *counter }
+
+func (h countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.c.commands.Add(1)
+		h.c.roundTrips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.c.commands.Add(int64(len(cmds)))
+		h.c.roundTrips.Add(1)
+		return next(ctx, cmds)
+	}
+}

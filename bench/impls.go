@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredigo "github.com/go-redsync/redsync/v4/redis/redigo"
+	"github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+
+	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/mutex"
+)
+
+// ErrGaveUp is returned by a peer's Lock that stopped trying: a failure, not
+// a skip.
+var ErrGaveUp = errors.New("gave up")
+
+// Client is one simulated process of one implementation: its own
+// connections, and a lock on one name.
+type Client interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Close()
+}
+
+// Impl is an implementation under test.
+type Impl struct {
+	Name string
+	Note string // its configuration, for the report
+	New  func(addr, name string, c *counter) Client
+}
+
+// peerExpiry is the peers' lock TTL: redsync's default.
+const peerExpiry = 8 * time.Second
+
+// Impls returns dsync and the peers, in report order.
+func Impls() []Impl {
+	return []Impl{
+		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups)", New: newDsync},
+		{Name: "redsync", Note: "redsync v4 defaults: 32 tries, 50-250ms random retry delay, 8s expiry", New: newRedsync(nil)},
+		{Name: "redsync-1ms", Note: "redsync v4, 1ms retry delay, tries unlimited in practice", New: newRedsync([]redsync.Option{
+			redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1 << 30)})},
+		{Name: "redislock", Note: "bsm/redislock, the documented retry: every 100ms, 3 times; 8s TTL", New: newRedislock(func() redislock.RetryStrategy {
+			return redislock.LimitRetry(redislock.LinearBackoff(100*time.Millisecond), 3)
+		})},
+		{Name: "redislock-1ms", Note: "bsm/redislock, retry every 1ms until the 8s TTL", New: newRedislock(func() redislock.RetryStrategy {
+			return redislock.LinearBackoff(time.Millisecond)
+		})},
+	}
+}
+
+type dsyncClient struct {
+	pool *redis.Pool
+	b    *bredigo.Backend
+	m    *mutex.Mutex
+}
+
+func newDsync(addr, name string, c *counter) Client {
+	pool := redigoPool(addr, c)
+	b := bredigo.New(pool)
+	return &dsyncClient{pool: pool, b: b, m: mutex.New(b, name)}
+}
+
+func (d *dsyncClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
+func (d *dsyncClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
+func (d *dsyncClient) Close()                           { d.b.Close(); d.pool.Close() }
+
+type redsyncClient struct {
+	pool *redis.Pool
+	m    *redsync.Mutex
+}
+
+func newRedsync(opts []redsync.Option) func(addr, name string, c *counter) Client {
+	return func(addr, name string, c *counter) Client {
+		pool := redigoPool(addr, c)
+		rs := redsync.New(rsredigo.NewPool(pool))
+		return &redsyncClient{pool: pool, m: rs.NewMutex(name, opts...)}
+	}
+}
+
+func (r *redsyncClient) Lock(ctx context.Context) error {
+	err := r.m.LockContext(ctx)
+	if errors.Is(err, redsync.ErrFailed) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return ErrGaveUp
+	}
+	return err
+}
+
+func (r *redsyncClient) Unlock(ctx context.Context) error {
+	_, err := r.m.UnlockContext(ctx)
+	return err
+}
+
+func (r *redsyncClient) Close() { r.pool.Close() }
+
+type redislockClient struct {
+	cl    *goredis.Client
+	lc    *redislock.Client
+	name  string
+	retry func() redislock.RetryStrategy
+	held  *redislock.Lock
+}
+
+func newRedislock(retry func() redislock.RetryStrategy) func(addr, name string, c *counter) Client {
+	return func(addr, name string, c *counter) Client {
+		cl := goRedisClient(addr, c)
+		return &redislockClient{cl: cl, lc: redislock.New(cl), name: name, retry: retry}
+	}
+}
+
+func (r *redislockClient) Lock(ctx context.Context) error {
+	l, err := r.lc.Obtain(ctx, r.name, peerExpiry, &redislock.Options{RetryStrategy: r.retry()})
+	if errors.Is(err, redislock.ErrNotObtained) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return ErrGaveUp
+	}
+	if err != nil {
+		return err
+	}
+	r.held = l
+	return nil
+}
+
+func (r *redislockClient) Unlock(ctx context.Context) error {
+	l := r.held
+	r.held = nil
+	if l == nil {
+		return errors.New("redislock: unlock without lock")
+	}
+	return l.Release(ctx)
+}
+
+func (r *redislockClient) Close() { r.cl.Close() }

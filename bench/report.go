@@ -1,0 +1,254 @@
+// Package bench measures dsync against its peers, redsync and
+// bsm/redislock, in one run on one server: uncontended lock+unlock,
+// contention with and without a critical section, handoff latency, and, for
+// dsync, 10,000 waiters on one lock and 10,000 locks held at once.
+//
+// The same scenarios back the Go benchmarks in this package
+// (go test -bench . ./bench) and the comparison table of `dsync bench`.
+//
+// Commands are counted two ways. Client commands are what the clients
+// send, counted on their connections (pub/sub SUBSCRIBE and UNSUBSCRIBE
+// included); round trips are those whose reply the client waits for.
+// Server calls are the INFO commandstats delta, which also counts every
+// command a script runs: a dsync acquisition is one EVALSHA sent, and about
+// eight calls inside it.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Config sets what Run measures.
+type Config struct {
+	Addr        string        // the server; every implementation uses it
+	Duration    time.Duration // per contended scenario and implementation
+	Contenders  int
+	Hold        time.Duration // critical section of the second contended scenario
+	Uncontended int           // lock+unlock cycles
+	Handoffs    int
+	Waiters     int // dsync: waiters on one lock
+	Held        int // dsync: locks held at once
+	Progress    func(string)
+}
+
+// DefaultConfig returns the settings of `dsync bench` without flags.
+func DefaultConfig() Config {
+	return Config{
+		Duration:    5 * time.Second,
+		Contenders:  8,
+		Hold:        time.Millisecond,
+		Uncontended: 5000,
+		Handoffs:    40,
+		Waiters:     10000,
+		Held:        10000,
+	}
+}
+
+// Report holds one run's results.
+type Report struct {
+	Config    Config
+	Server    string
+	RoundTrip time.Duration
+	Impls     []Impl
+	Uncont    map[string]Result
+	Cont0     map[string]Result
+	ContHold  map[string]Result
+	Handoff   map[string]Result
+	Waiters   WaitersResult
+	Held      HeldResult
+	HeldSmall HeldResult
+}
+
+// Run measures everything in cfg.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	ad := admin{cfg.Addr}
+	rep := &Report{Config: cfg, Server: "redis " + ad.version() + " at " + cfg.Addr, Impls: Impls(),
+		Uncont: map[string]Result{}, Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{}}
+	var err error
+	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
+		return nil, err
+	}
+	for _, impl := range rep.Impls {
+		progress(fmt.Sprintf("uncontended lock+unlock: %s", impl.Name))
+		if rep.Uncont[impl.Name], err = Uncontended(ctx, cfg.Addr, impl, cfg.Uncontended); err != nil {
+			return nil, fmt.Errorf("%s uncontended: %w", impl.Name, err)
+		}
+	}
+	for _, impl := range rep.Impls {
+		progress(fmt.Sprintf("%d contenders, no hold, %v: %s", cfg.Contenders, cfg.Duration, impl.Name))
+		if rep.Cont0[impl.Name], err = Contended(ctx, cfg.Addr, impl, cfg.Contenders, 0, cfg.Duration, 0); err != nil {
+			return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
+		}
+	}
+	for _, impl := range rep.Impls {
+		progress(fmt.Sprintf("%d contenders, %v hold, %v: %s", cfg.Contenders, cfg.Hold, cfg.Duration, impl.Name))
+		if rep.ContHold[impl.Name], err = Contended(ctx, cfg.Addr, impl, cfg.Contenders, cfg.Hold, cfg.Duration, 0); err != nil {
+			return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
+		}
+	}
+	for _, impl := range rep.Impls {
+		progress(fmt.Sprintf("handoff, %d rounds: %s", cfg.Handoffs, impl.Name))
+		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs); err != nil {
+			return nil, fmt.Errorf("%s handoff: %w", impl.Name, err)
+		}
+	}
+	if cfg.Waiters > 0 {
+		progress(fmt.Sprintf("dsync: %d waiters on one lock", cfg.Waiters))
+		if rep.Waiters, err = ManyWaiters(ctx, cfg.Addr, cfg.Waiters); err != nil {
+			return nil, fmt.Errorf("waiters: %w", err)
+		}
+	}
+	if cfg.Held > 0 {
+		progress(fmt.Sprintf("dsync: %d locks held", cfg.Held/10))
+		if rep.HeldSmall, err = ManyHeld(ctx, cfg.Addr, cfg.Held/10, 3*time.Second, 3); err != nil {
+			return nil, fmt.Errorf("held: %w", err)
+		}
+		progress(fmt.Sprintf("dsync: %d locks held", cfg.Held))
+		if rep.Held, err = ManyHeld(ctx, cfg.Addr, cfg.Held, 3*time.Second, 3); err != nil {
+			return nil, fmt.Errorf("held: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+func us(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// Write prints the comparison table, the dsync-only results and the
+// targets of DESIGN.md §7 with whether this run met them.
+func (r *Report) Write(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "dsync bench: %s; %d CPUs, %s %s/%s\n", r.Server, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "round trip (PING): %s. contended: %d contenders, each with its own client, %v per implementation\n\n", us(r.RoundTrip), c.Contenders, c.Duration)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "\t"
+	for _, impl := range r.Impls {
+		head += impl.Name + "\t"
+	}
+	fmt.Fprintln(tw, head)
+	row := func(label string, f func(name string) string) {
+		line := label + "\t"
+		for _, impl := range r.Impls {
+			line += f(impl.Name) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	vs := func(label string, get func(name string) float64) {
+		d := get("dsync")
+		row(label, func(name string) string {
+			if name == "dsync" {
+				return ""
+			}
+			return ratio(d, get(name))
+		})
+	}
+	section := func(title string) { fmt.Fprintln(tw, title+"\t"+strings.Repeat("\t", len(r.Impls))) }
+
+	section("uncontended lock+unlock")
+	row("  time/op", func(n string) string { u := r.Uncont[n]; return us(u.Elapsed / time.Duration(max(1, u.Acquisitions))) })
+	row("  round trips/op", func(n string) string { return fmt.Sprintf("%.2f", r.Uncont[n].PerAcq(r.Uncont[n].RoundTrips)) })
+	row("  server calls/op", func(n string) string { return fmt.Sprintf("%.1f", r.Uncont[n].PerAcq(r.Uncont[n].ServerCalls)) })
+	vs("  dsync/peer time", func(n string) float64 { u := r.Uncont[n]; return float64(u.Elapsed) / float64(max(1, u.Acquisitions)) })
+
+	contended := func(title string, m map[string]Result) {
+		section(title)
+		row("  acquisitions/s", func(n string) string { return fmt.Sprintf("%.0f", m[n].Rate()) })
+		row("  wait p50", func(n string) string { return us(percentile(m[n].Waits, 0.5)) })
+		row("  wait p99", func(n string) string { return us(percentile(m[n].Waits, 0.99)) })
+		row("  wait max", func(n string) string { return us(percentile(m[n].Waits, 1)) })
+		row("  client cmds/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].Commands)) })
+		row("  server calls/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].ServerCalls)) })
+		row("  give-ups", func(n string) string { return fmt.Sprint(m[n].GiveUps) })
+		row("  pub/sub conns", func(n string) string { return fmt.Sprint(m[n].PubSubConns) })
+		row("  goroutines", func(n string) string { return fmt.Sprint(m[n].Goroutines) })
+		vs("  dsync/peer acq/s", func(n string) float64 { return m[n].Rate() })
+		vs("  dsync/peer p99", func(n string) float64 { return float64(percentile(m[n].Waits, 0.99)) })
+	}
+	contended(fmt.Sprintf("%d contenders, no hold", c.Contenders), r.Cont0)
+	contended(fmt.Sprintf("%d contenders, %v hold", c.Contenders, c.Hold), r.ContHold)
+
+	section("handoff: release to next holder")
+	row("  median", func(n string) string { return us(percentile(r.Handoff[n].Waits, 0.5)) })
+	row("  p99", func(n string) string { return us(percentile(r.Handoff[n].Waits, 0.99)) })
+	row("  median/round trip", func(n string) string {
+		return fmt.Sprintf("%.1f", float64(percentile(r.Handoff[n].Waits, 0.5))/float64(r.RoundTrip))
+	})
+	row("  give-ups", func(n string) string { return fmt.Sprint(r.Handoff[n].GiveUps) })
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	for _, impl := range r.Impls {
+		fmt.Fprintf(w, "  %-14s %s\n", impl.Name, impl.Note)
+	}
+	fmt.Fprintln(w)
+	if wr := r.Waiters; wr.Waiters > 0 {
+		fmt.Fprintf(w, "dsync, %d waiters on one lock in one process: %d pub/sub connection(s) while waiting; %d acquired in %v (%.0f/s), %.1f client cmds and %.1f server calls per acquisition\n",
+			wr.Waiters, wr.PubSubConns, wr.Acquired, wr.Elapsed.Round(time.Millisecond), float64(wr.Acquired)/wr.Elapsed.Seconds(),
+			float64(wr.Commands)/float64(max(1, wr.Acquired)), float64(wr.ServerCalls)/float64(max(1, wr.Acquired)))
+	}
+	for _, h := range []HeldResult{r.HeldSmall, r.Held} {
+		if h.Held > 0 {
+			fmt.Fprintf(w, "dsync, %d locks held (%v watchdog lease): goroutines %d idle, %d holding; %.1f renewal calls per %v interval; %d lost\n",
+				h.Held, 3*h.Interval, h.GoroutinesIdle, h.GoroutinesHeld, h.RenewalsPerInterval, h.Interval, h.Lost)
+		}
+	}
+	r.writeTargets(w)
+}
+
+func (r *Report) writeTargets(w io.Writer) {
+	fmt.Fprintln(w, "\ntargets (DESIGN.md §7):")
+	check := func(ok bool, format string, args ...any) {
+		mark := "met   "
+		if !ok {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
+	}
+	u, rs := r.Uncont["dsync"], r.Uncont["redsync"]
+	ut, rt := float64(u.Elapsed)/float64(max(1, u.Acquisitions)), float64(rs.Elapsed)/float64(max(1, rs.Acquisitions))
+	check(u.PerAcq(u.RoundTrips) <= 2, "uncontended: %.2f round trips per lock+unlock (target 2)", u.PerAcq(u.RoundTrips))
+	check(ut <= 1.1*rt, "uncontended: time %.2fx redsync's (target <= 1.1x)", ut/rt)
+	d, p := r.ContHold["dsync"], r.ContHold["redsync"]
+	check(d.Rate() >= p.Rate(), "%d contenders, %v hold: throughput %.2fx redsync's (target >= 1x)", r.Config.Contenders, r.Config.Hold, d.Rate()/max(1, p.Rate()))
+	dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)
+	check(pp > 0 && dp*4 <= pp, "%d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", r.Config.Contenders, r.Config.Hold, us(dp), us(pp))
+	check(d.PerAcq(d.Commands) <= 5, "%d contenders, %v hold: %.1f client commands per acquisition (target <= 5; %.1f server calls with script internals)",
+		r.Config.Contenders, r.Config.Hold, d.PerAcq(d.Commands), d.PerAcq(d.ServerCalls))
+	h := percentile(r.Handoff["dsync"].Waits, 0.5)
+	check(float64(h) <= 2*float64(r.RoundTrip), "handoff median %s = %.1f round trips of %s (target <= 2)", us(h), float64(h)/float64(r.RoundTrip), us(r.RoundTrip))
+	if wr := r.Waiters; wr.Waiters > 0 {
+		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)
+	}
+	if hl, hs := r.Held, r.HeldSmall; hl.Held > 0 {
+		dg, sg := hl.GoroutinesHeld-hl.GoroutinesIdle, hs.GoroutinesHeld-hs.GoroutinesIdle
+		check(dg <= sg+2, "%d held: %d extra goroutines (with %d held: %d) (target: independent of the number held)", hl.Held, dg, hs.Held, sg)
+		check(hl.RenewalsPerInterval <= float64(hl.Held)/50, "%d held: %.1f renewal calls per interval (target <= %d)", hl.Held, hl.RenewalsPerInterval, hl.Held/50)
+	}
+}

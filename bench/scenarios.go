@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+)
+
+// Result is what one scenario measured for one implementation.
+type Result struct {
+	Impl         string
+	Acquisitions int64
+	Elapsed      time.Duration
+	Waits        []time.Duration // sorted: Lock call to return, successful ones
+	GiveUps      int64           // Lock calls that stopped trying
+	Commands     int64           // sent by the clients
+	RoundTrips   int64           // commands whose reply the client awaited
+	ServerCalls  int64           // INFO commandstats delta, script calls included
+	PubSubConns  int             // on the server, sampled mid-run
+	Goroutines   int             // in this process, sampled mid-run
+}
+
+// PerAcq returns n per successful acquisition.
+func (r Result) PerAcq(n int64) float64 {
+	if r.Acquisitions == 0 {
+		return 0
+	}
+	return float64(n) / float64(r.Acquisitions)
+}
+
+// Rate returns acquisitions per second.
+func (r Result) Rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Acquisitions) / r.Elapsed.Seconds()
+}
+
+// name returns a lock name of its own for one run.
+func name(scenario string) string { return "bench:" + scenario + ":" + dsync.NewID()[:8] }
+
+// Uncontended locks and unlocks n times from one client, alone.
+func Uncontended(ctx context.Context, addr string, impl Impl, n int) (Result, error) {
+	var c counter
+	cl := impl.New(addr, name("uncontended"), &c)
+	defer cl.Close()
+	for i := 0; i < 20; i++ { // load scripts, fill the pool
+		if err := cycle(ctx, cl, 0); err != nil {
+			return Result{}, err
+		}
+	}
+	ad := admin{addr}
+	calls0, err := ad.serverCalls()
+	if err != nil {
+		return Result{}, err
+	}
+	cmds0, rt0 := c.commands.Load(), c.roundTrips.Load()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := cycle(ctx, cl, 0); err != nil {
+			return Result{}, err
+		}
+	}
+	r := Result{Impl: impl.Name, Acquisitions: int64(n), Elapsed: time.Since(start)}
+	calls1, err := ad.serverCalls()
+	if err != nil {
+		return Result{}, err
+	}
+	r.ServerCalls = calls1 - calls0
+	r.Commands, r.RoundTrips = c.commands.Load()-cmds0, c.roundTrips.Load()-rt0
+	return r, nil
+}
+
+func cycle(ctx context.Context, cl Client, hold time.Duration) error {
+	if err := cl.Lock(ctx); err != nil {
+		return err
+	}
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	return cl.Unlock(ctx)
+}
+
+// Contended has contenders, each a client of its own as separate processes
+// would have, lock, hold and unlock one name in a loop, until acquisitions
+// reach limit (if > 0) or duration has passed (if > 0). A Lock that gives
+// up counts as a give-up and the contender tries again.
+func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64) (Result, error) {
+	var c counter
+	lockName := name("contended")
+	clients := make([]Client, contenders)
+	for i := range clients {
+		clients[i] = impl.New(addr, lockName, &c)
+		defer clients[i].Close()
+		if err := cycle(ctx, clients[i], 0); err != nil { // warm up
+			return Result{}, err
+		}
+	}
+	ad := admin{addr}
+	calls0, err := ad.serverCalls()
+	if err != nil {
+		return Result{}, err
+	}
+	cmds0, rt0 := c.commands.Load(), c.roundTrips.Load()
+
+	var (
+		acquired atomic.Int64
+		giveUps  atomic.Int64
+		stop     atomic.Bool
+		mu       sync.Mutex
+		waits    []time.Duration
+		wg       sync.WaitGroup
+		firstErr error
+	)
+	start := time.Now()
+	for _, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []time.Duration
+			defer func() {
+				mu.Lock()
+				waits = append(waits, local...)
+				mu.Unlock()
+			}()
+			for !stop.Load() {
+				t := time.Now()
+				err := cl.Lock(ctx)
+				w := time.Since(t)
+				if errors.Is(err, ErrGaveUp) {
+					giveUps.Add(1)
+					continue
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					stop.Store(true)
+					return
+				}
+				local = append(local, w)
+				if n := acquired.Add(1); limit > 0 && n >= limit {
+					stop.Store(true)
+				}
+				if hold > 0 {
+					time.Sleep(hold)
+				}
+				if err := cl.Unlock(ctx); err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, fmt.Errorf("unlock: %w", err))
+					mu.Unlock()
+					stop.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	sample := duration / 2
+	if duration <= 0 {
+		sample = 50 * time.Millisecond
+	}
+	var pubsub, goroutines int
+	timer := time.NewTimer(sample)
+	select {
+	case <-timer.C:
+		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
+	case <-ctx.Done():
+	}
+	if duration > 0 {
+		time.Sleep(duration - sample)
+		stop.Store(true)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	calls1, err := ad.serverCalls()
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{
+		Impl:         impl.Name,
+		Acquisitions: acquired.Load(),
+		Elapsed:      elapsed,
+		Waits:        sorted(waits),
+		GiveUps:      giveUps.Load(),
+		Commands:     c.commands.Load() - cmds0,
+		RoundTrips:   c.roundTrips.Load() - rt0,
+		ServerCalls:  calls1 - calls0,
+		PubSubConns:  pubsub,
+		Goroutines:   goroutines,
+	}, nil
+}
+
+// Handoff measures, rounds times, the time from the holder's Unlock call
+// to the moment a parked waiter's Lock returns.
+func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, error) {
+	var c counter
+	lockName := name("handoff")
+	holder, waiter := impl.New(addr, lockName, &c), impl.New(addr, lockName, &c)
+	defer holder.Close()
+	defer waiter.Close()
+	for _, cl := range []Client{holder, waiter} {
+		if err := cycle(ctx, cl, 0); err != nil {
+			return Result{}, err
+		}
+	}
+	r := Result{Impl: impl.Name}
+	for i := 0; i < rounds; i++ {
+		if err := holder.Lock(ctx); err != nil {
+			return Result{}, err
+		}
+		got := make(chan error, 1)
+		var at time.Time
+		go func() {
+			err := waiter.Lock(ctx)
+			at = time.Now()
+			got <- err
+		}()
+		time.Sleep(20 * time.Millisecond) // the waiter is parked
+		released := time.Now()
+		if err := holder.Unlock(ctx); err != nil {
+			return Result{}, err
+		}
+		if err := <-got; errors.Is(err, ErrGaveUp) {
+			r.GiveUps++
+			continue
+		} else if err != nil {
+			return Result{}, err
+		}
+		r.Waits = append(r.Waits, at.Sub(released))
+		r.Acquisitions++
+		if err := waiter.Unlock(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	r.Waits = sorted(r.Waits)
+	return r, nil
+}

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// admin runs the harness's own commands on the server under test: round
+// trip probes, INFO commandstats, CLIENT LIST. They are not counted in any
+// implementation's numbers.
+type admin struct {
+	addr string
+}
+
+func (a admin) do(cmd string, args ...any) (any, error) {
+	c, err := redis.Dial("tcp", a.addr, redis.DialConnectTimeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Do(cmd, args...)
+}
+
+// serverCalls returns the server's count of executed commands, including
+// those called from scripts, excluding the harness's own INFO and CLIENT.
+func (a admin) serverCalls() (int64, error) {
+	s, err := redis.String(a.do("INFO", "commandstats"))
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || strings.HasPrefix(name, "cmdstat_info") || strings.HasPrefix(name, "cmdstat_client") {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("commandstats line %q: %w", line, err)
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// pubsubConns counts the server's pub/sub connections.
+func (a admin) pubsubConns() int {
+	s, err := redis.String(a.do("CLIENT", "LIST", "TYPE", "pubsub"))
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// version returns the server's redis_version.
+func (a admin) version() string {
+	s, err := redis.String(a.do("INFO", "server"))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// roundTrip returns the median time of a PING on an open connection: the
+// unit in which handoff is expressed.
+func (a admin) roundTrip(ctx context.Context) (time.Duration, error) {
+	c, err := redis.DialContext(ctx, "tcp", a.addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	ds := make([]time.Duration, 0, 500)
+	for i := 0; i < 500; i++ {
+		start := time.Now()
+		if _, err := c.Do("PING"); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return percentile(sorted(ds), 0.5), nil
+}

@@ -1,0 +1,21 @@
+package bench
+
+import (
+	"slices"
+	"time"
+)
+
+func sorted(ds []time.Duration) []time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds
+}
+
+// percentile of sorted durations, nearest rank; 0 for none.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(ds))+0.5) - 1
+	return ds[max(0, min(i, len(ds)-1))]
+}
