@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
@@ -21,6 +23,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if server != nil {
 		server.Stop()
+	}
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
 	}
 	os.Exit(code)
 }

@@ -108,6 +108,9 @@ func (m *Mutex) try(ctx context.Context, owner, op string, queue, registered boo
 		return false, 0, err
 	}
 	if r[0] == 0 {
+		if r[1] < 0 {
+			return false, -1, nil // no expiry, or reserved for another waiter
+		}
 		return false, time.Duration(r[1]) * time.Millisecond, nil
 	}
 	if len(r) < 3 || r[1] < 1 || r[2] < 1 {

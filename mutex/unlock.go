@@ -59,6 +59,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 		}
 		return m.wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
 	}
+	l.SetReleasing(true)
 	left, err := m.release(ctx, owner, l.Deadline())
 	switch {
 	case err != nil:
@@ -78,6 +79,8 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 		if anon {
 			m.clearAnon(owner)
 		}
+	default:
+		l.SetReleasing(false)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package redigo
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -224,6 +225,9 @@ func (ps *pubsub) sleep(d time.Duration) bool {
 const dialTimeout = 2 * time.Second
 
 func (ps *pubsub) dial() (redis.Conn, error) {
+	if ps.b.pool.DialContext == nil && ps.b.pool.Dial == nil {
+		return nil, errors.New("redigo: the pool has neither Dial nor DialContext")
+	}
 	if ps.b.pool.DialContext != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 		defer cancel()
@@ -311,6 +315,9 @@ func (ps *pubsub) read(conn redis.Conn) {
 			ps.confirm(m)
 		case redis.Pong:
 		case error:
+			// Close before detach takes ps.mu: a writer blocked on this
+			// connection while holding ps.mu fails at once.
+			conn.Close()
 			return
 		}
 	}

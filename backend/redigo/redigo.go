@@ -30,9 +30,21 @@ import (
 type Option func(*options)
 
 type options struct {
+	timeout     time.Duration
 	healthCheck time.Duration
 	mailboxSize int
 	maxBackoff  time.Duration
+}
+
+// WithTimeout bounds a script call whose context has no deadline, so that
+// a connection to a server that stopped answering fails instead of
+// blocking forever. The default is 10s.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
 }
 
 // WithHealthCheck sets how often the pub/sub connection is pinged. A
@@ -79,7 +91,7 @@ var _ backend.Backend = (*Backend)(nil)
 func New(pool *redis.Pool, opts ...Option) *Backend {
 	b := &Backend{
 		pool: pool,
-		opts: options{healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
+		opts: options{timeout: 10 * time.Second, healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
 	}
 	for _, o := range opts {
 		o(&b.opts)
@@ -114,24 +126,24 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	}
 	cmd = append(cmd, args...)
 
-	reply, err := do(ctx, conn, "EVALSHA", cmd)
+	reply, err := b.do(ctx, conn, "EVALSHA", cmd)
 	if backend.IsNoScript(err) {
 		cmd[0] = s.Source()
-		reply, err = do(ctx, conn, "EVAL", cmd)
+		reply, err = b.do(ctx, conn, "EVAL", cmd)
 	}
 	return reply, err
 }
 
 // do sends one command and normalizes its reply and error.
-func do(ctx context.Context, conn redis.Conn, name string, args []any) (any, error) {
+func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []any) (any, error) {
 	var (
 		reply any
 		err   error
 	)
 	if ctx.Done() == nil {
 		// DoContext costs a goroutine per call; a context that can never
-		// be cancelled does not need it.
-		reply, err = conn.Do(name, args...)
+		// be cancelled needs only a read deadline.
+		reply, err = redis.DoWithTimeout(conn, b.opts.timeout, name, args...)
 	} else {
 		reply, err = redis.DoContext(conn, ctx, name, args...)
 	}

@@ -9,6 +9,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -28,9 +29,10 @@ const Linger = time.Second
 const subscribeTimeout = 10 * time.Second
 
 type hub struct {
-	b      backend.Backend
-	mu     sync.Mutex
-	topics map[string]*topic
+	b       backend.Backend
+	mu      sync.Mutex
+	topics  map[string]*topic
+	closing []backend.Subscription // retired under mu, closed after it
 }
 
 type topic struct {
@@ -128,7 +130,7 @@ func (w *Waiter) Leave() {
 		}
 	}
 	empty := len(h.topics) == 0
-	h.mu.Unlock()
+	h.unlock()
 	if empty {
 		h.forgetIfIdle()
 	}
@@ -149,7 +151,7 @@ func (h *hub) lingerLocked(t *topic) {
 			h.removeLocked(t)
 		}
 		empty := len(h.topics) == 0
-		h.mu.Unlock()
+		h.unlock()
 		if empty {
 			h.forgetIfIdle()
 		}
@@ -157,8 +159,9 @@ func (h *hub) lingerLocked(t *topic) {
 	t.idle = idle
 }
 
-// removeLocked retires t. Its subscription, if established, is closed,
-// which ends serve; if still being established, serve closes it.
+// removeLocked retires t. Its subscription, if established, is closed
+// (which ends serve) once h.mu is released, because closing may write to
+// the network; if still being established, serve closes it.
 func (h *hub) removeLocked(t *topic) {
 	if t.gone {
 		return
@@ -168,7 +171,17 @@ func (h *hub) removeLocked(t *topic) {
 		delete(h.topics, t.name)
 	}
 	if t.sub != nil {
-		t.sub.Close()
+		h.closing = append(h.closing, t.sub)
+	}
+}
+
+// unlock releases h.mu and closes the subscriptions retired meanwhile.
+func (h *hub) unlock() {
+	closing := h.closing
+	h.closing = nil
+	h.mu.Unlock()
+	for _, sub := range closing {
+		sub.Close()
 	}
 }
 
@@ -178,13 +191,17 @@ func (h *hub) serve(t *topic) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	sub, err := h.b.Subscribe(ctx, t.name)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		// The hub's own deadline, not any caller's: a failure to retry.
+		err = fmt.Errorf("hub: subscribing %q took over %v: %v", t.name, subscribeTimeout, err)
+	}
 
 	h.mu.Lock()
 	t.err = err
 	if err == nil {
 		t.sub = sub
 		if t.gone {
-			sub.Close()
+			h.closing = append(h.closing, sub)
 		} else if len(t.waiters) == 0 {
 			h.lingerLocked(t)
 		}
@@ -192,7 +209,7 @@ func (h *hub) serve(t *topic) {
 		h.removeLocked(t)
 	}
 	close(t.ready)
-	h.mu.Unlock()
+	h.unlock()
 	if err != nil {
 		h.forgetIfIdle()
 		return
@@ -209,7 +226,7 @@ func (h *hub) serve(t *topic) {
 				w.wake()
 			}
 			h.removeLocked(t)
-			h.mu.Unlock()
+			h.unlock()
 			h.forgetIfIdle()
 			return
 		case m.Gap || m.Payload == WakeAll:
@@ -221,7 +238,7 @@ func (h *hub) serve(t *topic) {
 				w.wake()
 			}
 		}
-		h.mu.Unlock()
+		h.unlock()
 	}
 }
 

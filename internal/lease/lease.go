@@ -70,11 +70,12 @@ type Lease struct {
 	done chan struct{}
 
 	// Guarded by s.mu.
-	state    state
-	deadline time.Time // lost when passed without a renewal
-	next     time.Time // when the scheduler next looks at it
-	retrying bool      // the last renewal failed: next is a retry, not a due time
-	index    int       // in s.queue, or -1
+	state     state
+	deadline  time.Time // lost when passed without a renewal
+	next      time.Time // when the scheduler next looks at it
+	retrying  bool      // the last renewal failed: next is a retry, not a due time
+	releasing bool      // its final release is under way
+	index     int       // in s.queue, or -1
 }
 
 // Done returns a channel closed when the hold ends: lost, or released by
@@ -201,6 +202,15 @@ func (l *Lease) Extend(sentAt time.Time) {
 	s.armLocked()
 }
 
+// SetReleasing records that a release of the hold is being sent (on), or
+// that it left the hold in place (off), so that a renewal crossing a final
+// release and finding the hold gone does not report a loss.
+func (l *Lease) SetReleasing(on bool) {
+	l.s.mu.Lock()
+	l.releasing = on
+	l.s.mu.Unlock()
+}
+
 // Release ends the lease because its hold was released, or forgets a lost
 // lease. Its Done channel is closed.
 func (l *Lease) Release() {
@@ -282,11 +292,10 @@ func (s *Scheduler) tick() {
 	}
 	s.busy = true
 	s.armed = time.Time{}
-	for {
-		due := s.dueLocked(time.Now())
-		if len(due) == 0 {
-			break
-		}
+	if due := s.dueLocked(time.Now()); len(due) > 0 {
+		// Renewals run on their own, each bounded by its leases'
+		// deadlines, so that one stuck call delays no other lease's
+		// expiry or renewal. They reschedule their leases when done.
 		s.mu.Unlock()
 		s.renew(due)
 		s.mu.Lock()
@@ -359,7 +368,7 @@ func (s *Scheduler) renew(due []*Lease) {
 		g.leases = append(g.leases, l)
 	}
 	for _, g := range order {
-		s.renewGroup(g)
+		go s.renewGroup(g)
 	}
 }
 
@@ -390,6 +399,7 @@ func (s *Scheduler) renewGroup(g *group) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.armLocked()
 	now := time.Now()
 	for i, l := range g.leases {
 		if l.state != active || l.index >= 0 {
@@ -398,6 +408,8 @@ func (s *Scheduler) renewGroup(g *group) {
 		switch {
 		case err == nil && results[i] == 1:
 			l.renewedLocked(sent)
+		case err == nil && l.releasing:
+			continue // the release got there first: not a loss
 		case err == nil:
 			s.loseLocked(l, "hold no longer on the server", nil)
 			continue

@@ -49,3 +49,48 @@ local function register(waiters_key, id, now_ms, ttl)
   redis.call('PEXPIRE', waiters_key, ttl)
 end
 
+-- Operation ids make retries safe: an operation whose reply was lost is
+-- retried with the same id, and a primitive applies an id once. A few
+-- recent ids are kept per lock, space-separated, so that a retry is still
+-- recognised when the same owner ran other operations meanwhile.
+local recent_ops = 8
+
+-- seen reports whether op is among the recent ids ops (false for none).
+local function seen(ops, op)
+  return ops ~= false and ops ~= nil and string.find(ops, op, 1, true) ~= nil
+end
+
+-- remember returns ops with op added and the oldest beyond recent_ops gone.
+local function remember(ops, op)
+  local out, n = op, 1
+  if ops then
+    for id in string.gmatch(ops, '%S+') do
+      if n == recent_ops then
+        break
+      end
+      out, n = out .. ' ' .. id, n + 1
+    end
+  end
+  return out
+end
+
+-- forget returns ops without op.
+local function forget(ops, op)
+  local out = {}
+  for id in string.gmatch(ops or '', '%S+') do
+    if id ~= op then
+      out[#out + 1] = id
+    end
+  end
+  return table.concat(out, ' ')
+end
+
+-- extend sets key's expiry to ttl ms unless it already expires later: a
+-- re-entry or partial release through a handle with a shorter lease must
+-- not cut short a hold that its owner keeps alive on a longer one.
+local function extend(key, ttl)
+  if tonumber(ttl) > redis.call('PTTL', key) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+

@@ -25,7 +25,11 @@ func Fake(t testing.TB) *miniredis.Miniredis {
 // closed when t ends.
 func FakeBackend(t testing.TB, m *miniredis.Miniredis, opts ...bredigo.Option) backend.Backend {
 	pool := &redis.Pool{
-		MaxIdle: 16,
+		// Bounded, so that the in-process server's goroutines (two per
+		// connection) do not vary with how many calls overlap.
+		MaxIdle:   4,
+		MaxActive: 4,
+		Wait:      true,
 		Dial: func() (redis.Conn, error) {
 			c, err := m.Dial()
 			if err != nil {

@@ -31,8 +31,8 @@ import (
 // Attempt makes one try; a failed try registers the waiter on the server.
 // prior is the number of attempts made before this one by the same
 // acquisition: after the first, the waiter may be registered. retryIn is
-// how long the current holder's claim lasts, if known (0 when unknown or
-// already over).
+// how long the current holder's claim lasts, if known, and negative when
+// unknown.
 type Attempt func(ctx context.Context, prior int) (acquired bool, retryIn time.Duration, err error)
 
 // Spec describes one acquisition.
@@ -122,8 +122,8 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 		failures = 0
 		sleep := s.Heartbeat
-		if retryIn > 0 && retryIn < sleep {
-			sleep = retryIn
+		if retryIn >= 0 && retryIn < sleep {
+			sleep = retryIn + time.Millisecond // the server's expiry, then ours
 		}
 		timer.Reset(sleep)
 		select {
@@ -159,7 +159,7 @@ func Transient(err error) bool {
 		return false
 	case errors.As(err, &se):
 		switch se.Prefix() {
-		case "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "NOSCRIPT":
+		case "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "NOSCRIPT", "OOM":
 			return true
 		}
 		return false

@@ -8,12 +8,12 @@
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 redis.call('ZREM', waiters, ARGV[3])
-local h = redis.call('HMGET', lock, 'owner', 'op', 'count', 'reserved')
-if h[1] == owner and h[2] == op then
+local h = redis.call('HMGET', lock, 'owner', 'ops', 'count', 'reserved')
+if h[1] == owner and seen(h[2], op) then
   local count = tonumber(h[3]) - 1
   if count > 0 then
-    -- A retried abandon must not undo a second hold.
-    redis.call('HSET', lock, 'count', count, 'op', 'abandoned:' .. op)
+    -- Forgetting the id keeps a retried abandon from undoing another hold.
+    redis.call('HSET', lock, 'count', count, 'ops', forget(h[2], op))
     return 1
   end
   hand_off(lock, waiters, ARGV[4], ARGV[5])

@@ -1,5 +1,6 @@
 -- acquire: take or re-enter the mutex.
--- KEYS[1] lock hash {owner, count, token, op}; KEYS[2] waiter set;
+-- KEYS[1] lock hash {owner, count, token, ops} or {reserved} (see
+-- hand_off); KEYS[2] waiter set;
 -- KEYS[3] fencing counter.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
@@ -7,11 +8,11 @@
 -- ARGV[5] waiter entry ttl ms; ARGV[6] fencing counter ttl ms;
 -- ARGV[7] '1' if an earlier attempt registered the waiter, to remove it.
 -- Reply: {1, hold count, token} when held by the owner;
--- {0, remaining ms of the current hold (-1 if it has no expiry, 0 while
+-- {0, remaining ms of the current hold (-1 if it has no expiry, -3 while
 -- the mutex is reserved for another waiter)} otherwise.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, op = ARGV[1], ARGV[2]
-local h = redis.call('HMGET', lock, 'owner', 'op', 'count', 'token', 'reserved')
+local h = redis.call('HMGET', lock, 'owner', 'ops', 'count', 'token', 'reserved')
 local count, token
 if h[1] == false and h[5] ~= false and h[5] ~= ARGV[4] then
   -- Handed off to another waiter: wait for the next release.
@@ -19,20 +20,22 @@ if h[1] == false and h[5] ~= false and h[5] ~= ARGV[4] then
     local now_ms = now()
     register(waiters, ARGV[4], now_ms, ARGV[5])
   end
-  return {0, 0}
+  return {0, -3}
 elseif h[1] == false then
   local _, now_us = now()
   count, token = 1, string.format('%d', next_token(fence, now_us, ARGV[6]))
   if h[5] ~= false then
     redis.call('HDEL', lock, 'reserved')
   end
-  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token, 'op', op)
+  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token, 'ops', op)
+  redis.call('PEXPIRE', lock, ARGV[3])
 elseif h[1] == owner then
   count, token = tonumber(h[3]), h[4]
-  if h[2] ~= op then
+  if not seen(h[2], op) then
     count = count + 1
-    redis.call('HSET', lock, 'count', count, 'op', op)
+    redis.call('HSET', lock, 'count', count, 'ops', remember(h[2], op))
   end
+  extend(lock, ARGV[3])
 else
   if ARGV[4] ~= '' then
     local now_ms = now()
@@ -40,7 +43,6 @@ else
   end
   return {0, redis.call('PTTL', lock)}
 end
-redis.call('PEXPIRE', lock, ARGV[3])
 if ARGV[7] == '1' then
   redis.call('ZREM', waiters, ARGV[4])
 end

@@ -8,17 +8,17 @@
 -- Reply: the owner's remaining hold count, or -1 if the owner holds nothing.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
-local h = redis.call('HMGET', lock, 'owner', 'op', 'count')
+local h = redis.call('HMGET', lock, 'owner', 'ops', 'count')
 if h[1] ~= owner then
   return -1
 end
 local count = tonumber(h[3])
-if h[2] == op then
+if seen(h[2], op) then
   return count
 end
 if count > 1 then
-  redis.call('HSET', lock, 'count', count - 1, 'op', op)
-  redis.call('PEXPIRE', lock, ARGV[3])
+  redis.call('HSET', lock, 'count', count - 1, 'ops', remember(h[2], op))
+  extend(lock, ARGV[3])
   return count - 1
 end
 hand_off(lock, waiters, ARGV[4], ARGV[5])
