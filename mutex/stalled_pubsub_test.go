@@ -43,7 +43,13 @@ func TestFakeTimeStalledPubSubDoesNotFailLock(t *testing.T) {
 			return redis.NewConn(c, 0, 0), nil
 		}}
 		b := bredigo.New(pool)
-		defer func() { b.Close(); pool.Close(); for _, p := range peers { p.Close() } }()
+		defer func() {
+			b.Close()
+			pool.Close()
+			for _, p := range peers {
+				p.Close()
+			}
+		}()
 		m := mutex.New(b, "x")
 		if ok, err := m.TryLockContext(context.Background()); ok || err != nil { // warms the pool
 			t.Fatal(ok, err)
