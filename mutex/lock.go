@@ -36,16 +36,22 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 	}
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
-	var got grant
+	var (
+		got     grant
+		address string // under which the waiter registered, if it did
+	)
 	err := wait.Acquire(ctx, wait.Spec{
 		Backend:   m.b,
 		Channel:   m.channel,
 		WaiterID:  op,
 		Heartbeat: heartbeat,
-		Try: func(ctx context.Context, prior int) (bool, time.Duration, error) {
-			return m.try(ctx, owner, op, true, prior > 0, &got)
+		Try: func(ctx context.Context, a wait.Try) (bool, time.Duration, error) {
+			if a.Address != "" {
+				address = a.Address
+			}
+			return m.try(ctx, owner, op, a.Address, a.Prior > 0, a.Waited >= starveAfter, &got)
 		},
-		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op) },
+		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op, address) },
 	})
 	if err != nil {
 		return m.wrap("lock", err)
@@ -65,11 +71,11 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
 	var got grant
-	ok, _, err := m.try(ctx, owner, op, false, false, &got)
+	ok, _, err := m.try(ctx, owner, op, "", false, false, &got)
 	if err != nil {
 		// The attempt may have succeeded with its reply lost.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
-		m.abandon(actx, owner, op)
+		m.abandon(actx, owner, op, "")
 		cancel()
 		return false, m.wrap("trylock", err)
 	}
@@ -86,20 +92,14 @@ type grant struct {
 	sent  time.Time // when the granting call was sent
 }
 
-// try makes one attempt for owner with operation id op. With queue, a
-// failure registers op as a waiter; registered says an earlier attempt may
-// have done so, and a success must remove the registration.
-func (m *Mutex) try(ctx context.Context, owner, op string, queue, registered bool, got *grant) (bool, time.Duration, error) {
-	waiter, unqueue := "", "0"
-	if queue {
-		waiter = op
-	}
-	if registered {
-		unqueue = "1"
-	}
+// try makes one attempt for owner with operation id op. Unless address is
+// empty, a failure registers the waiter under it, as starving if starving;
+// registered says an earlier attempt may have done so, and a success must
+// remove the registration.
+func (m *Mutex) try(ctx context.Context, owner, op, address string, registered, starving bool, got *grant) (bool, time.Duration, error) {
 	sent := time.Now()
 	reply, err := m.b.Eval(ctx, acquireScript, []string{m.key, m.waiters, m.fence},
-		owner, op, ms(m.cfg.Lease), waiter, ms(waiterTTL), ms(FenceTTL), unqueue)
+		owner, op, ms(m.cfg.Lease), address, ms(waiterTTL), ms(FenceTTL), flag(registered), flag(starving))
 	if err != nil {
 		return false, 0, err
 	}
@@ -146,7 +146,14 @@ func (m *Mutex) hold(owner string, anon bool, g grant) {
 	}
 }
 
-func (m *Mutex) abandon(ctx context.Context, owner, op string) error {
-	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, op, m.channel, ms(handoffWindow))
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (m *Mutex) abandon(ctx context.Context, owner, op, address string) error {
+	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, address, m.channel, ms(handoffWindow))
 	return err
 }

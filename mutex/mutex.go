@@ -22,6 +22,12 @@ const (
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
 
+	// starveAfter is how long a waiter waits before it is starving: the
+	// next release reserves the mutex for it instead of letting whoever
+	// asks first take it. Shorter is fairer; longer lets more acquisitions
+	// go to a client already running, which raises throughput.
+	starveAfter = 20 * time.Millisecond
+
 	// handoffWindow is how long a released mutex stays reserved for the
 	// waiter woken to take it: far longer than a wake-up and an attempt
 	// take, short enough that a waiter that died meanwhile costs little.

@@ -1,10 +1,17 @@
-// Package hub fans pub/sub wake-ups out to the waiters of one process.
+// Package hub delivers pub/sub wake-ups to the waiters of one process.
 //
-// Each backend gets one hub, and each channel one server subscription,
-// however many local waiters it has. A message whose payload is a waiter id
-// wakes that waiter only, if it is here; the payload WakeAll, a gap, or the
-// end of the subscription wakes every waiter on the channel, since any of
-// them may have missed its wake-up.
+// Each backend gets one hub, with an id of its own, and each primitive's
+// channel one server subscription per hub, however many local waiters it
+// has: the hub subscribes base + "/" + its id, so that a wake-up meant for
+// one waiter wakes only the process it is in, not every process waiting on
+// the primitive. A waiter's Address ("hubid/waiterid") is what the server
+// stores; a script wakes the waiter with
+//
+//	PUBLISH <base>/<hubid> <waiterid>
+//
+// The payload WakeAll, a gap, or the end of the subscription wakes every
+// waiter on the channel in this process, since any of them may have missed
+// its wake-up.
 package hub
 
 import (
@@ -13,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/registry"
 )
@@ -29,6 +37,7 @@ const Linger = time.Second
 const subscribeTimeout = 10 * time.Second
 
 type hub struct {
+	id      string
 	b       backend.Backend
 	mu      sync.Mutex
 	topics  map[string]*topic
@@ -36,7 +45,8 @@ type hub struct {
 }
 
 type topic struct {
-	name    string
+	name    string // the primitive's channel base
+	channel string // the server channel: name/hub id
 	ready   chan struct{} // closed when the subscription attempt ended
 	err     error         // its outcome
 	sub     backend.Subscription
@@ -61,13 +71,13 @@ var hubs registry.Registry[*hub]
 func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, error) {
 	w := &Waiter{id: id, c: make(chan struct{}, 1)}
 	hubs.Do(b, func() *hub {
-		return &hub{b: b, topics: make(map[string]*topic)}
+		return &hub{id: dsync.NewID()[:12], b: b, topics: make(map[string]*topic)}
 	}, func(h *hub) bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		t := h.topics[channel]
 		if t == nil {
-			t = &topic{name: channel, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
+			t = &topic{name: channel, channel: channel + "/" + h.id, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
 			h.topics[channel] = t
 			go h.serve(t)
 		}
@@ -113,6 +123,9 @@ func (h *hub) addLocked(t *topic, w *Waiter) {
 		t.idle = nil
 	}
 }
+
+// Address returns what a script needs to wake this waiter: "hubid/id".
+func (w *Waiter) Address() string { return w.h.id + "/" + w.id }
 
 // C returns the channel on which the waiter is woken. A wake-up is kept
 // until received, so none is lost between the waiter's attempts.
@@ -189,11 +202,11 @@ func (h *hub) unlock() {
 // subscription ends.
 func (h *hub) serve(t *topic) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	sub, err := h.b.Subscribe(ctx, t.name)
+	sub, err := h.b.Subscribe(ctx, t.channel)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		// The hub's own deadline, not any caller's: a failure to retry.
-		err = fmt.Errorf("hub: subscribing %q took over %v: %v", t.name, subscribeTimeout, err)
+		err = fmt.Errorf("hub: subscribing %q took over %v: %v", t.channel, subscribeTimeout, err)
 	}
 
 	h.mu.Lock()

@@ -24,29 +24,52 @@ local function next_token(fence_key, now_us, fence_ttl)
   return token
 end
 
--- wake_next drops expired entries from the waiter set, then wakes the
--- waiter that has gone longest without renewing its entry, removing it (a
--- live waiter that does not get what it waits for registers again), and
--- returns its id, or false if there is none. With no waiter set it costs
--- one EXISTS.
-local function wake_next(waiters_key, channel)
-  if redis.call('EXISTS', waiters_key) == 0 then
-    return false
+-- Waiter sets are sorted sets of waiter addresses ("hubid/waiterid", see
+-- package hub) scored by the time their entry expires, in ms. An entry of a
+-- starving waiter, one that has waited long, is scored that time minus
+-- starve_offset: it sorts before every other entry, and its sign tells it
+-- apart. Entries are renewed by each attempt of their waiter, so among the
+-- others the entry with the lowest score has gone longest without trying.
+local starve_offset = 4398046511104 -- 2^42 ms, 139 years
+
+-- register adds or refreshes a waiter's entry, which expires after ttl ms.
+local function register(waiters_key, address, now_ms, ttl, starving)
+  local score = now_ms + tonumber(ttl)
+  if starving then
+    score = score - starve_offset
   end
-  local now_ms = now()
-  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', now_ms)
-  local w = redis.call('ZPOPMIN', waiters_key)
-  if w[1] then
-    redis.call('PUBLISH', channel, w[1])
-    return w[1]
+  redis.call('ZADD', waiters_key, score, address)
+  redis.call('PEXPIRE', waiters_key, ttl)
+end
+
+-- pop_waiter removes the entry that sorts first and is not expired, and
+-- returns its address and whether it is starving; false if none is left.
+-- Expired entries it meets on the way are dropped.
+local function pop_waiter(waiters_key, now_ms)
+  for _ = 1, 16 do
+    local e = redis.call('ZPOPMIN', waiters_key)
+    if not e[1] then
+      return false
+    end
+    local score = tonumber(e[2])
+    local starving = score < 0
+    if starving then
+      score = score + starve_offset
+    end
+    if score > now_ms then
+      return e[1], starving
+    end
   end
   return false
 end
 
--- register adds or refreshes a waiter entry that expires after ttl ms.
-local function register(waiters_key, id, now_ms, ttl)
-  redis.call('ZADD', waiters_key, now_ms + tonumber(ttl), id)
-  redis.call('PEXPIRE', waiters_key, ttl)
+-- wake publishes a wake-up for the waiter at address on its process's
+-- channel, channel_base/hubid.
+local function wake(channel_base, address)
+  local hub, id = string.match(address, '^([^/]+)/(.+)$')
+  if hub then
+    redis.call('PUBLISH', channel_base .. '/' .. hub, id)
+  end
 end
 
 -- Operation ids make retries safe: an operation whose reply was lost is

@@ -28,12 +28,18 @@ import (
 	"github.com/dsyncgo/dsync/internal/hub"
 )
 
-// Attempt makes one try; a failed try registers the waiter on the server.
-// prior is the number of attempts made before this one by the same
-// acquisition: after the first, the waiter may be registered. retryIn is
-// how long the current holder's claim lasts, if known, and negative when
-// unknown.
-type Attempt func(ctx context.Context, prior int) (acquired bool, retryIn time.Duration, err error)
+// Attempt makes one try. A failed try registers the waiter on the server
+// under a.Address, unless that is empty (the waiter has not joined the
+// channel yet, and will try again once it has). retryIn is how long the
+// current holder's claim lasts, if known, and negative when unknown.
+type Attempt func(ctx context.Context, a Try) (acquired bool, retryIn time.Duration, err error)
+
+// Try describes an attempt.
+type Try struct {
+	Address string        // the waiter's address (see hub), or ""
+	Prior   int           // attempts made before by the same acquisition
+	Waited  time.Duration // since the first attempt
+}
 
 // Spec describes one acquisition.
 type Spec struct {
@@ -83,11 +89,21 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 	}
 
 	attempts := 0
-	try := func() (bool, time.Duration, error) {
-		attempts++
-		return s.Try(ctx, attempts-1)
-	}
+	var first time.Time
 	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
+	try := func() (bool, time.Duration, error) {
+		a := Try{Prior: attempts}
+		if attempts == 0 {
+			first = time.Now()
+		} else {
+			a.Waited = time.Since(first)
+		}
+		if w != nil {
+			a.Address = w.Address()
+		}
+		attempts++
+		return s.Try(ctx, a)
+	}
 	for w == nil {
 		ok, _, err := try()
 		if ok {

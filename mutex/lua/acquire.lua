@@ -1,25 +1,31 @@
 -- acquire: take or re-enter the mutex.
--- KEYS[1] lock hash {owner, count, token, ops} or {reserved} (see
--- hand_off); KEYS[2] waiter set;
--- KEYS[3] fencing counter.
+-- KEYS[1] lock hash: {owner, count, token, ops} while held, {reserved}
+-- while handed off (see hand_off); KEYS[2] waiter set; KEYS[3] fencing
+-- counter.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
--- ARGV[3] lease ms; ARGV[4] waiter id, '' not to register on failure;
+-- ARGV[3] lease ms; ARGV[4] waiter address, '' not to register on failure;
 -- ARGV[5] waiter entry ttl ms; ARGV[6] fencing counter ttl ms;
--- ARGV[7] '1' if an earlier attempt registered the waiter, to remove it.
+-- ARGV[7] '1' if an earlier attempt registered the waiter, to remove it;
+-- ARGV[8] '1' if the waiter is starving (has waited long).
 -- Reply: {1, hold count, token} when held by the owner;
 -- {0, remaining ms of the current hold (-1 if it has no expiry, -3 while
 -- the mutex is reserved for another waiter)} otherwise.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
-local owner, op = ARGV[1], ARGV[2]
+local owner, op, address = ARGV[1], ARGV[2], ARGV[4]
+
+local function queue()
+  if address ~= '' then
+    local now_ms = now()
+    register(waiters, address, now_ms, ARGV[5], ARGV[8] == '1')
+  end
+end
+
 local h = redis.call('HMGET', lock, 'owner', 'ops', 'count', 'token', 'reserved')
 local count, token
-if h[1] == false and h[5] ~= false and h[5] ~= ARGV[4] then
+if h[1] == false and h[5] ~= false and h[5] ~= address then
   -- Handed off to another waiter: wait for the next release.
-  if ARGV[4] ~= '' then
-    local now_ms = now()
-    register(waiters, ARGV[4], now_ms, ARGV[5])
-  end
+  queue()
   return {0, -3}
 elseif h[1] == false then
   local _, now_us = now()
@@ -37,13 +43,10 @@ elseif h[1] == owner then
   end
   extend(lock, ARGV[3])
 else
-  if ARGV[4] ~= '' then
-    local now_ms = now()
-    register(waiters, ARGV[4], now_ms, ARGV[5])
-  end
+  queue()
   return {0, redis.call('PTTL', lock)}
 end
 if ARGV[7] == '1' then
-  redis.call('ZREM', waiters, ARGV[4])
+  redis.call('ZREM', waiters, address)
 end
 return {1, count, token}

@@ -1,6 +1,6 @@
 -- force: free the mutex whoever holds it, and wake one waiter.
 -- KEYS[1] lock hash; KEYS[2] waiter set.
--- ARGV[1] wake channel; ARGV[2] hand-off window ms.
+-- ARGV[1] wake channel base; ARGV[2] hand-off window ms.
 -- Reply: 1 if the mutex was held, else 0.
 local held = redis.call('HEXISTS', KEYS[1], 'owner')
 hand_off(KEYS[1], KEYS[2], ARGV[1], ARGV[2])

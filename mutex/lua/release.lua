@@ -1,10 +1,10 @@
 -- release: undo one hold of the owner; the last one frees the mutex and
--- wakes one waiter.
+-- wakes one waiter (see hand_off).
 -- KEYS[1] lock hash; KEYS[2] waiter set.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
--- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel;
--- ARGV[5] hand-off window ms.
+-- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
+-- base; ARGV[5] hand-off window ms.
 -- Reply: the owner's remaining hold count, or -1 if the owner holds nothing.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
