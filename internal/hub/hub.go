@@ -45,8 +45,8 @@ type hub struct {
 }
 
 type topic struct {
-	name    string // the primitive's channel base
-	channel string // the server channel: name/hub id
+	name    string        // the primitive's channel base
+	channel string        // the server channel: name/hub id
 	ready   chan struct{} // closed when the subscription attempt ended
 	err     error         // its outcome
 	sub     backend.Subscription
