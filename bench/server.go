@@ -96,3 +96,76 @@ func (a admin) roundTrip(ctx context.Context) (time.Duration, error) {
 	}
 	return percentile(sorted(ds), 0.5), nil
 }
+
+// Floor is what this machine charges any pub/sub-woken handoff, measured
+// with plain connections and no locking at all, each sample taken after
+// 20ms idle as in Handoff: a round trip from idle, a PUBLISH reaching an
+// idle subscriber, and that plus the subscriber's own round trip.
+type Floor struct {
+	ColdRoundTrip     time.Duration
+	Delivery          time.Duration
+	DeliveryRoundTrip time.Duration
+}
+
+func (a admin) floor(ctx context.Context, rounds int) (Floor, error) {
+	pub, err := redis.DialContext(ctx, "tcp", a.addr)
+	if err != nil {
+		return Floor{}, err
+	}
+	defer pub.Close()
+	subConn, err := redis.DialContext(ctx, "tcp", a.addr)
+	if err != nil {
+		return Floor{}, err
+	}
+	defer subConn.Close()
+	other, err := redis.DialContext(ctx, "tcp", a.addr)
+	if err != nil {
+		return Floor{}, err
+	}
+	defer other.Close()
+	psc := redis.PubSubConn{Conn: subConn}
+	if err := psc.Subscribe("bench:floor"); err != nil {
+		return Floor{}, err
+	}
+	if _, ok := psc.Receive().(redis.Subscription); !ok {
+		return Floor{}, fmt.Errorf("floor: subscribe not confirmed")
+	}
+	var cold, delivery, both []time.Duration
+	got := make(chan time.Time)
+	done := make(chan time.Time)
+	go func() {
+		for {
+			if _, ok := psc.Receive().(redis.Message); !ok {
+				close(got)
+				return
+			}
+			got <- time.Now()
+			other.Do("PING")
+			done <- time.Now()
+		}
+	}()
+	for i := 0; i < rounds; i++ {
+		time.Sleep(20 * time.Millisecond)
+		start := time.Now()
+		if _, err := pub.Do("PING"); err != nil {
+			return Floor{}, err
+		}
+		cold = append(cold, time.Since(start))
+		time.Sleep(20 * time.Millisecond)
+		start = time.Now()
+		if _, err := pub.Do("PUBLISH", "bench:floor", "x"); err != nil {
+			return Floor{}, err
+		}
+		delivery = append(delivery, (<-got).Sub(start))
+		both = append(both, (<-done).Sub(start))
+	}
+	psc.Unsubscribe()
+	subConn.Close()
+	for range got {
+	}
+	return Floor{
+		ColdRoundTrip:     percentile(sorted(cold), 0.5),
+		Delivery:          percentile(sorted(delivery), 0.5),
+		DeliveryRoundTrip: percentile(sorted(both), 0.5),
+	}, nil
+}

@@ -56,30 +56,39 @@
 // # Waiting
 //
 // A blocked LockContext does not poll. A waiter registers on the server
-// with its first failed attempt and subscribes to the mutex's channel (one
-// subscription per backend, shared by all local waiters); each release
-// wakes exactly one waiter, the one that has waited longest since its last
-// attempt, by name. A waiter also retries when the holder's lease runs out
-// and, as a heartbeat, every 5s; a waiter whose process died is woken in
-// vain at most once and delays the others by at most that heartbeat. When
-// the pub/sub connection is re-established, every local waiter retries.
+// with its failed attempts and subscribes to the mutex's channel for its
+// process (one subscription per backend, shared by all local waiters, kept
+// for a second after the last one leaves). Each release wakes exactly one
+// waiter, by name, and only the process it is in. A waiter also retries
+// when the holder's lease runs out and, as a heartbeat, every 5s; a waiter
+// whose process died is woken in vain at most once and delays the others
+// by at most that heartbeat. When the pub/sub connection is re-established,
+// every local waiter retries.
 //
-// The mutex is not fair: a locker arriving while the mutex is free takes
-// it, even if a woken waiter was about to (barging, as in sync.Mutex's
-// normal mode). That keeps throughput high; a woken waiter that loses the
-// race re-queues. Use package fairlock for first-come, first-served.
+// The mutex is not strictly fair. While no waiter has waited long, a
+// release wakes the waiter that has gone longest without trying, and
+// whoever asks first gets the mutex: often the client that just released
+// it and is still running (barging, as in sync.Mutex's normal mode). That
+// keeps throughput high. A waiter that has waited 20ms is starving: the
+// next release reserves the mutex for it for 100ms, during which no one
+// else can take it (sync.Mutex's starvation mode), so no waiter waits long
+// behind a client that keeps re-locking. Use package fairlock for
+// first-come, first-served.
 //
 // # Keys
 //
 // The mutex "orders:42" under the default prefix uses
 //
-//	dsync:mutex:{orders:42}          hash: owner, hold count, token; lease TTL
-//	dsync:mutex:{orders:42}:waiters  sorted set of waiting ids; gone when empty
-//	dsync:mutex:{orders:42}:fence    the last token; expires after FenceTTL
-//	dsync:mutex:{orders:42}:wake     pub/sub channel
+//	dsync:mutex:{orders:42}            hash: owner, hold count, token, recent
+//	                                   operation ids; expires with the lease
+//	dsync:mutex:{orders:42}:waiters    sorted set of waiters; expires 15s after
+//	                                   the last registration, gone when empty
+//	dsync:mutex:{orders:42}:fence      the last token; expires after FenceTTL
+//	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one process
 //
-// all in one Redis Cluster slot. Nothing else is left behind once the mutex
-// is free.
+// all in one Redis Cluster slot. For 100ms after a contended release the
+// hash holds only the reservation. Nothing else is left behind once the
+// mutex is free. The scripts need Redis 6.2 or later (SET ... GET).
 //
 // # Errors
 //

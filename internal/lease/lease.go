@@ -5,8 +5,8 @@
 // A watchdog lease of TTL d is renewed every d/3, counted from the last
 // successful renewal (or the acquisition). Leases that fall due close
 // together are renewed in the same call, so after a round or two the holds
-// on a backend renew in cohorts: holding 10,000 locks costs one goroutine
-// and a few dozen script calls per interval, not 10,000 of each. A hold is
+// on a backend renew in cohorts: holding 10,000 locks costs a timer and a
+// few dozen script calls per interval, not 10,000 goroutines or calls. A hold is
 // lost when a renewal finds it gone, or when renewals have failed until the
 // lease ran out; validity is measured on the local monotonic clock from the
 // moment the acquiring (or renewing) call was sent, so the client always

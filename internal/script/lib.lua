@@ -44,13 +44,16 @@ end
 
 -- pop_waiter removes the entry that sorts first and is not expired, and
 -- returns its address and whether it is starving; false if none is left.
--- Expired entries it meets on the way are dropped.
-local function pop_waiter(waiters_key, now_ms)
+-- Expired entries it meets on the way are dropped. With no waiter set it
+-- costs one ZPOPMIN.
+local function pop_waiter(waiters_key)
+  local now_ms
   for _ = 1, 16 do
     local e = redis.call('ZPOPMIN', waiters_key)
     if not e[1] then
       return false
     end
+    now_ms = now_ms or now()
     local score = tonumber(e[2])
     local starving = score < 0
     if starving then

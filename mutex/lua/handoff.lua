@@ -9,8 +9,7 @@
 -- Without waiters the lock hash is simply deleted.
 local function hand_off(lock, waiters, channel, window)
   redis.call('DEL', lock)
-  local now_ms = now()
-  local w, starving = pop_waiter(waiters, now_ms)
+  local w, starving = pop_waiter(waiters)
   if not w then
     return
   end

@@ -1,0 +1,72 @@
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestTransient(t *testing.T) {
+	transient := []error{
+		&net.OpError{Op: "read", Err: errors.New("connection reset")},
+		fmt.Errorf("redigo: EVALSHA: %w", errors.New("EOF")),
+		&backend.ServerError{Message: "LOADING Redis is loading the dataset in memory"},
+		&backend.ServerError{Message: "BUSY Redis is busy running a script"},
+		&backend.ServerError{Message: "OOM command not allowed"},
+		&backend.ServerError{Message: "READONLY You can't write against a read only replica."},
+	}
+	permanent := []error{
+		nil,
+		context.Canceled,
+		fmt.Errorf("wrapped: %w", context.DeadlineExceeded),
+		dsync.ErrClosed,
+		fmt.Errorf("%w: want integer", dsync.ErrUnexpectedReply),
+		&backend.ServerError{Message: "ERR user_script:1: Script attempted to access nonexistent global variable"},
+		&backend.ServerError{Message: "WRONGTYPE Operation against a key holding the wrong kind of value"},
+	}
+	for _, err := range transient {
+		if !Transient(err) {
+			t.Errorf("Transient(%v) = false", err)
+		}
+	}
+	for _, err := range permanent {
+		if Transient(err) {
+			t.Errorf("Transient(%v) = true", err)
+		}
+	}
+}
+
+func TestBackoffIsCappedAndGrows(t *testing.T) {
+	for n := 1; n <= 20; n++ {
+		d := Backoff(n)
+		if d <= 0 || d > time.Second {
+			t.Fatalf("Backoff(%d) = %v, want within (0, 1s]", n, d)
+		}
+		ceiling := min(10*time.Millisecond<<min(n-1, 7), time.Second)
+		if d < ceiling/2 || d > ceiling {
+			t.Errorf("Backoff(%d) = %v, want in [%v, %v]", n, d, ceiling/2, ceiling)
+		}
+	}
+}
+
+func TestSleepStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("Sleep reported a full sleep on a cancelled context")
+	}
+	if time.Since(start) > time.Second {
+		t.Fatal("Sleep did not return promptly")
+	}
+}
