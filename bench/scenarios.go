@@ -24,6 +24,21 @@ type Result struct {
 	ServerCalls  int64           // INFO commandstats delta, script calls included
 	PubSubConns  int             // on the server, sampled mid-run
 	Goroutines   int             // in this process, sampled mid-run
+	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
+}
+
+// add accumulates another round of the same scenario into r.
+func (r *Result) add(o Result) {
+	r.Impl = o.Impl
+	r.Acquisitions += o.Acquisitions
+	r.Elapsed += o.Elapsed
+	r.Commands += o.Commands
+	r.RoundTrips += o.RoundTrips
+	r.ServerCalls += o.ServerCalls
+	r.GiveUps += o.GiveUps
+	if o.Acquisitions > 0 {
+		r.PerOp = sorted(append(r.PerOp, o.Elapsed/time.Duration(o.Acquisitions)))
+	}
 }
 
 // PerAcq returns n per successful acquisition.

@@ -105,6 +105,7 @@ func (s *Server) startProcess(path, port string) error {
 		"--maxclients", "20000",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	)
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("testserver: start redis-server: %w", err)
 	}
