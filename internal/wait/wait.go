@@ -104,25 +104,11 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		attempts++
 		return s.Try(ctx, a)
 	}
-	for w == nil {
-		ok, _, err := try()
-		if ok {
-			return nil
+	defer func() {
+		if w != nil {
+			w.Leave()
 		}
-		if err != nil {
-			if err := fail(err); err != nil {
-				return err
-			}
-			continue
-		}
-		if w, err = hub.Join(ctx, s.Backend, s.Channel, s.WaiterID); err != nil {
-			if err := fail(err); err != nil {
-				return err
-			}
-		}
-	}
-	defer w.Leave()
-
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -137,6 +123,16 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 			continue
 		}
 		failures = 0
+		if w == nil {
+			// Join, then try again at once: a release may have been
+			// announced before the subscription existed.
+			if w, err = hub.Join(ctx, s.Backend, s.Channel, s.WaiterID); err != nil {
+				if err := fail(err); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		sleep := s.Heartbeat
 		if retryIn >= 0 && retryIn < sleep {
 			sleep = retryIn + time.Millisecond // the server's expiry, then ours
