@@ -11,7 +11,10 @@ import (
 func TestMain(m *testing.M) { testserver.Main(m) }
 
 func hooks(s *testserver.Server) conformance.Hooks {
-	h := conformance.Hooks{FlushScripts: s.FlushScripts, Restart: s.Restart}
+	h := conformance.Hooks{FlushScripts: s.FlushScripts}
+	if s.Restartable() {
+		h.Restart = s.Restart
+	}
 	if s.Kind == "redis" {
 		h.KillPubSub = s.KillPubSub
 		h.PubSubClients = s.PubSubClients

@@ -285,6 +285,10 @@ func (s *Server) Pause(ctx context.Context, d time.Duration) error {
 	return err
 }
 
+// Restartable reports whether Restart can work: not on a server the tests
+// did not start.
+func (s *Server) Restartable() bool { return !s.ext }
+
 // Restart stops the server and starts it again on the same address. A real
 // server comes back empty; miniredis keeps its data. Either way every
 // client connection is dropped.
