@@ -111,7 +111,7 @@ func ManyWaiters(ctx context.Context, addr string, n int) (WaitersResult, error)
 type HeldResult struct {
 	Held                int
 	GoroutinesIdle      int // in the process before any lock was taken
-	GoroutinesHeld      int // while holding them all
+	GoroutinesHeld      int // most seen while holding them all, renewals included
 	RenewalsPerInterval float64
 	Interval            time.Duration
 	Lost                int
@@ -148,9 +148,11 @@ func ManyHeld(ctx context.Context, addr string, n int, leaseD time.Duration, int
 	if err := <-errs; err != nil {
 		return r, err
 	}
-	r.GoroutinesHeld = runtime.NumGoroutine()
 	_, calls0 := lease.Stats(backend.Backend(b))
-	time.Sleep(time.Duration(intervals) * r.Interval)
+	for end := time.Now().Add(time.Duration(intervals) * r.Interval); time.Now().Before(end); {
+		r.GoroutinesHeld = max(r.GoroutinesHeld, runtime.NumGoroutine())
+		time.Sleep(10 * time.Millisecond)
+	}
 	_, calls1 := lease.Stats(backend.Backend(b))
 	r.RenewalsPerInterval = float64(calls1-calls0) / float64(intervals)
 	for _, m := range ms {

@@ -17,7 +17,7 @@ type Result struct {
 	Impl         string
 	Acquisitions int64
 	Elapsed      time.Duration
-	Waits        []time.Duration // sorted: Lock call to return, successful ones
+	Waits        []time.Duration // sorted: first Lock call to acquisition, give-ups included
 	GiveUps      int64           // Lock calls that stopped trying
 	Commands     int64           // sent by the clients
 	RoundTrips   int64           // commands whose reply the client awaited
@@ -134,6 +134,10 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		firstErr error
 	)
 	start := time.Now()
+	var deadline time.Time // acquisitions completed after it do not count
+	if duration > 0 {
+		deadline = start.Add(duration)
+	}
 	for _, cl := range clients {
 		wg.Add(1)
 		go func() {
@@ -144,33 +148,41 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 				waits = append(waits, local...)
 				mu.Unlock()
 			}()
+			fail := func(err error) {
+				mu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				mu.Unlock()
+				stop.Store(true)
+			}
+			// since is when this contender began trying for the mutex: a
+			// peer's give-up and retry is one wait, not two.
+			var since time.Time
 			for !stop.Load() {
-				t := time.Now()
+				if since.IsZero() {
+					since = time.Now()
+				}
 				err := cl.Lock(ctx)
-				w := time.Since(t)
+				at := time.Now()
 				if errors.Is(err, ErrGaveUp) {
 					giveUps.Add(1)
 					continue
 				}
 				if err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, err)
-					mu.Unlock()
-					stop.Store(true)
+					fail(err)
 					return
 				}
-				local = append(local, w)
-				if n := acquired.Add(1); limit > 0 && n >= limit {
-					stop.Store(true)
+				if deadline.IsZero() || at.Before(deadline) {
+					local = append(local, at.Sub(since))
+					if n := acquired.Add(1); limit > 0 && n >= limit {
+						stop.Store(true)
+					}
 				}
+				since = time.Time{}
 				if hold > 0 {
 					time.Sleep(hold)
 				}
 				if err := cl.Unlock(ctx); err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, fmt.Errorf("unlock: %w", err))
-					mu.Unlock()
-					stop.Store(true)
+					fail(fmt.Errorf("unlock: %w", err))
 					return
 				}
 			}
@@ -188,11 +200,16 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	case <-ctx.Done():
 	}
 	if duration > 0 {
-		time.Sleep(duration - sample)
+		time.Sleep(time.Until(deadline))
 		stop.Store(true)
 	}
 	wg.Wait()
+	// The rate counts what completed within the run; contenders still
+	// inside Lock when it ended only finish their wait.
 	elapsed := time.Since(start)
+	if duration > 0 {
+		elapsed = duration
+	}
 	if firstErr != nil {
 		return Result{}, firstErr
 	}

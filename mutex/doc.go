@@ -60,20 +60,24 @@
 // process (one subscription per backend, shared by all local waiters, kept
 // for a second after the last one leaves). Each release wakes exactly one
 // waiter, by name, and only the process it is in. A waiter also retries
-// when the holder's lease runs out and, as a heartbeat, every 5s; a waiter
-// whose process died is woken in vain at most once and delays the others
-// by at most that heartbeat. When the pub/sub connection is re-established,
-// every local waiter retries.
+// when the holder's lease runs out and, as a heartbeat, every 5s. A waiter
+// whose process died is woken in vain at most once, which delays the
+// others by at most that heartbeat, and its entry expires after 15s. When
+// the pub/sub connection is re-established, every local waiter retries.
 //
 // The mutex is not strictly fair. While no waiter has waited long, a
 // release wakes the waiter that has gone longest without trying, and
 // whoever asks first gets the mutex: often the client that just released
 // it and is still running (barging, as in sync.Mutex's normal mode). That
-// keeps throughput high. A waiter that has waited 20ms is starving: the
-// next release reserves the mutex for it for 100ms, during which no one
-// else can take it (sync.Mutex's starvation mode), so no waiter waits long
-// behind a client that keeps re-locking. Use package fairlock for
-// first-come, first-served.
+// keeps throughput high. A waiter that has waited 20ms and lost such a race
+// is starving: the next release reserves the mutex for it for 100ms,
+// during which no one else can take it (sync.Mutex's starvation mode), so
+// no waiter waits long behind a client that keeps re-locking. While
+// reserved, the mutex reads as unlocked (State, IsLocked) but only that
+// waiter can take it; if it never comes, the reservation lapses and the
+// others retry. On networks whose round trip approaches 100ms the
+// reservation can lapse before the waiter arrives, and the mutex is then
+// simply unfair. Use package fairlock for first-come, first-served.
 //
 // # Keys
 //

@@ -49,7 +49,10 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 			if a.Address != "" {
 				address = a.Address
 			}
-			return m.try(ctx, owner, op, a.Address, a.Prior > 0, a.Waited >= starveAfter, &got)
+			// Starving: waited long, and lost a race after a wake-up, so
+			// not merely held up by a slow network or a long hold.
+			starving := a.Waited >= starveAfter && a.Lost > 0
+			return m.try(ctx, owner, op, a.Address, a.Prior > 0, starving, &got)
 		},
 		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op, address) },
 	})
@@ -109,7 +112,7 @@ func (m *Mutex) try(ctx context.Context, owner, op, address string, registered, 
 	}
 	if r[0] == 0 {
 		if r[1] < 0 {
-			return false, -1, nil // no expiry, or reserved for another waiter
+			return false, -1, nil // no expiry: only a release will tell
 		}
 		return false, time.Duration(r[1]) * time.Millisecond, nil
 	}

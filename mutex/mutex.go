@@ -22,15 +22,18 @@ const (
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
 
-	// starveAfter is how long a waiter waits before it is starving: the
-	// next release reserves the mutex for it instead of letting whoever
-	// asks first take it. Shorter is fairer; longer lets more acquisitions
-	// go to a client already running, which raises throughput.
+	// starveAfter is how long a waiter waits, having lost a race after a
+	// wake-up, before it is starving: the next release reserves the mutex
+	// for it instead of letting whoever asks first take it. Shorter is
+	// fairer; longer lets more acquisitions go to a client already
+	// running, which raises throughput.
 	starveAfter = 20 * time.Millisecond
 
 	// handoffWindow is how long a released mutex stays reserved for the
-	// waiter woken to take it: far longer than a wake-up and an attempt
-	// take, short enough that a waiter that died meanwhile costs little.
+	// starving waiter woken to take it: far longer than a wake-up and an
+	// attempt take (on networks with round trips well under it), short
+	// enough that a waiter that died meanwhile costs little. A waiter that
+	// arrives after it competes like any other.
 	handoffWindow = 100 * time.Millisecond
 
 	// FenceTTL is how long the fencing counter of a mutex outlives its

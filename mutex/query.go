@@ -112,8 +112,10 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	return s.TTL, err
 }
 
-// ForceUnlock frees the mutex whoever holds it and wakes a waiter. It
-// reports whether the mutex was held. The holder learns of the loss at its
+// ForceUnlock frees the mutex whoever holds it and wakes a waiter, which
+// may get it reserved (see Waiting in the package documentation). It
+// reports whether the mutex was held; a mutex only reserved for a woken
+// waiter is left to it. The holder learns of the loss at its
 // next renewal, through Done. Use it to recover from a known-dead holder
 // that did not set a lease short enough.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {

@@ -50,6 +50,9 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 		l = lease.Get(m.b, m.key, owner)
 	}
 	if l == nil {
+		if anon && owner != "" {
+			m.clearAnon(owner) // its hold was lost
+		}
 		return m.wrap("unlock", dsync.ErrNotHeld)
 	}
 	if l.Lost() {

@@ -31,8 +31,17 @@ import (
 	"github.com/dsyncgo/dsync/internal/registry"
 )
 
-// MaxBatch bounds the leases renewed by one script call.
-const MaxBatch = 500
+const (
+	// MaxBatch bounds the leases renewed by one script call.
+	MaxBatch = 500
+
+	// maxRenewing bounds the renewal calls in flight per backend, and so
+	// the goroutines renewals use, however many locks are held.
+	maxRenewing = 4
+
+	// idleRetire is how soon a scheduler left without leases retires.
+	idleRetire = time.Second
+)
 
 // Spec describes a hold to keep.
 type Spec struct {
@@ -115,6 +124,8 @@ type Scheduler struct {
 	armed time.Time   // when timer fires; zero if stopped
 	busy  bool        // a round is running; it re-arms the timer when done
 
+	renewing chan struct{} // a token per renewal call in flight
+
 	// Observed by tests and benchmarks.
 	calls int64
 }
@@ -128,7 +139,7 @@ var schedulers registry.Registry[*Scheduler]
 func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	var l *Lease
 	schedulers.Do(b, func() *Scheduler {
-		return &Scheduler{b: b, index: make(map[holdKey]*Lease)}
+		return &Scheduler{b: b, index: make(map[holdKey]*Lease), renewing: make(chan struct{}, maxRenewing)}
 	}, func(s *Scheduler) bool {
 		l = s.start(spec, sentAt)
 		return false
@@ -220,10 +231,16 @@ func (l *Lease) Release() {
 	if k := (holdKey{l.spec.Key, l.spec.Owner}); s.index[k] == l {
 		delete(s.index, k)
 	}
-	// An armed timer stays armed: a lock taken again soon reuses it
-	// without touching the runtime's timers, and the round that finds
-	// nothing to do retires the scheduler. Without one, retire it now.
+	// With no lease left the timer is pulled in to retire the scheduler
+	// within idleRetire; a lock taken again meanwhile re-arms it without
+	// allocating. Without a timer, retire now.
 	retire := s.armed.IsZero() && !s.busy
+	if len(s.queue) == 0 && !retire {
+		if at := time.Now().Add(idleRetire); at.Before(s.armed) {
+			s.armed = at
+			s.timer.Reset(idleRetire)
+		}
+	}
 	s.mu.Unlock()
 	if retire {
 		s.forgetIfIdle()
@@ -256,6 +273,11 @@ func (s *Scheduler) endLocked(l *Lease, to state) {
 
 func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
 	s.endLocked(l, lost)
+	// A lost hold is forgotten at once: its owner learns of the loss from
+	// Done, and later finds nothing to release.
+	if k := (holdKey{l.spec.Key, l.spec.Owner}); s.index[k] == l {
+		delete(s.index, k)
+	}
 	if log := l.spec.Logger; log != nil {
 		if err != nil {
 			log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason, "error", err)
@@ -367,9 +389,15 @@ func (s *Scheduler) renew(due []*Lease) {
 		}
 		g.leases = append(g.leases, l)
 	}
-	for _, g := range order {
-		go s.renewGroup(g)
-	}
+	go func() {
+		for _, g := range order {
+			s.renewing <- struct{}{}
+			go func() {
+				defer func() { <-s.renewing }()
+				s.renewGroup(g)
+			}()
+		}
+	}()
 }
 
 func (s *Scheduler) renewGroup(g *group) {

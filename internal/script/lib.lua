@@ -42,26 +42,37 @@ local function register(waiters_key, address, now_ms, ttl, starving)
   redis.call('PEXPIRE', waiters_key, ttl)
 end
 
--- pop_waiter removes the entry that sorts first and is not expired, and
--- returns its address and whether it is starving; false if none is left.
--- Expired entries it meets on the way are dropped. With no waiter set it
--- costs one ZPOPMIN.
+-- pop_waiter removes the entry that sorts first among those not expired,
+-- and returns its address and whether it is starving; false if none is
+-- left. With no waiter set it costs one ZPOPMIN; when the first entry has
+-- expired (its waiter died), every expired entry is dropped at once.
 local function pop_waiter(waiters_key)
-  local now_ms
-  for _ = 1, 16 do
-    local e = redis.call('ZPOPMIN', waiters_key)
-    if not e[1] then
-      return false
-    end
-    now_ms = now_ms or now()
-    local score = tonumber(e[2])
+  local e = redis.call('ZPOPMIN', waiters_key)
+  if not e[1] then
+    return false
+  end
+  local now_ms = now()
+  local function live(entry)
+    local score = tonumber(entry[2])
     local starving = score < 0
     if starving then
       score = score + starve_offset
     end
-    if score > now_ms then
-      return e[1], starving
-    end
+    return score > now_ms, starving
+  end
+  local ok, starving = live(e)
+  if ok then
+    return e[1], starving
+  end
+  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', '(' .. (now_ms - starve_offset))
+  redis.call('ZREMRANGEBYSCORE', waiters_key, 0, now_ms)
+  e = redis.call('ZPOPMIN', waiters_key)
+  if not e[1] then
+    return false
+  end
+  ok, starving = live(e)
+  if ok then
+    return e[1], starving
   end
   return false
 end

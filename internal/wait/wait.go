@@ -39,6 +39,7 @@ type Try struct {
 	Address string        // the waiter's address (see hub), or ""
 	Prior   int           // attempts made before by the same acquisition
 	Waited  time.Duration // since the first attempt
+	Lost    int           // attempts that failed right after a wake-up
 }
 
 // Spec describes one acquisition.
@@ -88,11 +89,12 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		return nil
 	}
 
-	attempts := 0
+	attempts, lost := 0, 0
+	woken := false // the last wait ended with a wake-up
 	var first time.Time
 	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
 	try := func() (bool, time.Duration, error) {
-		a := Try{Prior: attempts}
+		a := Try{Prior: attempts, Lost: lost}
 		if attempts == 0 {
 			first = time.Now()
 		} else {
@@ -123,6 +125,10 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 			continue
 		}
 		failures = 0
+		if woken {
+			lost++ // someone else got there first
+			woken = false
+		}
 		if w == nil {
 			// Join, then try again at once: a release may have been
 			// announced before the subscription existed.
@@ -141,6 +147,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		select {
 		case <-w.C():
 			timer.Stop()
+			woken = true
 		case <-timer.C:
 		case <-ctx.Done():
 			return ctxError(ctx.Err(), lastErr)

@@ -9,8 +9,8 @@
 -- ARGV[7] '1' if an earlier attempt registered the waiter, to remove it;
 -- ARGV[8] '1' if the waiter is starving (has waited long).
 -- Reply: {1, hold count, token} when held by the owner;
--- {0, remaining ms of the current hold (-1 if it has no expiry, -3 while
--- the mutex is reserved for another waiter)} otherwise.
+-- {0, remaining ms of the current hold or of the reservation for another
+-- waiter (-1 if it has no expiry)} otherwise.
 local lock, waiters, fence = KEYS[1], KEYS[2], KEYS[3]
 local owner, op, address = ARGV[1], ARGV[2], ARGV[4]
 
@@ -24,9 +24,10 @@ end
 local h = redis.call('HMGET', lock, 'owner', 'ops', 'count', 'token', 'reserved')
 local count, token
 if h[1] == false and h[5] ~= false and h[5] ~= address then
-  -- Handed off to another waiter: wait for the next release.
+  -- Handed off to another waiter: wait for the next release, or for the
+  -- reservation to lapse if that waiter never comes.
   queue()
-  return {0, -3}
+  return {0, redis.call('PTTL', lock)}
 elseif h[1] == false then
   local _, now_us = now()
   count, token = 1, string.format('%d', next_token(fence, now_us, ARGV[6]))
