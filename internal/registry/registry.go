@@ -37,10 +37,3 @@ func (r *Registry[T]) Do(b backend.Backend, create func() T, f func(T) (idle boo
 		delete(r.m, b)
 	}
 }
-
-// Len returns the number of backends with a value.
-func (r *Registry[T]) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.m)
-}
