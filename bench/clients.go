@@ -16,6 +16,29 @@ type counter struct {
 	roundTrips atomic.Int64
 }
 
+// meter measures one run: the commands and round trips its clients send,
+// and the calls the server executes meanwhile.
+type meter struct {
+	ad                admin
+	c                 *counter
+	calls, cmds, rtts int64
+}
+
+// startMeter takes the counts a run starts from.
+func startMeter(ad admin, c *counter) (*meter, error) {
+	calls, err := ad.serverCalls()
+	if err != nil {
+		return nil, err
+	}
+	return &meter{ad: ad, c: c, calls: calls, cmds: c.commands.Load(), rtts: c.roundTrips.Load()}, nil
+}
+
+// stop returns what the run cost since startMeter.
+func (m *meter) stop() (commands, roundTrips, serverCalls int64, err error) {
+	calls, err := m.ad.serverCalls()
+	return m.c.commands.Load() - m.cmds, m.c.roundTrips.Load() - m.rtts, calls - m.calls, err
+}
+
 // redigoPool returns a pool whose connections count into c.
 func redigoPool(addr string, c *counter) *redis.Pool {
 	return &redis.Pool{

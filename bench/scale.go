@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -89,11 +90,10 @@ func ManyWaiters(ctx context.Context, addr string, n int) (WaitersResult, error)
 		time.Sleep(20 * time.Millisecond)
 	}
 	r := WaitersResult{Waiters: n, PubSubConns: ad.pubsubConns()}
-	calls0, err := ad.serverCalls()
+	m, err := startMeter(ad, &c)
 	if err != nil {
 		return r, err
 	}
-	cmds0 := c.commands.Load()
 	start := time.Now()
 	if err := holder.UnlockContext(ctx); err != nil {
 		return r, err
@@ -101,10 +101,8 @@ func ManyWaiters(ctx context.Context, addr string, n int) (WaitersResult, error)
 	wg.Wait()
 	r.Elapsed = time.Since(start)
 	r.Acquired = acquired.Load()
-	calls1, _ := ad.serverCalls()
-	r.ServerCalls = calls1 - calls0
-	r.Commands = c.commands.Load() - cmds0
-	return r, firstErr
+	r.Commands, _, r.ServerCalls, err = m.stop()
+	return r, errors.Join(firstErr, err)
 }
 
 // HeldResult is what ManyHeld measured.

@@ -70,12 +70,10 @@ func Uncontended(ctx context.Context, addr string, impl Impl, n int) (Result, er
 			return Result{}, err
 		}
 	}
-	ad := admin{addr}
-	calls0, err := ad.serverCalls()
+	m, err := startMeter(admin{addr}, &c)
 	if err != nil {
 		return Result{}, err
 	}
-	cmds0, rt0 := c.commands.Load(), c.roundTrips.Load()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if err := cycle(ctx, cl, 0); err != nil {
@@ -83,13 +81,8 @@ func Uncontended(ctx context.Context, addr string, impl Impl, n int) (Result, er
 		}
 	}
 	r := Result{Impl: impl.Name, Acquisitions: int64(n), Elapsed: time.Since(start)}
-	calls1, err := ad.serverCalls()
-	if err != nil {
-		return Result{}, err
-	}
-	r.ServerCalls = calls1 - calls0
-	r.Commands, r.RoundTrips = c.commands.Load()-cmds0, c.roundTrips.Load()-rt0
-	return r, nil
+	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
+	return r, err
 }
 
 func cycle(ctx context.Context, cl Client, hold time.Duration) error {
@@ -118,11 +111,10 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		}
 	}
 	ad := admin{addr}
-	calls0, err := ad.serverCalls()
+	m, err := startMeter(ad, &c)
 	if err != nil {
 		return Result{}, err
 	}
-	cmds0, rt0 := c.commands.Load(), c.roundTrips.Load()
 
 	var (
 		acquired atomic.Int64
@@ -213,22 +205,17 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
-	calls1, err := ad.serverCalls()
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{
+	r := Result{
 		Impl:         impl.Name,
 		Acquisitions: acquired.Load(),
 		Elapsed:      elapsed,
 		Waits:        sorted(waits),
 		GiveUps:      giveUps.Load(),
-		Commands:     c.commands.Load() - cmds0,
-		RoundTrips:   c.roundTrips.Load() - rt0,
-		ServerCalls:  calls1 - calls0,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
-	}, nil
+	}
+	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
+	return r, err
 }
 
 // Handoff measures, rounds times, the time from the holder's Unlock call
