@@ -44,44 +44,38 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 	if err := m.check(ctx); err != nil {
 		return err
 	}
-	owner, anon := m.holder(ctx)
+	owner, _ := m.holder(ctx)
 	var l *lease.Lease
 	if owner != "" {
 		l = lease.Get(m.b, m.key, owner)
 	}
-	if l == nil {
-		if anon && owner != "" {
-			m.clearAnon(owner) // its hold was lost
+	// end forgets the hold here. An owner from ctx is never the handle's
+	// ownerless hold, so clearing that is safe either way.
+	end := func() {
+		if l != nil {
+			l.Release()
 		}
-		return m.wrap("unlock", dsync.ErrNotHeld)
+		m.clearAnon(owner)
 	}
-	if l.Lost() {
-		l.Release()
-		if anon {
-			m.clearAnon(owner)
-		}
+	switch {
+	case l == nil:
+		end() // a lost ownerless hold, if that is what it was
+		return m.wrap("unlock", dsync.ErrNotHeld)
+	case l.Lost():
+		end()
 		return m.wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
 	}
 	l.SetReleasing(true)
 	left, err := m.release(ctx, owner, l.Deadline())
 	switch {
 	case err != nil:
-		l.Release()
-		if anon {
-			m.clearAnon(owner)
-		}
+		end()
 		return m.wrap("unlock", err)
 	case left < 0:
-		l.Release()
-		if anon {
-			m.clearAnon(owner)
-		}
+		end()
 		return m.wrap("unlock", fmt.Errorf("%w: %w: it is no longer on the server", dsync.ErrNotHeld, errLost))
 	case left == 0:
-		l.Release()
-		if anon {
-			m.clearAnon(owner)
-		}
+		end()
 	default:
 		l.SetReleasing(false)
 	}
