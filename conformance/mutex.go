@@ -20,6 +20,9 @@ var (
 	delScript = backend.NewScript(`-- KEYS: keys to delete. Reply: how many existed.
 return redis.call('DEL', unpack(KEYS))`)
 
+	zcardScript = backend.NewScript(`-- KEYS[1]: a sorted set. Reply: its size.
+return redis.call('ZCARD', KEYS[1])`)
+
 	keysScript = backend.NewScript(`-- KEYS: none. ARGV[1]: a KEYS pattern.
 -- Reply: {key, pttl, ...} for every matching key.
 local out = {}
@@ -58,6 +61,27 @@ func mutexKey(p, name string) string {
 		panic(err)
 	}
 	return k
+}
+
+// awaitQueued waits until n waiters of the mutex name under p are
+// registered on the server: each has subscribed and registered with the
+// attempt it made just before going to sleep, so from then on only a
+// wake-up, its heartbeat (5s) or the holder's lease ends its sleep.
+func awaitQueued(t *testing.T, ctx context.Context, b backend.Backend, p, name string, n int) {
+	t.Helper()
+	key := mutexKey(p, name) + ":waiters"
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		v, err := b.Eval(ctx, zcardScript, []string{key})
+		must(t, err, "ZCARD")
+		if got, _ := backend.Int(v); got >= int64(n) {
+			return
+		}
+		if time.Now().After(deadline) || i > 5000 {
+			t.Fatalf("%d waiters not queued within 5s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // assertNoKeys fails t if keys under p remain, other than companions with
@@ -460,7 +484,8 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 
 func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
 	p := prefix()
-	holder := mutex.New(s.newBackend(t), "wake", mutex.WithPrefix(p))
+	probe := s.newBackend(t)
+	holder := mutex.New(probe, "wake", mutex.WithPrefix(p))
 	waiter := mutex.New(s.newBackend(t), "wake", mutex.WithPrefix(p))
 	var worst time.Duration
 	for round := 0; round < 10; round++ {
@@ -475,9 +500,7 @@ func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
 			acquired <- time.Now()
 		}()
 		<-queued
-		// Let the waiter subscribe and go to sleep on the wake-up; a
-		// poll-based waiter would now be mid-way through its period.
-		time.Sleep(100 * time.Millisecond)
+		awaitQueued(t, ctx, probe, p, "wake", 1)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
 		at := within(t, 5*time.Second, acquired, "waiter")
@@ -494,7 +517,8 @@ func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
 func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
 	p := prefix()
-	holder := mutex.New(s.newBackend(t), "kill", mutex.WithPrefix(p))
+	probe := s.newBackend(t)
+	holder := mutex.New(probe, "kill", mutex.WithPrefix(p))
 	must(t, holder.LockContext(ctx), "lock")
 	const waiters = 4
 	acquired := make(chan time.Time, waiters)
@@ -510,7 +534,7 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 			m.UnlockContext(ctx)
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // the waiters are asleep
+	awaitQueued(t, ctx, probe, p, "kill", waiters)
 	must(t, s.hooks.KillPubSub(ctx), "kill pub/sub clients")
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
@@ -529,7 +553,8 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
 	const leaseD = time.Second
 	p := prefix()
-	holder := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	probe := s.newBackend(t)
+	holder := mutex.New(probe, "force", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
 	admin := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
 	waiter := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
 	must(t, holder.LockContext(ctx), "lock")
@@ -541,7 +566,7 @@ func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
 		}
 		acquired <- time.Now()
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitQueued(t, ctx, probe, p, "force", 1)
 	forced := time.Now()
 	ok, err := admin.ForceUnlock(ctx)
 	must(t, err, "force unlock")
@@ -669,7 +694,7 @@ func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context) {
 		}
 		acquired <- time.Now()
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitQueued(t, ctx, b, p, "abandon", 1)
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
 	if d := within(t, 5*time.Second, acquired, "the waiter that stayed").Sub(released); d > 500*time.Millisecond {
