@@ -44,7 +44,7 @@ func (s *suite) mutexTests(t *testing.T) {
 	s.test(t, "LostSignal", false, s.testLostSignal)
 	s.test(t, "LostSignalScriptFlush", true, s.testLostSignalScriptFlush)
 	s.test(t, "UnlockMisuse", false, s.testUnlockMisuse)
-	s.test(t, "WakeLatency", true, s.testWakeLatency)
+	s.test(t, "HandOff", true, s.testHandOff)
 	s.test(t, "WaitAcrossPubSubKill", true, s.testWaitAcrossPubSubKill)
 	s.test(t, "ForceUnlock", false, s.testForceUnlock)
 	s.test(t, "FencingTokens", false, s.testFencingTokens)
@@ -482,25 +482,34 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
+// testHandOff checks that a release hands the mutex to a queued waiter
+// through the backend's pub/sub: promptly, and without another round trip
+// by the waiter (the wake-up carries the hold).
+func (s *suite) testHandOff(t *testing.T, ctx context.Context) {
 	p := prefix()
 	probe := s.newBackend(t)
-	holder := mutex.New(probe, "wake", mutex.WithPrefix(p))
-	waiter := mutex.New(s.newBackend(t), "wake", mutex.WithPrefix(p))
+	holder := mutex.New(probe, "handoff", mutex.WithPrefix(p))
+	sp := newSpy(s.newBackend(t))
+	waiter := mutex.New(sp, "handoff", mutex.WithPrefix(p))
 	var worst time.Duration
 	for round := 0; round < 10; round++ {
 		must(t, holder.LockContext(ctx), "lock")
+		held, err := holder.Token(ctx)
+		must(t, err, "holder token")
 		acquired := make(chan time.Time, 1)
 		queued := make(chan struct{})
+		var calls int
 		go func() {
+			before := sp.count()
 			close(queued)
 			if err := waiter.LockContext(ctx); err != nil {
 				t.Error(err)
 			}
+			calls = sp.count() - before
 			acquired <- time.Now()
 		}()
 		<-queued
-		awaitQueued(t, ctx, probe, p, "wake", 1)
+		awaitQueued(t, ctx, probe, p, "handoff", 1)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
 		at := within(t, 5*time.Second, acquired, "waiter")
@@ -508,6 +517,14 @@ func (s *suite) testWakeLatency(t *testing.T, ctx context.Context) {
 		worst = max(worst, d)
 		if d > 50*time.Millisecond {
 			t.Errorf("round %d: waiter acquired %v after the release, want within 50ms", round, d)
+		}
+		// One attempt that registers the waiter; one more before it if
+		// the channel was not subscribed yet. None after the wake-up.
+		if calls < 1 || calls > 2 {
+			t.Errorf("round %d: waiter made %d calls, want 1 or 2 and none after its wake-up", round, calls)
+		}
+		if token, err := waiter.Token(ctx); err != nil || token <= held {
+			t.Errorf("round %d: handed token %d (%v), want above the holder's %d", round, token, err, held)
 		}
 		must(t, waiter.UnlockContext(ctx), "waiter unlock")
 	}

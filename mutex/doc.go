@@ -58,26 +58,30 @@
 // A blocked LockContext does not poll. A waiter registers on the server
 // with its failed attempts and subscribes to the mutex's channel for its
 // process (one subscription per backend, shared by all local waiters, kept
-// for a second after the last one leaves). Each release wakes exactly one
-// waiter, by name, and only the process it is in. A waiter also retries
-// when the holder's lease runs out and, as a heartbeat, every 5s. A waiter
-// whose process died is woken in vain at most once, which delays the
-// others by at most that heartbeat, and its entry expires after 15s. When
-// the pub/sub connection is re-established, every local waiter retries.
+// for a second after the last one leaves). A waiter also retries when the
+// holder's lease runs out and, as a heartbeat, every 5s; its entry expires
+// 15s after its last attempt. When the pub/sub connection is
+// re-established, every local waiter retries.
 //
-// The mutex is not strictly fair. While no waiter has waited long, a
-// release wakes the waiter that has gone longest without trying, and
-// whoever asks first gets the mutex: often the client that just released
-// it and is still running (barging, as in sync.Mutex's normal mode). That
-// keeps throughput high. A waiter that has waited 20ms and lost such a race
-// is starving: the next release reserves the mutex for it for 100ms,
-// during which no one else can take it (sync.Mutex's starvation mode), so
-// no waiter waits long behind a client that keeps re-locking. While
-// reserved, the mutex reads as unlocked (State, IsLocked) but only that
-// waiter can take it; if it never comes, the reservation lapses and the
-// others retry. On networks whose round trip approaches 100ms the
-// reservation can lapse before the waiter arrives, and the mutex is then
-// simply unfair. Use package fairlock for first-come, first-served.
+// The final unlock hands the mutex to a waiter, if there is one: in the
+// same script, the hold becomes that waiter's, with a fresh fencing token,
+// and the waiter is woken with the token. It returns from LockContext on
+// the wake-up alone, without another round trip, so the mutex passes from
+// one process to the next in about one network hop, and a client that
+// unlocks and locks again in a loop cannot starve the others. The waiter
+// handed the mutex is the one that has gone longest without an attempt:
+// usually the longest waiting, but the heartbeat reorders waiters, so the
+// order is not promised (package fairlock grants strictly in arrival
+// order). With no waiter queued, whoever asks first takes the mutex.
+//
+// A hold handed to a waiter starts on a lease of at most 2s (the fixed
+// lease, under WithLease), which the waiter's watchdog extends to the full
+// lease at its first renewal. A waiter that died since its last attempt
+// therefore holds the mutex up for at most 2s, and the others notice by
+// their next heartbeat. A waiter handed the mutex more than 1s after its
+// last attempt cannot be sure the short lease still runs, and confirms the
+// hold with one more attempt. A waiter that gives up (its context ends)
+// just as the mutex is handed to it passes the mutex on.
 //
 // # Keys
 //
@@ -90,8 +94,8 @@
 //	dsync:mutex:{orders:42}:fence      the last token; expires after FenceTTL
 //	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one process
 //
-// all in one Redis Cluster slot. For 100ms after a contended release the
-// hash holds only the reservation. Nothing else is left behind once the
+// all in one Redis Cluster slot. A waiter's entry is its address, its
+// hand-off lease and its owner id. Nothing else is left behind once the
 // mutex is free. The scripts need Redis 6.2 or later (SET ... GET).
 //
 // # Errors

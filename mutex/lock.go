@@ -3,6 +3,7 @@ package mutex
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -37,24 +38,32 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
 	var (
-		got     grant
-		address string // under which the waiter registered, if it did
+		got   grant
+		entry string // under which the waiter registered, if it did
 	)
+	initial := m.handedLease()
 	err := wait.Acquire(ctx, wait.Spec{
 		Backend:   m.b,
 		Channel:   m.channel,
-		WaiterID:  op,
+		WaiterID:  op, // a hand-off counts as the acquisition op
 		Heartbeat: heartbeat,
 		Try: func(ctx context.Context, a wait.Try) (bool, time.Duration, error) {
-			if a.Address != "" {
-				address = a.Address
+			if a.Address != "" && entry == "" {
+				entry = a.Address + "|" + strconv.FormatInt(ms(initial), 10) + "|" + owner
 			}
-			// Starving: waited long, and lost a race after a wake-up, so
-			// not merely held up by a slow network or a long hold.
-			starving := a.Waited >= starveAfter && a.Lost > 0
-			return m.try(ctx, owner, op, a.Address, a.Prior > 0, starving, &got)
+			return m.try(ctx, owner, op, entry, a.Prior > 0, &got)
 		},
-		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op, address) },
+		Granted: func(token string, since time.Time) bool {
+			t, err := strconv.ParseInt(token, 10, 64)
+			// Without time to spare, the next attempt confirms the
+			// hold and restarts its lease.
+			if err != nil || t < 1 || time.Since(since) >= initial/2 {
+				return false
+			}
+			got = grant{count: 1, token: t, sent: since, initial: initial}
+			return true
+		},
+		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op, entry) },
 	})
 	if err != nil {
 		return m.wrap("lock", err)
@@ -74,7 +83,7 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
 	var got grant
-	ok, _, err := m.try(ctx, owner, op, "", false, false, &got)
+	ok, _, err := m.try(ctx, owner, op, "", false, &got)
 	if err != nil {
 		// The attempt may have succeeded with its reply lost.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
@@ -88,21 +97,33 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// grant is what a successful attempt reports.
+// grant is what a successful acquisition reports.
 type grant struct {
-	count int64
-	token int64
-	sent  time.Time // when the granting call was sent
+	count   int64
+	token   int64
+	sent    time.Time     // the hold began after this
+	initial time.Duration // its lease then, if shorter than the configured one
 }
 
-// try makes one attempt for owner with operation id op. Unless address is
-// empty, a failure registers the waiter under it, as starving if starving;
+// handedLease returns the lease of a hold handed to a waiter by a release:
+// the configured lease, or with the watchdog on, at most handoffLease, so
+// that a waiter that died meanwhile holds the mutex up only briefly. The
+// waiter's first renewal extends it to the configured lease.
+func (m *Mutex) handedLease() time.Duration {
+	if m.cfg.Watchdog {
+		return min(m.cfg.Lease, handoffLease)
+	}
+	return m.cfg.Lease
+}
+
+// try makes one attempt for owner with operation id op. Unless entry is
+// empty, a failure registers the waiter under it (see lua/handoff.lua);
 // registered says an earlier attempt may have done so, and a success must
 // remove the registration.
-func (m *Mutex) try(ctx context.Context, owner, op, address string, registered, starving bool, got *grant) (bool, time.Duration, error) {
+func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *grant) (bool, time.Duration, error) {
 	sent := time.Now()
 	reply, err := m.b.Eval(ctx, acquireScript, []string{m.key, m.waiters, m.fence},
-		owner, op, ms(m.cfg.Lease), address, ms(waiterTTL), ms(FenceTTL), flag(registered), flag(starving))
+		owner, op, ms(m.cfg.Lease), entry, ms(waiterTTL), ms(FenceTTL), flag(registered))
 	if err != nil {
 		return false, 0, err
 	}
@@ -130,14 +151,15 @@ func (m *Mutex) hold(owner string, anon bool, g grant) {
 		l.Extend(g.sent)
 	} else {
 		spec := lease.Spec{
-			Key:    m.key,
-			Owner:  owner,
-			Name:   m.name,
-			TTL:    m.cfg.Lease,
-			Token:  g.token,
-			Keys:   []string{m.key},
-			Args:   []any{owner, ms(m.cfg.Lease)},
-			Logger: m.cfg.Logger,
+			Key:     m.key,
+			Owner:   owner,
+			Name:    m.name,
+			TTL:     m.cfg.Lease,
+			Token:   g.token,
+			Initial: g.initial,
+			Keys:    []string{m.key},
+			Args:    []any{owner, ms(m.cfg.Lease)},
+			Logger:  m.cfg.Logger,
 		}
 		if m.cfg.Watchdog {
 			spec.Renew = renewScript
@@ -156,7 +178,7 @@ func flag(b bool) string {
 	return "0"
 }
 
-func (m *Mutex) abandon(ctx context.Context, owner, op, address string) error {
-	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters}, owner, op, address, m.channel, ms(handoffWindow))
+func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
+	_, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters, m.fence}, owner, op, entry, m.channel, ms(FenceTTL))
 	return err
 }

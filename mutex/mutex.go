@@ -17,24 +17,18 @@ import (
 const (
 	// waiterTTL is how long a waiter's registration outlives its last
 	// attempt; heartbeat, the longest a waiter sleeps between attempts,
-	// keeps a live waiter's entry fresh. A waiter that died is woken in
-	// vain at most once, and then costs the others at most a heartbeat.
+	// keeps a live waiter's entry fresh. A waiter that died may be handed
+	// the mutex until its entry expires; each time, that costs the others
+	// the hand-off lease, noticed within a heartbeat.
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
 
-	// starveAfter is how long a waiter waits, having lost a race after a
-	// wake-up, before it is starving: the next release reserves the mutex
-	// for it instead of letting whoever asks first take it. Shorter is
-	// fairer; longer lets more acquisitions go to a client already
-	// running, which raises throughput.
-	starveAfter = 20 * time.Millisecond
-
-	// handoffWindow is how long a released mutex stays reserved for the
-	// starving waiter woken to take it: far longer than a wake-up and an
-	// attempt take (on networks with round trips well under it), short
-	// enough that a waiter that died meanwhile costs little. A waiter that
-	// arrives after it competes like any other.
-	handoffWindow = 100 * time.Millisecond
+	// handoffLease bounds the first lease of a hold that a release hands
+	// to a waiter while the watchdog is on (see handedLease): a waiter
+	// that died since its last attempt holds the mutex up for at most
+	// this. A live waiter takes the hold without another round trip if
+	// it was handed over within half of it of the waiter's last attempt.
+	handoffLease = 2 * time.Second
 
 	// FenceTTL is how long the fencing counter of a mutex outlives its
 	// last acquisition. Tokens keep increasing after it expires (see the

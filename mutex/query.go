@@ -112,17 +112,16 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	return s.TTL, err
 }
 
-// ForceUnlock frees the mutex whoever holds it and wakes a waiter, which
-// may get it reserved (see Waiting in the package documentation). It
-// reports whether the mutex was held; a mutex only reserved for a woken
-// waiter is left to it. The holder learns of the loss at its
+// ForceUnlock takes the mutex from whoever holds it, however many times,
+// and hands it to the next waiter if there is one, as a release does. It
+// reports whether the mutex was held. The holder learns of the loss at its
 // next renewal, through Done. Use it to recover from a known-dead holder
 // that did not set a lease short enough.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters}, m.channel, ms(handoffWindow))
+	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters, m.fence}, m.channel, ms(FenceTTL))
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

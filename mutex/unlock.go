@@ -91,8 +91,8 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	op := dsync.NewID()
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters},
-			owner, op, ms(m.cfg.Lease), m.channel, ms(handoffWindow))
+		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters, m.fence},
+			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL))
 		if err == nil {
 			left, err := backend.Int(reply)
 			if err != nil {

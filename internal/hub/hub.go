@@ -9,6 +9,13 @@
 //
 //	PUBLISH <base>/<hubid> <waiterid>
 //
+// or, when the script handed the primitive to that waiter outright,
+//
+//	PUBLISH <base>/<hubid> "<waiterid> <grant>"
+//
+// where grant is whatever the primitive needs to know about what it got
+// (see Waiter.Grant).
+//
 // The payload WakeAll, a gap, or the end of the subscription wakes every
 // waiter on the channel in this process, since any of them may have missed
 // its wake-up.
@@ -17,6 +24,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,10 +65,11 @@ type topic struct {
 
 // Waiter is one waiter's registration on a channel.
 type Waiter struct {
-	h  *hub
-	t  *topic
-	id string
-	c  chan struct{}
+	h     *hub
+	t     *topic
+	id    string
+	c     chan struct{}
+	grant string // guarded by h.mu: a hand-off not yet taken
 }
 
 var hubs registry.Registry[*hub]
@@ -130,6 +139,18 @@ func (w *Waiter) Address() string { return w.h.id + "/" + w.id }
 // C returns the channel on which the waiter is woken. A wake-up is kept
 // until received, so none is lost between the waiter's attempts.
 func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Grant returns, and forgets, what the last hand-off to this waiter
+// carried, or "" if none was received since the last call. A hand-off
+// wakes the waiter like any wake-up; the grant is kept until taken, so a
+// plain wake-up arriving after it does not hide it.
+func (w *Waiter) Grant() string {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	g := w.grant
+	w.grant = ""
+	return g
+}
 
 // Leave unregisters the waiter. The channel is unsubscribed when its last
 // waiter leaves. Leave is idempotent.
@@ -247,7 +268,11 @@ func (h *hub) serve(t *topic) {
 				w.wake()
 			}
 		default:
-			if w := t.waiters[m.Payload]; w != nil {
+			id, grant, _ := strings.Cut(m.Payload, " ")
+			if w := t.waiters[id]; w != nil {
+				if grant != "" {
+					w.grant = grant
+				}
 				w.wake()
 			}
 		}

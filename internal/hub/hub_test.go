@@ -78,6 +78,23 @@ func TestTargetedAndBroadcastWakeUps(t *testing.T) {
 		if !woken(c) || woken(c) {
 			t.Fatal("want exactly one kept wake-up")
 		}
+		// A hand-off wakes its waiter and carries the grant, which a
+		// plain wake-up after it does not hide; it is taken once.
+		b.Eval(ctx, publish, nil, "base/"+hubID, "a 1234")
+		b.Eval(ctx, publish, nil, "base/"+hubID, "a")
+		synctest.Wait()
+		if !woken(a) || woken(c) {
+			t.Fatal("hand-off did not wake exactly its waiter")
+		}
+		if g := a.Grant(); g != "1234" {
+			t.Fatalf("Grant() = %q, want 1234", g)
+		}
+		if g := a.Grant(); g != "" {
+			t.Fatalf("second Grant() = %q, want none", g)
+		}
+		if g := c.Grant(); g != "" {
+			t.Fatalf("Grant() of another waiter = %q, want none", g)
+		}
 	})
 }
 

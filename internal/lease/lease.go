@@ -51,6 +51,13 @@ type Spec struct {
 	TTL   time.Duration
 	Token int64
 
+	// Initial, if positive and shorter than TTL, is the hold's expiry on
+	// the server when acquired: a hold handed to a waiter starts on a
+	// short lease, so that a waiter that died frees it soon, and the
+	// first renewal extends it to TTL. Only watchdog leases (with Renew)
+	// may have one.
+	Initial time.Duration
+
 	// Renew is the primitive's batched renewal script; nil makes a fixed
 	// lease that simply expires. The script receives the Keys of every
 	// lease in the batch, one lease after another, and ARGV = the number
@@ -180,20 +187,25 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 		s.endLocked(old, released)
 	}
 	s.index[k] = l
-	l.renewedLocked(sentAt)
+	ttl := spec.TTL
+	if spec.Initial > 0 && spec.Initial < ttl && spec.Renew != nil {
+		ttl = spec.Initial
+	}
+	l.renewedLocked(sentAt, ttl)
 	heap.Push(&s.queue, l)
 	s.armLocked()
 	return l
 }
 
-// renewedLocked records a successful acquisition or renewal sent at t.
-func (l *Lease) renewedLocked(t time.Time) {
+// renewedLocked records a successful acquisition or renewal sent at t,
+// which made the hold expire ttl later.
+func (l *Lease) renewedLocked(t time.Time, ttl time.Duration) {
 	l.retrying = false
-	l.deadline = t.Add(l.spec.TTL)
+	l.deadline = t.Add(ttl)
 	if l.spec.Renew == nil {
 		l.next = l.deadline
 	} else {
-		l.next = t.Add(l.spec.TTL / 3)
+		l.next = t.Add(ttl / 3)
 	}
 }
 
@@ -206,7 +218,7 @@ func (l *Lease) Extend(sentAt time.Time) {
 	if l.state != active || !sentAt.Add(l.spec.TTL).After(l.deadline) {
 		return
 	}
-	l.renewedLocked(sentAt)
+	l.renewedLocked(sentAt, l.spec.TTL)
 	if l.index >= 0 {
 		heap.Fix(&s.queue, l.index)
 	}
@@ -435,7 +447,7 @@ func (s *Scheduler) renewGroup(g *group) {
 		}
 		switch {
 		case err == nil && results[i] == 1:
-			l.renewedLocked(sent)
+			l.renewedLocked(sent, l.spec.TTL)
 		case err == nil && l.releasing:
 			continue // the release got there first: not a loss
 		case err == nil:

@@ -24,64 +24,50 @@ local function next_token(fence_key, now_us, fence_ttl)
   return token
 end
 
--- Waiter sets are sorted sets of waiter addresses ("hubid/waiterid", see
--- package hub) scored by the time their entry expires, in ms. An entry of a
--- starving waiter, one that has waited long, is scored that time minus
--- starve_offset: it sorts before every other entry, and its sign tells it
--- apart. Entries are renewed by each attempt of their waiter, so among the
--- others the entry with the lowest score has gone longest without trying.
-local starve_offset = 4398046511104 -- 2^42 ms, 139 years
+-- Waiter sets are sorted sets of waiter entries scored by the time the
+-- entry expires, in ms. An entry starts with the waiter's address
+-- ("hubid/waiterid", see package hub), which a primitive may follow with
+-- '|' and what it needs to hand itself to that waiter. Entries are renewed
+-- by each attempt of their waiter, so the entry with the lowest score is
+-- the one that has gone longest without trying.
 
 -- register adds or refreshes a waiter's entry, which expires after ttl ms.
-local function register(waiters_key, address, now_ms, ttl, starving)
-  local score = now_ms + tonumber(ttl)
-  if starving then
-    score = score - starve_offset
-  end
-  redis.call('ZADD', waiters_key, score, address)
+local function register(waiters_key, entry, now_ms, ttl)
+  redis.call('ZADD', waiters_key, now_ms + tonumber(ttl), entry)
   redis.call('PEXPIRE', waiters_key, ttl)
 end
 
--- pop_waiter removes the entry that sorts first among those not expired,
--- and returns its address and whether it is starving; false if none is
--- left. With no waiter set it costs one ZPOPMIN; when the first entry has
--- expired (its waiter died), every expired entry is dropped at once.
+-- pop_waiter removes and returns the entry with the lowest score among
+-- those not expired, with the server time it read (ms, µs), or false if
+-- none is left. With no waiter set it costs one ZPOPMIN; when the first
+-- entry has expired (its waiter died), every expired entry is dropped at
+-- once.
 local function pop_waiter(waiters_key)
   local e = redis.call('ZPOPMIN', waiters_key)
   if not e[1] then
     return false
   end
-  local now_ms = now()
-  local function live(entry)
-    local score = tonumber(entry[2])
-    local starving = score < 0
-    if starving then
-      score = score + starve_offset
-    end
-    return score > now_ms, starving
+  local now_ms, now_us = now()
+  if tonumber(e[2]) > now_ms then
+    return e[1], now_ms, now_us
   end
-  local ok, starving = live(e)
-  if ok then
-    return e[1], starving
-  end
-  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', '(' .. (now_ms - starve_offset))
-  redis.call('ZREMRANGEBYSCORE', waiters_key, 0, now_ms)
+  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', now_ms)
   e = redis.call('ZPOPMIN', waiters_key)
-  if not e[1] then
-    return false
-  end
-  ok, starving = live(e)
-  if ok then
-    return e[1], starving
+  if e[1] and tonumber(e[2]) > now_ms then
+    return e[1], now_ms, now_us
   end
   return false
 end
 
--- wake publishes a wake-up for the waiter at address on its process's
--- channel, channel_base/hubid.
-local function wake(channel_base, address)
-  local hub, id = string.match(address, '^([^/]+)/(.+)$')
+-- wake publishes a wake-up for the waiter of entry on its process's
+-- channel, channel_base/hubid; grant, unless nil, tells the waiter what
+-- was handed to it.
+local function wake(channel_base, entry, grant)
+  local hub, id = string.match(entry, '^([^/|]+)/([^|]+)')
   if hub then
+    if grant then
+      id = id .. ' ' .. grant
+    end
     redis.call('PUBLISH', channel_base .. '/' .. hub, id)
   end
 end

@@ -36,10 +36,8 @@ type Attempt func(ctx context.Context, a Try) (acquired bool, retryIn time.Durat
 
 // Try describes an attempt.
 type Try struct {
-	Address string        // the waiter's address (see hub), or ""
-	Prior   int           // attempts made before by the same acquisition
-	Waited  time.Duration // since the first attempt
-	Lost    int           // attempts that failed right after a wake-up
+	Address string // the waiter's address (see hub), or ""
+	Prior   int    // attempts made before by the same acquisition
 }
 
 // Spec describes one acquisition.
@@ -49,6 +47,16 @@ type Spec struct {
 	WaiterID  string
 	Heartbeat time.Duration // longest sleep between attempts
 	Try       Attempt
+
+	// Granted, if set, is called when a wake-up carries a hand-off (see
+	// hub.Waiter.Grant): the script that released the primitive gave it
+	// to this waiter. since is when the last attempt that failed with a
+	// reply (not an error) was sent: the server handled that attempt
+	// before the hand-off, or it would have succeeded, so the hold began
+	// after since. Granted reports whether the acquisition is complete.
+	// If not, the loop tries again, and the attempt finds the primitive
+	// already held for it.
+	Granted func(grant string, since time.Time) bool
 
 	// Abandon undoes whatever the attempts may have left on the server
 	// (a registration, or an acquisition whose reply was lost). It runs
@@ -89,21 +97,18 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		return nil
 	}
 
-	attempts, lost := 0, 0
-	woken := false // the last wait ended with a wake-up
-	var first time.Time
+	attempts := 0
+	// sent is when the latest attempt was sent, and refused when the
+	// latest one that failed with a reply was.
+	var sent, refused time.Time
 	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
 	try := func() (bool, time.Duration, error) {
-		a := Try{Prior: attempts, Lost: lost}
-		if attempts == 0 {
-			first = time.Now()
-		} else {
-			a.Waited = time.Since(first)
-		}
+		a := Try{Prior: attempts}
 		if w != nil {
 			a.Address = w.Address()
 		}
 		attempts++
+		sent = time.Now()
 		return s.Try(ctx, a)
 	}
 	defer func() {
@@ -125,10 +130,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 			continue
 		}
 		failures = 0
-		if woken {
-			lost++ // someone else got there first
-			woken = false
-		}
+		refused = sent
 		if w == nil {
 			// Join, then try again at once: a release may have been
 			// announced before the subscription existed.
@@ -147,7 +149,9 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		select {
 		case <-w.C():
 			timer.Stop()
-			woken = true
+			if g := w.Grant(); g != "" && s.Granted != nil && s.Granted(g, refused) {
+				return nil
+			}
 		case <-timer.C:
 		case <-ctx.Done():
 			return ctxError(ctx.Err(), lastErr)

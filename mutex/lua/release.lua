@@ -1,10 +1,10 @@
 -- release: undo one hold of the owner; the last one frees the mutex and
--- wakes one waiter (see hand_off).
--- KEYS[1] lock hash; KEYS[2] waiter set.
+-- hands it to the next waiter (see hand_off).
+-- KEYS[1] lock hash; KEYS[2] waiter set; KEYS[3] fencing counter.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
--- base; ARGV[5] hand-off window ms.
+-- base; ARGV[5] fencing counter ttl ms.
 -- Reply: the owner's remaining hold count, or -1 if the owner holds nothing.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
@@ -21,5 +21,5 @@ if count > 1 then
   extend(lock, ARGV[3])
   return count - 1
 end
-hand_off(lock, waiters, ARGV[4], ARGV[5])
+hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5])
 return 0

@@ -1,0 +1,301 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/mutex"
+)
+
+// counting counts script calls, and delays each, as a longer network path
+// would.
+type counting struct {
+	backend.Backend
+	delay time.Duration
+	calls atomic.Int64
+}
+
+func (c *counting) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	c.calls.Add(1)
+	time.Sleep(c.delay)
+	return c.Backend.Eval(ctx, s, keys, args...)
+}
+
+// queue starts LockContext on m in the background and returns once the
+// waiter is asleep, registered on the server.
+func queue(t *testing.T, ctx context.Context, m *mutex.Mutex) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() { got <- m.LockContext(ctx) }()
+	synctest.Wait()
+	select {
+	case err := <-got:
+		t.Fatalf("LockContext returned at once: %v", err)
+	default:
+	}
+	return got
+}
+
+func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		// A client that releases and re-locks at once would win every
+		// race against a woken waiter, which has a round trip to make
+		// first. A hand-off leaves no race to win.
+		greedy := mutex.New(testserver.FakeBackend(t, srv), "hot")
+		greedy.Lock()
+		first, _ := greedy.Token(ctx)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				time.Sleep(time.Millisecond)
+				greedy.Unlock()
+				greedy.Lock()
+				select {
+				case <-stop:
+					greedy.Unlock()
+					return
+				default:
+				}
+			}
+		}()
+		wb := &counting{Backend: testserver.FakeBackend(t, srv), delay: 200 * time.Microsecond}
+		waiter := mutex.New(wb, "hot")
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err := waiter.LockContext(wctx)
+		waited, calls := time.Since(start), wb.calls.Load()
+		if err != nil {
+			t.Fatalf("waiter starved for %v: %v", waited, err)
+		}
+		token, err := waiter.Token(ctx)
+		if err != nil || token <= first {
+			t.Errorf("token %d, %v; want above the greedy client's first, %d", token, err, first)
+		}
+		held, err := waiter.HoldCount(ctx)
+		if err != nil || held != 1 {
+			t.Errorf("HoldCount = %d, %v; want 1", held, err)
+		}
+		close(stop)
+		waiter.Unlock() // the greedy client is queued now: handed to it
+		<-done
+		// The attempt before joining and the one after, and no more: the
+		// next release handed the mutex over with its wake-up.
+		if calls != 2 {
+			t.Errorf("waiter made %d calls to acquire, want 2", calls)
+		}
+		if waited > 2*time.Millisecond {
+			t.Errorf("waiter got the mutex %v after asking; want at the next release, within 1ms", waited)
+		}
+	})
+}
+
+func TestFakeTimeHandedHoldIsRenewedToFullLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "renew")
+		holder.Lock()
+		waiter := mutex.New(testserver.FakeBackend(t, srv), "renew")
+		got := queue(t, ctx, waiter)
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		// A waiter that died would hold the mutex up for 2s at most...
+		if ttl, err := waiter.TTL(ctx); err != nil || ttl <= 0 || ttl > 2*time.Second {
+			t.Fatalf("TTL right after the hand-off = %v, %v; want the 2s hand-off lease", ttl, err)
+		}
+		// ...and a live one's watchdog extends it to the 30s lease at its
+		// first renewal, a third of the way through.
+		time.Sleep(time.Second)
+		if ttl, err := waiter.TTL(ctx); err != nil || ttl < 29*time.Second {
+			t.Fatalf("TTL 1s after the hand-off = %v, %v; want renewed to 30s", ttl, err)
+		}
+		done := waiter.Done(ctx)
+		time.Sleep(2 * time.Minute)
+		select {
+		case <-done:
+			t.Fatal("handed hold lost while renewed")
+		default:
+		}
+		waiter.Unlock()
+	})
+}
+
+func TestFakeTimeLateHandOffIsConfirmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "late")
+		holder.Lock()
+		wb := &counting{Backend: testserver.FakeBackend(t, srv)}
+		waiter := mutex.New(wb, "late")
+		got := queue(t, ctx, waiter)
+		// The waiter's last attempt was 3s ago when the hand-off comes:
+		// too long to know the 2s hand-off lease still runs, so it makes
+		// sure with one more attempt, which finds the hold its own.
+		time.Sleep(3 * time.Second)
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if n := wb.calls.Load(); n != 3 {
+			t.Errorf("waiter made %d calls, want 3 (two attempts, one confirmation)", n)
+		}
+		if n, err := waiter.HoldCount(ctx); err != nil || n != 1 {
+			t.Errorf("HoldCount = %d, %v; want 1: the confirmation is not a re-entry", n, err)
+		}
+		if ttl, err := waiter.TTL(ctx); err != nil || ttl < 29*time.Second {
+			t.Errorf("TTL after the confirmation = %v, %v; want the full 30s lease", ttl, err)
+		}
+		waiter.Unlock()
+		if locked, err := waiter.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked after one Unlock = %v, %v; want free", locked, err)
+		}
+	})
+}
+
+func TestFakeTimeHandOffWithFixedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
+		holder.Lock()
+		waiter := mutex.New(testserver.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
+		got := queue(t, ctx, waiter)
+		time.Sleep(100 * time.Millisecond)
+		released := time.Now()
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		// A fixed lease is handed over whole, and expires as it would
+		// have: Done fires no later than the server drops the hold.
+		if ttl, err := waiter.TTL(ctx); err != nil || ttl != 5*time.Second {
+			t.Errorf("TTL right after the hand-off = %v, %v; want the fixed 5s", ttl, err)
+		}
+		<-waiter.Done(ctx)
+		lost := time.Since(released)
+		if lost > 5*time.Second || lost < 4*time.Second {
+			t.Errorf("Done fired %v after the hand-off, want within (4s, 5s]", lost)
+		}
+		waiter.Unlock() // lost: logged, no panic
+	})
+}
+
+func TestFakeTimeHandOffToDeadWaiterLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "y")
+		holder.Lock()
+		// The entry a waiter leaves when its process dies (see
+		// lua/handoff.lua): it expires in 15s, and asks for a 2s lease.
+		expires := float64(time.Now().Add(15 * time.Second).UnixMilli())
+		if _, err := srv.ZAdd("dsync:mutex:{y}:waiters", expires, "deadhub/deadop|2000|deadowner"); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		holder.Unlock() // handed to the dead waiter
+
+		other := mutex.New(testserver.FakeBackend(t, srv), "y")
+		if ok, err := other.TryLockContext(ctx); ok || err != nil {
+			t.Fatalf("TryLock while handed to another: %v, %v; want false", ok, err)
+		}
+		if owner := srv.HGet("dsync:mutex:{y}", "owner"); owner != "deadowner" {
+			t.Fatalf("owner after the hand-off = %q, want deadowner", owner)
+		}
+		handed, err := strconv.ParseInt(srv.HGet("dsync:mutex:{y}", "token"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(released); d < 2*time.Second || d > 2*time.Second+10*time.Millisecond {
+			t.Errorf("acquired %v after the release; want as the 2s hand-off lease ran out", d)
+		}
+		// The dead waiter's hold took a token; the next is above it.
+		if after, err := other.Token(ctx); err != nil || after <= handed {
+			t.Errorf("token %d, %v after the hand-off's %d", after, err, handed)
+		}
+		other.Unlock()
+	})
+}
+
+// deaf is a backend whose subscriptions never deliver a message, as when
+// the wake-up is lost on the way.
+type deaf struct{ backend.Backend }
+
+func (d deaf) Subscribe(ctx context.Context, channel string) (backend.Subscription, error) {
+	s, err := d.Backend.Subscribe(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	return deafSub{s}, nil
+}
+
+type deafSub struct{ backend.Subscription }
+
+func (s deafSub) Receive(ctx context.Context) (backend.Message, error) {
+	for {
+		if m, err := s.Subscription.Receive(ctx); err != nil {
+			return m, err
+		}
+	}
+}
+
+func TestFakeTimeGivenUpWaiterPassesHandOffOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "pass")
+		holder.Lock()
+		// The first waiter never hears that the mutex was handed to it,
+		// and gives up at its deadline.
+		first := mutex.New(deaf{testserver.FakeBackend(t, srv)}, "pass")
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		firstGot := queue(t, fctx, first)
+		time.Sleep(10 * time.Millisecond)
+		second := mutex.New(testserver.FakeBackend(t, srv), "pass")
+		secondGot := queue(t, ctx, second)
+
+		holder.Unlock() // handed to the first waiter, which does not hear it
+		synctest.Wait()
+		if owner := srv.HGet("dsync:mutex:{pass}", "owner"); owner == "" {
+			t.Fatal("not handed over")
+		}
+		if err := <-firstGot; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("first waiter: %v, want DeadlineExceeded", err)
+		}
+		start := time.Now()
+		// Giving up undoes the hand-off and passes the mutex on, instead
+		// of leaving it to lapse 2s later.
+		if err := <-secondGot; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 10*time.Millisecond {
+			t.Errorf("second waiter acquired %v after the first gave up; want at once", d)
+		}
+		if n, err := second.HoldCount(ctx); err != nil || n != 1 {
+			t.Errorf("second HoldCount = %d, %v", n, err)
+		}
+		second.Unlock()
+		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{pass}:fence" {
+			t.Errorf("keys left: %v, want only the fence counter", keys)
+		}
+	})
+}
