@@ -482,13 +482,13 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 	}
 }
 
-// testHandOff checks that a release hands the mutex to a queued waiter
-// through the backend's pub/sub: promptly, and without another round trip
-// by the waiter (the wake-up carries the hold).
+// testHandOff checks that a release in another process hands the mutex to
+// a queued waiter through the backend's pub/sub: promptly, and without
+// another round trip by the waiter (the wake-up carries the hold).
 func (s *suite) testHandOff(t *testing.T, ctx context.Context) {
 	p := prefix()
 	probe := s.newBackend(t)
-	holder := mutex.New(probe, "handoff", mutex.WithPrefix(p))
+	holder := mutex.New(elsewhere{probe}, "handoff", mutex.WithPrefix(p))
 	sp := newSpy(s.newBackend(t))
 	waiter := mutex.New(sp, "handoff", mutex.WithPrefix(p))
 	var worst time.Duration
@@ -535,12 +535,14 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
 	p := prefix()
 	probe := s.newBackend(t)
-	holder := mutex.New(probe, "kill", mutex.WithPrefix(p))
+	// Every client as if in a process of its own: hand-offs go through
+	// the pub/sub connections that are killed.
+	holder := mutex.New(elsewhere{probe}, "kill", mutex.WithPrefix(p))
 	must(t, holder.LockContext(ctx), "lock")
 	const waiters = 4
 	acquired := make(chan time.Time, waiters)
 	for i := 0; i < waiters; i++ {
-		m := mutex.New(s.newBackend(t), "kill", mutex.WithPrefix(p))
+		m := mutex.New(elsewhere{s.newBackend(t)}, "kill", mutex.WithPrefix(p))
 		go func() {
 			if err := m.LockContext(ctx); err != nil {
 				t.Error(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 )
 
 // spy wraps a backend to count what primitives send and to lose replies on
@@ -62,4 +63,27 @@ func (s *spy) touched(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.keyEvals[key]
+}
+
+// elsewhere makes a backend act as if in a process of its own: scripts
+// that hand a primitive to a waiter are told the caller is another
+// process, so they wake the waiter through pub/sub, and the caller does
+// not see whom they woke. Tests use it to exercise the adapter's pub/sub
+// with waiters that share the test's process.
+type elsewhere struct{ backend.Backend }
+
+func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	args = slices.Clone(args)
+	for i, a := range args {
+		if a == hub.Process() {
+			args[i] = "elsewhere"
+		}
+	}
+	reply, err := e.Backend.Eval(ctx, s, keys, args...)
+	if a, ok := reply.([]any); ok && len(a) == 3 {
+		if _, address := a[1].(string); address {
+			reply = a[:1]
+		}
+	}
+	return reply, err
 }

@@ -261,7 +261,7 @@ func TestFakeTimeGivenUpWaiterPassesHandOffOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "pass")
+		holder := mutex.New(remote{testserver.FakeBackend(t, srv)}, "pass")
 		holder.Lock()
 		// The first waiter never hears that the mutex was handed to it,
 		// and gives up at its deadline.
@@ -297,5 +297,91 @@ func TestFakeTimeGivenUpWaiterPassesHandOffOn(t *testing.T) {
 		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{pass}:fence" {
 			t.Errorf("keys left: %v, want only the fence counter", keys)
 		}
+	})
+}
+
+// remote hides from its caller which waiter a script handed the mutex to,
+// as for a releaser in another process: the waiter learns of it only from
+// the server's message.
+type remote struct{ backend.Backend }
+
+func (r remote) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	reply, err := r.Backend.Eval(ctx, s, keys, args...)
+	if a, ok := reply.([]any); ok && len(a) == 3 {
+		if _, address := a[1].(string); address {
+			reply = a[:1]
+		}
+	}
+	return reply, err
+}
+
+func TestFakeTimeHandOffInProcessSkipsPubSub(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "local")
+		holder.Lock()
+		// The waiter's subscription delivers nothing; the releaser, in the
+		// same process, wakes it from the release's reply.
+		waiter := mutex.New(deaf{testserver.FakeBackend(t, srv)}, "local")
+		got := queue(t, ctx, waiter)
+		released := time.Now()
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(released); d != 0 {
+			t.Errorf("waiter acquired %v after the release, want at once", d)
+		}
+		waiter.Unlock()
+	})
+}
+
+// loseHandOff runs scripts, but loses the first reply that reports a
+// hand-off, as a timeout would.
+type loseHandOff struct {
+	backend.Backend
+	lost atomic.Bool
+}
+
+func (l *loseHandOff) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	reply, err := l.Backend.Eval(ctx, s, keys, args...)
+	if a, ok := reply.([]any); ok && len(a) == 3 {
+		if _, address := a[1].(string); address && l.lost.CompareAndSwap(false, true) {
+			return nil, errors.New("read tcp: i/o timeout")
+		}
+	}
+	return reply, err
+}
+
+func TestFakeTimeLostReleaseReplyStillWakesLocalWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		lb := &loseHandOff{Backend: testserver.FakeBackend(t, srv)}
+		holder := mutex.New(lb, "lost")
+		holder.Lock()
+		// In the holder's process: the script leaves its wake-up to the
+		// holder, which never hears whom the mutex went to.
+		waiter := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		got := queue(t, ctx, waiter)
+		released := time.Now()
+		holder.Unlock()
+		if !lb.lost.Load() {
+			t.Fatal("no hand-off reply was lost")
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		// The release's retry wakes the local waiters, and the one handed
+		// the mutex finds it its own: well before the 2s hand-off lease
+		// lapses or the 5s heartbeat.
+		if d := time.Since(released); d > 100*time.Millisecond {
+			t.Errorf("waiter acquired %v after the release, want within the release's retry", d)
+		}
+		if n, err := waiter.HoldCount(ctx); err != nil || n != 1 {
+			t.Errorf("HoldCount = %d, %v; want 1", n, err)
+		}
+		waiter.Unlock()
 	})
 }

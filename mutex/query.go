@@ -7,6 +7,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 )
 
@@ -121,11 +122,12 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters, m.fence}, m.channel, ms(FenceTTL))
+	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters, m.fence}, m.channel, ms(FenceTTL), hub.Process())
 	if err != nil {
+		hub.WakeLocal(m.channel) // it may have handed the mutex to one of them
 		return false, m.wrap("force unlock", err)
 	}
-	n, err := backend.Int(reply)
+	n, err := m.handedOff(reply)
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -70,6 +70,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 	switch {
 	case err != nil:
 		end()
+		hub.WakeLocal(m.channel) // the release may have handed the mutex to one of them
 		return m.wrap("unlock", err)
 	case left < 0:
 		end()
@@ -92,15 +93,17 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	ambiguous := false
 	for failures := 1; ; failures++ {
 		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters, m.fence},
-			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL))
+			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL), hub.Process())
 		if err == nil {
-			left, err := backend.Int(reply)
+			left, err := m.handedOff(reply)
 			if err != nil {
 				return 0, err
 			}
 			if left < 0 && ambiguous {
-				// An earlier attempt released the last hold.
+				// An earlier attempt released the last hold, and may have
+				// handed the mutex to a waiter here that is not woken.
 				left = 0
+				hub.WakeLocal(m.channel)
 			}
 			return left, nil
 		}

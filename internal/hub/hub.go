@@ -24,6 +24,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,13 +75,37 @@ type Waiter struct {
 
 var hubs registry.Registry[*hub]
 
+// local indexes the hubs of this process by id, for Deliver.
+var local struct {
+	mu sync.Mutex
+	m  map[string]*hub
+	n  uint64 // hubs created
+}
+
+// process is this process's part of every hub id.
+var process = dsync.NewID()[:12]
+
+// Process returns the id that every hub of this process has as prefix,
+// followed by a dot. A script handing a primitive to a waiter whose
+// address starts with the caller's Process may leave the wake-up to the
+// caller (see Deliver), sparing the round through pub/sub.
+func Process() string { return process }
+
 // Join registers waiter id on channel and returns once the channel is
 // subscribed on the server, so that no wake-up published afterwards is
 // missed. The caller must Leave.
 func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, error) {
 	w := &Waiter{id: id, c: make(chan struct{}, 1)}
 	hubs.Do(b, func() *hub {
-		return &hub{id: dsync.NewID()[:12], b: b, topics: make(map[string]*topic)}
+		local.mu.Lock()
+		defer local.mu.Unlock()
+		local.n++
+		h := &hub{id: process + "." + strconv.FormatUint(local.n, 36), b: b, topics: make(map[string]*topic)}
+		if local.m == nil {
+			local.m = make(map[string]*hub)
+		}
+		local.m[h.id] = h
+		return h
 	}, func(h *hub) bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -286,9 +311,69 @@ func (h *hub) forgetIfIdle() {
 			return false
 		}
 		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.topics) == 0
+		idle := len(h.topics) == 0
+		h.mu.Unlock()
+		if idle {
+			local.mu.Lock()
+			delete(local.m, h.id)
+			local.mu.Unlock()
+		}
+		return idle
 	})
+}
+
+// Deliver wakes the waiter at address on channel with grant, as the
+// message "<waiterid> <grant>" on its hub's channel would, if that waiter
+// is in this process, and reports whether it was. A script that hands a
+// primitive to a waiter tells its caller, which wakes a waiter of its own
+// process at once; the script publishes only to waiters of other
+// processes (see Process). A waiter not found has left, and its clean-up
+// deals with what it was handed.
+func Deliver(channel, address, grant string) bool {
+	hubID, id, ok := strings.Cut(address, "/")
+	if !ok || grant == "" {
+		return false
+	}
+	local.mu.Lock()
+	h := local.m[hubID]
+	local.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[channel]
+	if t == nil {
+		return false
+	}
+	w := t.waiters[id]
+	if w == nil {
+		return false
+	}
+	w.grant = grant
+	w.wake()
+	return true
+}
+
+// WakeLocal wakes every waiter on channel in this process, as WakeAll
+// does on one hub: for a caller that may have missed what a script
+// handed to whom (its reply was lost), so that the waiters try again.
+func WakeLocal(channel string) {
+	local.mu.Lock()
+	hs := make([]*hub, 0, len(local.m))
+	for _, h := range local.m {
+		hs = append(hs, h)
+	}
+	local.mu.Unlock()
+	for _, h := range hs {
+		h.mu.Lock()
+		if t := h.topics[channel]; t != nil {
+			for _, w := range t.waiters {
+				w.wake()
+			}
+		}
+		h.mu.Unlock()
+	}
 }
 
 func (w *Waiter) wake() {

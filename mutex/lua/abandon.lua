@@ -6,8 +6,9 @@
 -- KEYS[1] lock hash; KEYS[2] waiter set; KEYS[3] fencing counter.
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition;
 -- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fencing
--- counter ttl ms.
--- Reply: 1 if an acquisition was undone, else 0.
+-- counter ttl ms; ARGV[6] the caller's process id (see hand_off).
+-- Reply: {1 if an acquisition was undone, else 0}, followed by the
+-- waiter's address and token if the mutex was handed to a waiter.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 redis.call('ZREM', waiters, ARGV[3])
@@ -17,12 +18,11 @@ if h[1] == owner and seen(h[2], op) then
   if count > 0 then
     -- Forgetting the id keeps a retried abandon from undoing another hold.
     redis.call('HSET', lock, 'count', count, 'ops', forget(h[2], op))
-    return 1
+    return {1}
   end
-  hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5])
-  return 1
+  return {1, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
 end
 if h[1] == false then
-  hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5])
+  return {0, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
 end
-return 0
+return {0}

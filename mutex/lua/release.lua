@@ -4,22 +4,24 @@
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
--- base; ARGV[5] fencing counter ttl ms.
--- Reply: the owner's remaining hold count, or -1 if the owner holds nothing.
+-- base; ARGV[5] fencing counter ttl ms; ARGV[6] the caller's process id
+-- (see hand_off).
+-- Reply: {the owner's remaining hold count, or -1 if the owner holds
+-- nothing}, or {0, waiter address, token} when the mutex was handed to a
+-- waiter, which the caller wakes if it is in its process.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 local h = redis.call('HMGET', lock, 'owner', 'ops', 'count')
 if h[1] ~= owner then
-  return -1
+  return {-1}
 end
 local count = tonumber(h[3])
 if seen(h[2], op) then
-  return count
+  return {count}
 end
 if count > 1 then
   redis.call('HSET', lock, 'count', count - 1, 'ops', remember(h[2], op))
   extend(lock, ARGV[3])
-  return count - 1
+  return {count - 1}
 end
-hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5])
-return 0
+return {0, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
