@@ -99,16 +99,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Uncont[impl.Name] = acc
 		}
 	}
-	for _, impl := range rep.Impls {
-		progress(fmt.Sprintf("%d contenders, no hold, %v: %s", cfg.Contenders, cfg.Duration, impl.Name))
-		if rep.Cont0[impl.Name], err = Contended(ctx, cfg.Addr, impl, cfg.Contenders, 0, cfg.Duration, 0); err != nil {
-			return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
-		}
-	}
-	for _, impl := range rep.Impls {
-		progress(fmt.Sprintf("%d contenders, %v hold, %v: %s", cfg.Contenders, cfg.Hold, cfg.Duration, impl.Name))
-		if rep.ContHold[impl.Name], err = Contended(ctx, cfg.Addr, impl, cfg.Contenders, cfg.Hold, cfg.Duration, 0); err != nil {
-			return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
+	// Contended runs are interleaved for the same reason, in rounds of a
+	// fifth of the duration.
+	const rounds = 5
+	for _, sc := range []struct {
+		hold time.Duration
+		into map[string]Result
+	}{{0, rep.Cont0}, {cfg.Hold, rep.ContHold}} {
+		for i := 0; i < rounds; i++ {
+			for _, impl := range rep.Impls {
+				progress(fmt.Sprintf("%d contenders, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name))
+				r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0)
+				if err != nil {
+					return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
+				}
+				acc := sc.into[impl.Name]
+				acc.merge(r)
+				sc.into[impl.Name] = acc
+			}
 		}
 	}
 	for _, impl := range rep.Impls {
@@ -164,7 +172,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "dsync bench: %s; %d CPUs, %s %s/%s\n", r.Server, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "round trip (PING): %s in a busy loop, %s from idle; PUBLISH to an idle subscriber: %s, plus its round trip: %s\n",
 		us(r.RoundTrip), us(r.Floor.ColdRoundTrip), us(r.Floor.Delivery), us(r.Floor.DeliveryRoundTrip))
-	fmt.Fprintf(w, "contended: %d contenders, each with its own client, %v per implementation\n\n", c.Contenders, c.Duration)
+	fmt.Fprintf(w, "contended: %d contenders, each with its own client, %v per implementation in 5 interleaved rounds\n\n", c.Contenders, c.Duration)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "\t"

@@ -41,6 +41,20 @@ func (r *Result) add(o Result) {
 	}
 }
 
+// merge accumulates another run of the same contended scenario into r.
+func (r *Result) merge(o Result) {
+	r.Impl = o.Impl
+	r.Acquisitions += o.Acquisitions
+	r.Elapsed += o.Elapsed
+	r.Commands += o.Commands
+	r.RoundTrips += o.RoundTrips
+	r.ServerCalls += o.ServerCalls
+	r.GiveUps += o.GiveUps
+	r.Waits = sorted(append(r.Waits, o.Waits...))
+	r.PubSubConns = max(r.PubSubConns, o.PubSubConns)
+	r.Goroutines = max(r.Goroutines, o.Goroutines)
+}
+
 // PerAcq returns n per successful acquisition.
 func (r Result) PerAcq(n int64) float64 {
 	if r.Acquisitions == 0 {

@@ -17,7 +17,7 @@ func runBench(args []string) error {
 	cfg := bench.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	addr := fs.String("redis", "", "address of a Redis server; default: start a private redis-server from PATH on a free loopback port")
-	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each contended run, per implementation")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each contended scenario per implementation, run in 5 interleaved rounds")
 	fs.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "contending clients")
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "critical section of the second contended scenario")
 	fs.IntVar(&cfg.Uncontended, "uncontended", cfg.Uncontended, "uncontended lock+unlock cycles")
