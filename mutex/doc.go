@@ -65,9 +65,11 @@
 //
 // The final unlock hands the mutex to a waiter, if there is one: in the
 // same script, the hold becomes that waiter's, with a fresh fencing token,
-// and the waiter is woken with the token. It returns from LockContext on
-// the wake-up alone, without another round trip, so the mutex passes from
-// one process to the next in about one network hop, and a client that
+// and the waiter is woken with the token, by a message if it is in another
+// process, or by the unlocking goroutine from the script's reply if it is
+// in the same one. It returns from LockContext on the wake-up alone,
+// without another round trip, so the mutex passes on within the release's
+// round trip (plus one pub/sub hop to another process), and a client that
 // unlocks and locks again in a loop cannot starve the others. The waiter
 // handed the mutex is the one that has gone longest without an attempt:
 // usually the longest waiting, but the heartbeat reorders waiters, so the

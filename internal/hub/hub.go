@@ -1,6 +1,7 @@
 // Package hub delivers pub/sub wake-ups to the waiters of one process.
 //
-// Each backend gets one hub, with an id of its own, and each primitive's
+// Each backend gets one hub, with an id of its own (the process's id, a
+// dot, and a number; see Process and Deliver), and each primitive's
 // channel one server subscription per hub, however many local waiters it
 // has: the hub subscribes base + "/" + its id, so that a wake-up meant for
 // one waiter wakes only the process it is in, not every process waiting on
