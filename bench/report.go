@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
 				}
 				acc := sc.into[impl.Name]
-				acc.merge(r)
+				acc.add(r)
 				sc.into[impl.Name] = acc
 			}
 		}

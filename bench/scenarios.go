@@ -27,22 +27,10 @@ type Result struct {
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
 }
 
-// add accumulates another round of the same scenario into r.
+// add accumulates another round of the same scenario into r: counts add
+// up, waits pool, sampled gauges keep their maximum, and each round's time
+// per cycle is kept for the median.
 func (r *Result) add(o Result) {
-	r.Impl = o.Impl
-	r.Acquisitions += o.Acquisitions
-	r.Elapsed += o.Elapsed
-	r.Commands += o.Commands
-	r.RoundTrips += o.RoundTrips
-	r.ServerCalls += o.ServerCalls
-	r.GiveUps += o.GiveUps
-	if o.Acquisitions > 0 {
-		r.PerOp = sorted(append(r.PerOp, o.Elapsed/time.Duration(o.Acquisitions)))
-	}
-}
-
-// merge accumulates another run of the same contended scenario into r.
-func (r *Result) merge(o Result) {
 	r.Impl = o.Impl
 	r.Acquisitions += o.Acquisitions
 	r.Elapsed += o.Elapsed
@@ -53,6 +41,9 @@ func (r *Result) merge(o Result) {
 	r.Waits = sorted(append(r.Waits, o.Waits...))
 	r.PubSubConns = max(r.PubSubConns, o.PubSubConns)
 	r.Goroutines = max(r.Goroutines, o.Goroutines)
+	if o.Acquisitions > 0 {
+		r.PerOp = sorted(append(r.PerOp, o.Elapsed/time.Duration(o.Acquisitions)))
+	}
 }
 
 // PerAcq returns n per successful acquisition.

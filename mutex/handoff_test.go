@@ -307,12 +307,22 @@ type remote struct{ backend.Backend }
 
 func (r remote) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	reply, err := r.Backend.Eval(ctx, s, keys, args...)
-	if a, ok := reply.([]any); ok && len(a) == 3 {
-		if _, address := a[1].(string); address {
-			reply = a[:1]
-		}
+	if handOff(reply) {
+		reply = reply.([]any)[:1]
 	}
 	return reply, err
+}
+
+// handOff reports whether reply is that of a script that handed the mutex
+// to a waiter: {n, address, token} (see wait.HandedOff), as opposed to an
+// acquisition's {1, count, token}.
+func handOff(reply any) bool {
+	a, ok := reply.([]any)
+	if !ok || len(a) != 3 {
+		return false
+	}
+	_, address := a[1].(string)
+	return address
 }
 
 func TestFakeTimeHandOffInProcessSkipsPubSub(t *testing.T) {
@@ -346,10 +356,8 @@ type loseHandOff struct {
 
 func (l *loseHandOff) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	reply, err := l.Backend.Eval(ctx, s, keys, args...)
-	if a, ok := reply.([]any); ok && len(a) == 3 {
-		if _, address := a[1].(string); address && l.lost.CompareAndSwap(false, true) {
-			return nil, errors.New("read tcp: i/o timeout")
-		}
+	if handOff(reply) && l.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("read tcp: i/o timeout")
 	}
 	return reply, err
 }

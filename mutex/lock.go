@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -187,31 +186,6 @@ func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
 		hub.WakeLocal(m.channel) // it may have handed the mutex to one of them
 		return err
 	}
-	_, err = m.handedOff(reply)
+	_, err = wait.HandedOff(m.channel, reply)
 	return err
-}
-
-// handedOff decodes the reply {n} or {n, address, token} of a script that
-// may hand the mutex to a waiter (see lua/handoff.lua), and returns n. If
-// the waiter is in this process, it is woken now, rather than when the
-// server's message arrives: a hand-off between goroutines of one process
-// costs no pub/sub delivery.
-func (m *Mutex) handedOff(reply any) (int64, error) {
-	r, err := backend.Array(reply, 1)
-	if err != nil {
-		return 0, err
-	}
-	n, err := backend.Int(r[0])
-	if err != nil {
-		return 0, err
-	}
-	if len(r) >= 3 {
-		address, err1 := backend.String(r[1])
-		token, err2 := backend.String(r[2])
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, err
-		}
-		hub.Deliver(m.channel, address, token)
-	}
-	return n, nil
 }

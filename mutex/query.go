@@ -9,6 +9,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Token returns the fencing token of the hold of ctx's owner (or of the
@@ -127,7 +128,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		hub.WakeLocal(m.channel) // it may have handed the mutex to one of them
 		return false, m.wrap("force unlock", err)
 	}
-	n, err := m.handedOff(reply)
+	n, err := wait.HandedOff(m.channel, reply)
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

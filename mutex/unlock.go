@@ -95,7 +95,7 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters, m.fence},
 			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL), hub.Process())
 		if err == nil {
-			left, err := m.handedOff(reply)
+			left, err := wait.HandedOff(m.channel, reply)
 			if err != nil {
 				return 0, err
 			}

@@ -209,3 +209,28 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// HandedOff decodes the reply {n} or {n, address, grant} of a script that
+// may hand a primitive to a waiter, and returns n. If the waiter is in this
+// process, it is woken now with the grant (see hub.Deliver): a script
+// publishes only to waiters of other processes, so the caller of a
+// hand-off must pass the reply here.
+func HandedOff(channel string, reply any) (int64, error) {
+	r, err := backend.Array(reply, 1)
+	if err != nil {
+		return 0, err
+	}
+	n, err := backend.Int(r[0])
+	if err != nil {
+		return 0, err
+	}
+	if len(r) >= 3 {
+		address, err1 := backend.String(r[1])
+		grant, err2 := backend.String(r[2])
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, err
+		}
+		hub.Deliver(channel, address, grant)
+	}
+	return n, nil
+}
