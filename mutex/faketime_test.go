@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
@@ -208,15 +207,4 @@ func TestFakeTimeManyHeldLocks(t *testing.T) {
 			m.Unlock()
 		}
 	})
-}
-
-// slow delays every script call, as a longer network path would.
-type slow struct {
-	backend.Backend
-	delay time.Duration
-}
-
-func (s *slow) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
-	time.Sleep(s.delay)
-	return s.Backend.Eval(ctx, sc, keys, args...)
 }

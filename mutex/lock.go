@@ -180,12 +180,7 @@ func flag(b bool) string {
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	reply, err := m.b.Eval(ctx, abandonScript, []string{m.key, m.waiters, m.fence},
+	_, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, []string{m.key, m.waiters, m.fence},
 		owner, op, entry, m.channel, ms(FenceTTL), hub.Process())
-	if err != nil {
-		hub.WakeLocal(m.channel) // it may have handed the mutex to one of them
-		return err
-	}
-	_, err = wait.HandedOff(m.channel, reply)
 	return err
 }

@@ -123,12 +123,8 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	reply, err := m.b.Eval(ctx, forceScript, []string{m.key, m.waiters, m.fence}, m.channel, ms(FenceTTL), hub.Process())
-	if err != nil {
-		hub.WakeLocal(m.channel) // it may have handed the mutex to one of them
-		return false, m.wrap("force unlock", err)
-	}
-	n, err := wait.HandedOff(m.channel, reply)
+	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, []string{m.key, m.waiters, m.fence},
+		m.channel, ms(FenceTTL), hub.Process())
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

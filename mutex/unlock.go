@@ -70,7 +70,6 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 	switch {
 	case err != nil:
 		end()
-		hub.WakeLocal(m.channel) // the release may have handed the mutex to one of them
 		return m.wrap("unlock", err)
 	case left < 0:
 		end()
@@ -92,18 +91,11 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	op := dsync.NewID()
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		reply, err := m.b.Eval(ctx, releaseScript, []string{m.key, m.waiters, m.fence},
+		left, err := wait.HandOff(ctx, m.b, m.channel, releaseScript, []string{m.key, m.waiters, m.fence},
 			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL), hub.Process())
 		if err == nil {
-			left, err := wait.HandedOff(m.channel, reply)
-			if err != nil {
-				return 0, err
-			}
 			if left < 0 && ambiguous {
-				// An earlier attempt released the last hold, and may have
-				// handed the mutex to a waiter here that is not woken.
-				left = 0
-				hub.WakeLocal(m.channel)
+				left = 0 // an earlier attempt released the last hold
 			}
 			return left, nil
 		}

@@ -210,12 +210,19 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// HandedOff decodes the reply {n} or {n, address, grant} of a script that
-// may hand a primitive to a waiter, and returns n. If the waiter is in this
-// process, it is woken now with the grant (see hub.Deliver): a script
-// publishes only to waiters of other processes, so the caller of a
-// hand-off must pass the reply here.
-func HandedOff(channel string, reply any) (int64, error) {
+// HandOff runs a script that may hand a primitive to a waiter, and returns
+// the first element of its reply, {n} or {n, waiter address, grant}. A
+// script publishes only to waiters of other processes (see hub.Process),
+// so HandOff wakes a waiter of this process with its grant (hub.Deliver).
+// When the call fails, the script may still have run, handing the
+// primitive to a waiter here whom no one would wake: every waiter on
+// channel in this process is woken to try again.
+func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, keys []string, args ...any) (int64, error) {
+	reply, err := b.Eval(ctx, s, keys, args...)
+	if err != nil {
+		hub.WakeLocal(channel)
+		return 0, err
+	}
 	r, err := backend.Array(reply, 1)
 	if err != nil {
 		return 0, err
