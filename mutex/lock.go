@@ -39,8 +39,10 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 	owner, anon := lockOwner(ctx)
 	op := dsync.NewID()
 	var (
-		got   grant
-		entry string // under which the waiter registered, if it did
+		got     grant
+		address string     // the waiter's, once it joined the channel
+		entry   string     // under which the waiter registered, if it did
+		behind  *localHold // the hold here it is queued behind, if any
 	)
 	initial := m.handedLease()
 	err := wait.Acquire(ctx, wait.Spec{
@@ -50,7 +52,19 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 		Heartbeat: heartbeat,
 		Try: func(ctx context.Context, a wait.Try) (bool, time.Duration, error) {
 			if a.Address != "" && entry == "" {
-				entry = a.Address + "|" + strconv.FormatInt(ms(initial), 10) + "|" + owner
+				address = a.Address
+				entry = address + "|" + strconv.FormatInt(ms(initial), 10) + "|" + owner
+			}
+			if behind != nil {
+				// Woken while queued behind a hold here, or a heartbeat
+				// later: ask the server from now on.
+				unqueue(behind, entry)
+				behind = nil
+			}
+			if a.Prior == 0 && entry != "" {
+				if behind = m.queueBehind(owner, entry); behind != nil {
+					return false, -1, nil
+				}
 			}
 			return m.try(ctx, owner, op, entry, a.Prior > 0, &got)
 		},
@@ -64,12 +78,25 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 			got = grant{count: 1, token: t, sent: since, initial: initial}
 			return true
 		},
-		Abandon: func(ctx context.Context) error { return m.abandon(ctx, owner, op, entry) },
+		Abandon: func(ctx context.Context) error {
+			if behind != nil {
+				if released := unqueue(behind, entry); released != nil {
+					// The release that registers the entry must be done
+					// before the abandon removes it.
+					select {
+					case <-released:
+					case <-ctx.Done():
+					}
+				}
+			}
+			m.dropHanded(address)
+			return m.abandon(ctx, owner, op, entry)
+		},
 	})
 	if err != nil {
 		return m.wrap("lock", err)
 	}
-	m.hold(owner, anon, got)
+	m.hold(owner, anon, address, got)
 	return nil
 }
 
@@ -93,7 +120,7 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 		return false, m.wrap("trylock", err)
 	}
 	if ok {
-		m.hold(owner, anon, got)
+		m.hold(owner, anon, "", got)
 	}
 	return ok, nil
 }
@@ -145,10 +172,11 @@ func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered boo
 	return true, 0, nil
 }
 
-// hold records a successful acquisition: a first hold starts its lease,
-// a re-entry extends it.
-func (m *Mutex) hold(owner string, anon bool, g grant) {
-	if l := lease.Get(m.b, m.key, owner); g.count > 1 && l != nil && !l.Lost() {
+// hold records a successful acquisition, by the waiter at address if it
+// waited: a first hold starts its lease, a re-entry extends it.
+func (m *Mutex) hold(owner string, anon bool, address string, g grant) {
+	l := lease.Get(m.b, m.key, owner)
+	if g.count > 1 && l != nil && !l.Lost() {
 		l.Extend(g.sent)
 	} else {
 		spec := lease.Spec{
@@ -165,8 +193,9 @@ func (m *Mutex) hold(owner string, anon bool, g grant) {
 		if m.cfg.Watchdog {
 			spec.Renew = renewScript
 		}
-		lease.Start(m.b, spec, g.sent)
+		l = lease.Start(m.b, spec, g.sent)
 	}
+	m.holdLocal(owner, address, l)
 	if anon {
 		m.setAnon(owner)
 	}
@@ -180,7 +209,8 @@ func flag(b bool) string {
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, []string{m.key, m.waiters, m.fence},
+	_, to, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, []string{m.key, m.waiters, m.fence},
 		owner, op, entry, m.channel, ms(FenceTTL), hub.Process())
+	m.settle(nil, false, to)
 	return err
 }

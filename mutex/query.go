@@ -123,8 +123,10 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, []string{m.key, m.waiters, m.fence},
+	n, to, err := wait.HandOff(ctx, m.b, m.channel, forceScript, []string{m.key, m.waiters, m.fence},
 		m.channel, ms(FenceTTL), hub.Process())
+	m.dropAll()
+	m.settle(nil, false, to)
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

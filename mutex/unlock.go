@@ -87,12 +87,19 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 // remaining hold count, or -1 if the owner held nothing on the server. One
 // operation id makes the retries safe: a release whose reply was lost is
 // not applied twice.
-func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (int64, error) {
+func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (left int64, err error) {
 	op := dsync.NewID()
+	h, queued := m.takeQueued(owner)
+	args := make([]any, 0, 7+len(queued))
+	args = append(args, owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL), hub.Process(), ms(waiterTTL))
+	for _, e := range queued {
+		args = append(args, e)
+	}
+	var to wait.Handed
+	defer func() { m.settle(h, err == nil && left > 0, to) }()
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		left, err := wait.HandOff(ctx, m.b, m.channel, releaseScript, []string{m.key, m.waiters, m.fence},
-			owner, op, ms(m.cfg.Lease), m.channel, ms(FenceTTL), hub.Process())
+		left, to, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, []string{m.key, m.waiters, m.fence}, args...)
 		if err == nil {
 			if left < 0 && ambiguous {
 				left = 0 // an earlier attempt released the last hold

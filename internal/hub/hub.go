@@ -356,6 +356,18 @@ func Deliver(channel, address, grant string) bool {
 	return true
 }
 
+// Backend returns the backend of the hub of this process that address
+// (a waiter's address, "hubid/waiterid") belongs to, or nil if none does.
+func Backend(address string) backend.Backend {
+	hubID, _, _ := strings.Cut(address, "/")
+	local.mu.Lock()
+	defer local.mu.Unlock()
+	if h := local.m[hubID]; h != nil {
+		return h.b
+	}
+	return nil
+}
+
 // WakeLocal wakes every waiter on channel in this process, as WakeAll
 // does on one hub: for a caller that may have missed what a script
 // handed to whom (its reply was lost), so that the waiters try again.

@@ -210,34 +210,44 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Handed describes a hand-off to a waiter of this process.
+type Handed struct {
+	Address string          // the waiter's address (see hub)
+	Backend backend.Backend // the backend of the waiter's hub
+}
+
 // HandOff runs a script that may hand a primitive to a waiter, and returns
 // the first element of its reply, {n} or {n, waiter address, grant}. A
 // script publishes only to waiters of other processes (see hub.Process),
-// so HandOff wakes a waiter of this process with its grant (hub.Deliver).
-// When the call fails, the script may still have run, handing the
-// primitive to a waiter here whom no one would wake: every waiter on
-// channel in this process is woken to try again.
-func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, keys []string, args ...any) (int64, error) {
+// so HandOff wakes a waiter of this process with its grant (hub.Deliver),
+// and reports whom it woke. When the call fails, the script may still have
+// run, handing the primitive to a waiter here whom no one would wake:
+// every waiter on channel in this process is woken to try again.
+func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, keys []string, args ...any) (int64, Handed, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		hub.WakeLocal(channel)
-		return 0, err
+		return 0, Handed{}, err
 	}
 	r, err := backend.Array(reply, 1)
 	if err != nil {
-		return 0, err
+		return 0, Handed{}, err
 	}
 	n, err := backend.Int(r[0])
 	if err != nil {
-		return 0, err
+		return 0, Handed{}, err
 	}
+	var to Handed
 	if len(r) >= 3 {
 		address, err1 := backend.String(r[1])
 		grant, err2 := backend.String(r[2])
 		if err := errors.Join(err1, err2); err != nil {
-			return 0, err
+			return 0, Handed{}, err
+		}
+		if hb := hub.Backend(address); hb != nil {
+			to = Handed{Address: address, Backend: hb}
 		}
 		hub.Deliver(channel, address, grant)
 	}
-	return n, nil
+	return n, to, nil
 }

@@ -5,13 +5,28 @@
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
 -- base; ARGV[5] fencing counter ttl ms; ARGV[6] the caller's process id
--- (see hand_off).
+-- (see hand_off); ARGV[7] waiter entry ttl ms; ARGV[8...] entries of
+-- waiters of the caller's process queued behind this hold (see
+-- mutex/local.go), registered in order before anything else.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
--- nothing}, or {0, waiter address, token} when the mutex was handed to a
--- waiter, which the caller wakes if it is in its process.
+-- nothing}, followed by the waiter's address and token when the mutex was
+-- handed to a waiter, which the caller wakes if it is in its process.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 local h = redis.call('HMGET', lock, 'owner', 'ops', 'count')
+if #ARGV > 7 then
+  local now_ms = now()
+  local expiry = now_ms + tonumber(ARGV[7])
+  for i = 8, #ARGV do
+    -- Thousandths of a ms keep arrival order among equal expiries.
+    redis.call('ZADD', waiters, string.format('%.3f', expiry + (i - 8) / 1000), ARGV[i])
+  end
+  redis.call('PEXPIRE', waiters, ARGV[7])
+  if h[1] == false then
+    -- The hold is gone (its lease ran out): nobody else would wake them.
+    return {-1, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
+  end
+end
 if h[1] ~= owner then
   return {-1}
 end

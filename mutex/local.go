@@ -1,0 +1,241 @@
+package mutex
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Queueing behind a hold of this process.
+//
+// Goroutines of one process often contend for the same mutex. While the
+// mutex is held by a hold of this process, LockContext through a backend
+// known to reach the same server does not ask the server at first: it
+// queues behind that hold, and the hold's final release registers the
+// queued waiters on the server, in order, in the script that hands the
+// mutex on. A contended acquisition then costs one round trip, the release
+// that hands the mutex over, instead of two, and the process stays quiet
+// while the mutex is held.
+//
+// A backend is known to reach the hold's server if the hold was acquired
+// through it, or if a release through it handed the mutex, in this
+// process, to the hold or to one of the holds before it in an unbroken
+// chain of hand-offs in this process: the waiter's registration was on the
+// releasing backend's server. Backends that merely share a key name, such
+// as the independent servers of a multi-lock, are never confused.
+//
+// A queued waiter sleeps as a registered one does, at most one heartbeat,
+// and then asks the server itself; so a hold that ends without a release
+// (lost, or taken by ForceUnlock elsewhere) delays it no more than it
+// would a registered waiter.
+
+// A localHold is a hold of this process and the waiters queued behind it.
+type localHold struct {
+	key     string
+	channel string
+	b       backend.Backend   // through which it is kept
+	owner   string            // "" until its holder takes it
+	address string            // the waiter address it was handed to, if any
+	reach   []backend.Backend // backends known to reach its server
+	lease   *lease.Lease      // nil until its holder takes it
+	since   time.Time         // when it was recorded
+
+	// Guarded by locals.mu.
+	queued   []string      // waiter entries, in arrival order
+	closed   bool          // a release is under way: queue no more
+	inflight chan struct{} // closed when the release that took queued ended
+}
+
+var locals struct {
+	mu sync.Mutex
+	m  map[string][]*localHold // by key
+}
+
+// stale reports whether h no longer stands for a hold. Called with
+// locals.mu held.
+func (h *localHold) stale(now time.Time) bool {
+	if h.lease == nil {
+		// Handed over, not yet taken: its taker is running, or gave up
+		// and dropped it; this is the backstop.
+		return now.Sub(h.since) > handoffLease
+	}
+	select {
+	case <-h.lease.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// removeLocked drops h from the table and wakes whoever queued behind it,
+// who would otherwise wait out a heartbeat.
+func removeLocked(h *localHold) {
+	hs := locals.m[h.key]
+	if i := slices.Index(hs, h); i >= 0 {
+		hs = slices.Delete(hs, i, i+1)
+	}
+	if len(hs) == 0 {
+		delete(locals.m, h.key)
+	} else {
+		locals.m[h.key] = hs
+	}
+	if len(h.queued) > 0 {
+		h.queued = nil
+		hub.WakeLocal(h.channel)
+	}
+}
+
+// queueBehind queues the waiter entry of owner behind a hold of this
+// process on m, if there is one that m's backend reaches and owner is not
+// its holder, and returns that hold; otherwise it returns nil.
+func (m *Mutex) queueBehind(owner, entry string) *localHold {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	now := time.Now()
+	for _, h := range slices.Clone(locals.m[m.key]) {
+		if h.stale(now) {
+			removeLocked(h)
+			continue
+		}
+		if h.closed || h.owner == owner || !slices.Contains(h.reach, m.b) {
+			continue
+		}
+		h.queued = append(h.queued, entry)
+		return h
+	}
+	return nil
+}
+
+// unqueue takes entry out of h's queue. If a release already took it, it
+// returns a channel closed when that release has ended: the entry may be
+// registered on the server only then.
+func unqueue(h *localHold, entry string) <-chan struct{} {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	if i := slices.Index(h.queued, entry); i >= 0 {
+		h.queued = slices.Delete(h.queued, i, i+1)
+		return nil
+	}
+	return h.inflight
+}
+
+// holdLocal records a hold of owner through m, taken as the waiter at
+// address (if not empty) and kept by l.
+func (m *Mutex) holdLocal(owner, address string, l *lease.Lease) {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for _, h := range locals.m[m.key] {
+		if (address != "" && h.address == address) || (h.b == m.b && h.owner == owner) {
+			h.owner, h.lease = owner, l
+			if !slices.Contains(h.reach, m.b) {
+				h.reach = append(h.reach, m.b)
+			}
+			return
+		}
+	}
+	m.addLocked(&localHold{b: m.b, owner: owner, address: address, lease: l, reach: []backend.Backend{m.b}})
+}
+
+func (m *Mutex) addLocked(h *localHold) {
+	h.key, h.channel, h.since = m.key, m.channel, time.Now()
+	if locals.m == nil {
+		locals.m = make(map[string][]*localHold)
+	}
+	locals.m[m.key] = append(locals.m[m.key], h)
+}
+
+// takeQueued closes owner's hold through m to new waiters for a release,
+// and returns it and the entries queued behind it, which the release
+// registers. The release must end with settle.
+func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for _, h := range locals.m[m.key] {
+		if h.b == m.b && h.owner == owner {
+			q := h.queued
+			h.queued, h.closed = nil, true
+			if len(q) > 0 {
+				h.inflight = make(chan struct{})
+			}
+			return h, q
+		}
+	}
+	return nil, nil
+}
+
+// settle ends a release of h (which may be nil): the hold goes on if the
+// owner has holds left, and is forgotten otherwise; the waiters it took
+// may leave now. If the release handed the mutex to a waiter of this
+// process, that waiter's hold is recorded, reachable from every backend
+// that reached h and from the releasing one.
+func (m *Mutex) settle(h *localHold, held bool, to wait.Handed) {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	reach := []backend.Backend{m.b}
+	if h != nil {
+		if h.inflight != nil {
+			close(h.inflight)
+			h.inflight = nil
+		}
+		if held {
+			h.closed = false
+		} else {
+			removeLocked(h)
+			for _, b := range h.reach {
+				if !slices.Contains(reach, b) {
+					reach = append(reach, b)
+				}
+			}
+		}
+	}
+	if to.Backend == nil {
+		return
+	}
+	if !slices.Contains(reach, to.Backend) {
+		reach = append(reach, to.Backend)
+	}
+	for _, n := range locals.m[m.key] {
+		if n.address == to.Address {
+			for _, b := range reach {
+				if !slices.Contains(n.reach, b) {
+					n.reach = append(n.reach, b)
+				}
+			}
+			return
+		}
+	}
+	m.addLocked(&localHold{b: to.Backend, address: to.Address, reach: reach})
+}
+
+// dropHanded forgets a hold handed to the waiter at address that its
+// waiter gave up: its abandon passed the mutex on.
+func (m *Mutex) dropHanded(address string) {
+	if address == "" {
+		return
+	}
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for _, h := range locals.m[m.key] {
+		if h.address == address && h.lease == nil {
+			removeLocked(h)
+			return
+		}
+	}
+}
+
+// dropAll forgets every hold of this process on m that m's backend
+// reaches: ForceUnlock took the mutex from whoever held it.
+func (m *Mutex) dropAll() {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for _, h := range slices.Clone(locals.m[m.key]) {
+		if slices.Contains(h.reach, m.b) {
+			removeLocked(h)
+		}
+	}
+}

@@ -1,0 +1,264 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/mutex"
+)
+
+// warm has one goroutine wait for m's name once, so that the process is
+// subscribed to its channel, as it stays while the name is contended.
+func warm(t *testing.T, ctx context.Context, holder, waiter *mutex.Mutex) {
+	t.Helper()
+	holder.Lock()
+	got := queue(t, ctx, waiter)
+	holder.Unlock()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	waiter.Unlock()
+}
+
+func TestFakeTimeQueuedBehindLocalHoldInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := &counting{Backend: testserver.FakeBackend(t, srv)}
+		holder := mutex.New(b, "local")
+		waiters := []*mutex.Mutex{mutex.New(b, "local"), mutex.New(b, "local"), mutex.New(b, "local")}
+		warm(t, ctx, holder, waiters[0])
+
+		holder.Lock()
+		calls := b.calls.Load()
+		order := make(chan int, len(waiters))
+		for i, w := range waiters {
+			go func() {
+				if err := w.LockContext(ctx); err != nil {
+					t.Error(err)
+				}
+				order <- i
+				w.Unlock()
+			}()
+			synctest.Wait()
+		}
+		// Queued in this process, behind the hold: not a call made, not
+		// an entry on the server.
+		if n := b.calls.Load() - calls; n != 0 {
+			t.Errorf("queued waiters made %d calls, want 0", n)
+		}
+		if srv.Exists("dsync:mutex:{local}:waiters") {
+			t.Error("waiters registered on the server while queued here")
+		}
+		holder.Unlock()
+		for want := range waiters {
+			if got := <-order; got != want {
+				t.Fatalf("waiter %d acquired in turn %d", got, want)
+			}
+		}
+		synctest.Wait()
+		// One call per acquisition: the release that handed it over.
+		if n := b.calls.Load() - calls; n != 4 {
+			t.Errorf("%d calls for 3 contended acquisitions and their releases, want 4", n)
+		}
+		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked at the end = %v, %v", locked, err)
+		}
+	})
+}
+
+func TestFakeTimeReleaserQueuesBehindItsHandOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		// Two clients of one server, each with its own backend: the
+		// hand-off from one to the other shows they reach the same
+		// server, and the releaser, locking again, queues behind it.
+		ab := &counting{Backend: testserver.FakeBackend(t, srv)}
+		a := mutex.New(ab, "pair")
+		bb := &counting{Backend: testserver.FakeBackend(t, srv)}
+		b := mutex.New(bb, "pair")
+		warm(t, ctx, b, a)
+		a.Lock()
+		got := queue(t, ctx, b)
+		a.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		calls := ab.calls.Load()
+		again := queue(t, ctx, a)
+		if n := ab.calls.Load() - calls; n != 0 {
+			t.Errorf("releaser locking again made %d calls while the mutex is held here, want 0", n)
+		}
+		b.Unlock()
+		if err := <-again; err != nil {
+			t.Fatal(err)
+		}
+		if n, err := a.HoldCount(ctx); err != nil || n != 1 {
+			t.Errorf("HoldCount = %d, %v", n, err)
+		}
+		a.Unlock()
+	})
+}
+
+func TestFakeTimeOtherServerIsNotQueuedBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		// One name on two independent servers, as in a multi-lock: a
+		// hold on one says nothing about the other.
+		s1, s2 := testserver.Fake(t), testserver.Fake(t)
+		b1 := testserver.FakeBackend(t, s1)
+		on1, on1too := mutex.New(b1, "multi"), mutex.New(b1, "multi")
+		warm(t, ctx, on1, on1too)
+		b2 := testserver.FakeBackend(t, s2)
+		on2, on2too := mutex.New(b2, "multi"), mutex.New(b2, "multi")
+		warm(t, ctx, on2too, on2)
+		on1.Lock()
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := on2.LockContext(tctx); err != nil {
+			t.Fatalf("lock on the second server: %v", err)
+		}
+		on2.Unlock()
+		on1.Unlock()
+	})
+}
+
+func TestFakeTimeQueuedWaiterGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := testserver.FakeBackend(t, srv)
+		holder, waiter := mutex.New(b, "quit"), mutex.New(b, "quit")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := waiter.LockContext(wctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("LockContext = %v, want DeadlineExceeded", err)
+		}
+		holder.Unlock()
+		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked after the release = %v, %v; want free, handed to nobody", locked, err)
+		}
+		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{quit}:fence" {
+			t.Errorf("keys left: %v, want only the fence counter", keys)
+		}
+	})
+}
+
+// stalling holds back the release script until release is closed.
+type stalling struct {
+	backend.Backend
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
+	if len(args) > 7 { // a release carrying queued waiters
+		close(s.stalled)
+		<-s.release
+	}
+	return s.Backend.Eval(ctx, sc, keys, args...)
+}
+
+func TestFakeTimeQueuedWaiterGivesUpDuringRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		holder, waiter := mutex.New(sb, "race"), mutex.New(sb, "race")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		wctx, cancel := context.WithCancel(ctx)
+		got := queue(t, wctx, waiter)
+		unlocked := make(chan struct{})
+		go func() { holder.Unlock(); close(unlocked) }()
+		<-sb.stalled
+		// The release carries the waiter's entry when the waiter gives
+		// up: its clean-up must wait for the release, or the entry would
+		// be registered after it left and handed a 2s lease nobody uses.
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("LockContext returned before the release it was part of ended: %v", err)
+		default:
+		}
+		start := time.Now()
+		close(sb.release)
+		<-unlocked
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("LockContext = %v, want Canceled", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("gave up %v after the release, want at once", d)
+		}
+		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked = %v, %v; want the hand-off to the quitter undone", locked, err)
+		}
+	})
+}
+
+func TestFakeTimeQueuedWaiterOutlivesLostHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := testserver.FakeBackend(t, srv)
+		holder, waiter := mutex.New(b, "gone"), mutex.New(b, "gone")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		start := time.Now()
+		got := queue(t, ctx, waiter)
+		// The hold vanishes from the server with no release to hand the
+		// mutex on: the queued waiter asks the server at its heartbeat,
+		// as a registered one would.
+		srv.Del("dsync:mutex:{gone}")
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("waiter acquired %v after the hold vanished, want within the 5s heartbeat", d)
+		}
+		if n, err := waiter.HoldCount(ctx); err != nil || n != 1 {
+			t.Errorf("HoldCount = %d, %v", n, err)
+		}
+		if err := holder.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("holder's unlock = %v, want ErrNotHeld", err)
+		}
+		waiter.Unlock()
+	})
+}
+
+func TestFakeTimeReleaseOfVanishedHoldPassesQueueOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := testserver.FakeBackend(t, srv)
+		holder, waiter := mutex.New(b, "vanish"), mutex.New(b, "vanish")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		got := queue(t, ctx, waiter)
+		// The hold vanishes; its holder unlocks before a renewal notices.
+		srv.Del("dsync:mutex:{vanish}")
+		released := time.Now()
+		if err := holder.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("unlock of the vanished hold = %v, want ErrNotHeld", err)
+		}
+		// The release still registered the queued waiter, and found
+		// nobody else to wake it.
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(released); d != 0 {
+			t.Errorf("waiter acquired %v after the release, want at once", d)
+		}
+		waiter.Unlock()
+	})
+}
