@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
+
 	"github.com/dsyncgo/dsync"
 )
 
@@ -25,6 +27,7 @@ type Result struct {
 	PubSubConns  int             // on the server, sampled mid-run
 	Goroutines   int             // in this process, sampled mid-run
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
+	IdlePings    []time.Duration // sorted: a PING after the same idle time (handoff)
 }
 
 // add accumulates another round of the same scenario into r: counts add
@@ -39,6 +42,7 @@ func (r *Result) add(o Result) {
 	r.ServerCalls += o.ServerCalls
 	r.GiveUps += o.GiveUps
 	r.Waits = sorted(append(r.Waits, o.Waits...))
+	r.IdlePings = sorted(append(r.IdlePings, o.IdlePings...))
 	r.PubSubConns = max(r.PubSubConns, o.PubSubConns)
 	r.Goroutines = max(r.Goroutines, o.Goroutines)
 	if o.Acquisitions > 0 {
@@ -223,8 +227,14 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	return r, err
 }
 
+// handoffIdle is how long the holder holds in a handoff round, with the
+// waiter parked: the client processes and the server are idle meanwhile.
+const handoffIdle = 20 * time.Millisecond
+
 // Handoff measures, rounds times, the time from the holder's Unlock call
-// to the moment a parked waiter's Lock returns.
+// to the moment a parked waiter's Lock returns. Each round also times a
+// PING sent after the same idle time, on a connection of its own: the
+// round trip in the conditions of the handoff, which starts from idle.
 func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, error) {
 	var c counter
 	lockName := name("handoff")
@@ -236,6 +246,11 @@ func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, e
 			return Result{}, err
 		}
 	}
+	ping, err := redis.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return Result{}, err
+	}
+	defer ping.Close()
 	r := Result{Impl: impl.Name}
 	for i := 0; i < rounds; i++ {
 		if err := holder.Lock(ctx); err != nil {
@@ -248,7 +263,7 @@ func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, e
 			at = time.Now()
 			got <- err
 		}()
-		time.Sleep(20 * time.Millisecond) // the waiter is parked
+		time.Sleep(handoffIdle) // the waiter is parked
 		released := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
 			return Result{}, err
@@ -264,7 +279,14 @@ func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, e
 		if err := waiter.Unlock(ctx); err != nil {
 			return Result{}, err
 		}
+		time.Sleep(handoffIdle)
+		start := time.Now()
+		if _, err := ping.Do("PING"); err != nil {
+			return Result{}, err
+		}
+		r.IdlePings = append(r.IdlePings, time.Since(start))
 	}
 	r.Waits = sorted(r.Waits)
+	r.IdlePings = sorted(r.IdlePings)
 	return r, nil
 }
