@@ -170,46 +170,61 @@ func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
 
 // settle ends a release of h (which may be nil): the hold goes on if the
 // owner has holds left, and is forgotten otherwise; the waiters it took
-// may leave now. If the release handed the mutex to a waiter of this
-// process, that waiter's hold is recorded, reachable from every backend
-// that reached h and from the releasing one.
-func (m *Mutex) settle(h *localHold, held bool, to wait.Handed) {
-	locals.mu.Lock()
-	defer locals.mu.Unlock()
-	reach := []backend.Backend{m.b}
-	if h != nil {
-		if h.inflight != nil {
-			close(h.inflight)
-			h.inflight = nil
-		}
-		if held {
-			h.closed = false
-		} else {
-			removeLocked(h)
-			for _, b := range h.reach {
-				if !slices.Contains(reach, b) {
-					reach = append(reach, b)
-				}
-			}
-		}
-	}
-	if to.Backend == nil {
+// may leave now.
+func settle(h *localHold, held bool) {
+	if h == nil {
 		return
 	}
-	if !slices.Contains(reach, to.Backend) {
-		reach = append(reach, to.Backend)
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	if h.inflight != nil {
+		close(h.inflight)
+		h.inflight = nil
 	}
-	for _, n := range locals.m[m.key] {
-		if n.address == to.Address {
-			for _, b := range reach {
-				if !slices.Contains(n.reach, b) {
-					n.reach = append(n.reach, b)
-				}
-			}
+	if held {
+		h.closed = false
+	} else {
+		removeLocked(h)
+	}
+}
+
+// handedFrom returns the wait.HandOff callback of a script run through m
+// for the hold h (which may be nil): a hold handed to a waiter of this
+// process is recorded before the waiter wakes, reachable from m's backend,
+// from every backend that reached h, and from the waiter's; it is dropped
+// if the waiter had left.
+func (m *Mutex) handedFrom(h *localHold) func(wait.Handed, bool) {
+	return func(to wait.Handed, gone bool) {
+		if gone {
+			m.dropHanded(to.Address)
 			return
 		}
+		locals.mu.Lock()
+		defer locals.mu.Unlock()
+		reach := []backend.Backend{m.b, to.Backend}
+		if h != nil {
+			reach = append(reach, h.reach...)
+		}
+		for _, n := range locals.m[m.key] {
+			if n.address == to.Address {
+				reach = append(reach, n.reach...)
+				n.reach = compactBackends(reach)
+				return
+			}
+		}
+		m.addLocked(&localHold{b: to.Backend, address: to.Address, reach: compactBackends(reach)})
 	}
-	m.addLocked(&localHold{b: to.Backend, address: to.Address, reach: reach})
+}
+
+// compactBackends returns bs without repeats.
+func compactBackends(bs []backend.Backend) []backend.Backend {
+	out := bs[:0:0]
+	for _, b := range bs {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // dropHanded forgets a hold handed to the waiter at address that its

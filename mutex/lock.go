@@ -209,8 +209,7 @@ func flag(b bool) string {
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, to, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, []string{m.key, m.waiters, m.fence},
+	_, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, m.handedFrom(nil), []string{m.key, m.waiters, m.fence},
 		owner, op, entry, m.channel, ms(FenceTTL), hub.Process())
-	m.settle(nil, false, to)
 	return err
 }

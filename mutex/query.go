@@ -123,10 +123,9 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	n, to, err := wait.HandOff(ctx, m.b, m.channel, forceScript, []string{m.key, m.waiters, m.fence},
-		m.channel, ms(FenceTTL), hub.Process())
 	m.dropAll()
-	m.settle(nil, false, to)
+	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, m.handedFrom(nil), []string{m.key, m.waiters, m.fence},
+		m.channel, ms(FenceTTL), hub.Process())
 	if err != nil {
 		return false, m.wrap("force unlock", err)
 	}

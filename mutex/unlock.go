@@ -95,11 +95,10 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	for _, e := range queued {
 		args = append(args, e)
 	}
-	var to wait.Handed
-	defer func() { m.settle(h, err == nil && left > 0, to) }()
+	defer func() { settle(h, err == nil && left > 0) }()
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		left, to, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, []string{m.key, m.waiters, m.fence}, args...)
+		left, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, m.handedFrom(h), []string{m.key, m.waiters, m.fence}, args...)
 		if err == nil {
 			if left < 0 && ambiguous {
 				left = 0 // an earlier attempt released the last hold

@@ -219,35 +219,39 @@ type Handed struct {
 // HandOff runs a script that may hand a primitive to a waiter, and returns
 // the first element of its reply, {n} or {n, waiter address, grant}. A
 // script publishes only to waiters of other processes (see hub.Process),
-// so HandOff wakes a waiter of this process with its grant (hub.Deliver),
-// and reports whom it woke. When the call fails, the script may still have
-// run, handing the primitive to a waiter here whom no one would wake:
-// every waiter on channel in this process is woken to try again.
-func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, keys []string, args ...any) (int64, Handed, error) {
+// so HandOff wakes a waiter of this process with its grant (hub.Deliver).
+// If handed is not nil, it is told of such a waiter before the waiter is
+// woken, and told again, with gone true, if the waiter had left. When the
+// call fails, the script may still have run, handing the primitive to a
+// waiter here whom no one would wake: every waiter on channel in this
+// process is woken to try again.
+func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, handed func(to Handed, gone bool), keys []string, args ...any) (int64, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		hub.WakeLocal(channel)
-		return 0, Handed{}, err
+		return 0, err
 	}
 	r, err := backend.Array(reply, 1)
 	if err != nil {
-		return 0, Handed{}, err
+		return 0, err
 	}
 	n, err := backend.Int(r[0])
 	if err != nil {
-		return 0, Handed{}, err
+		return 0, err
 	}
-	var to Handed
 	if len(r) >= 3 {
 		address, err1 := backend.String(r[1])
 		grant, err2 := backend.String(r[2])
 		if err := errors.Join(err1, err2); err != nil {
-			return 0, Handed{}, err
+			return 0, err
 		}
-		if hb := hub.Backend(address); hb != nil {
-			to = Handed{Address: address, Backend: hb}
+		to := Handed{Address: address, Backend: hub.Backend(address)}
+		if handed != nil && to.Backend != nil {
+			handed(to, false)
 		}
-		hub.Deliver(channel, address, grant)
+		if !hub.Deliver(channel, address, grant) && handed != nil && to.Backend != nil {
+			handed(to, true)
+		}
 	}
-	return n, to, nil
+	return n, nil
 }
