@@ -97,8 +97,9 @@
 // that hands the mutex over, and the process stays quiet while the mutex
 // is held. Queued waiters are not on the server until that release, so
 // waiters of other processes that registered meanwhile go before them. A
-// queued waiter that is not handed the mutex asks the server itself at
-// its heartbeat, as a registered one would after a hold that vanished.
+// queued waiter that is not handed the mutex asks the server itself when
+// the hold's lease runs out or at its heartbeat, as a registered one
+// would.
 //
 // # Keys
 //

@@ -29,10 +29,10 @@ import (
 // releasing backend's server. Backends that merely share a key name, such
 // as the independent servers of a multi-lock, are never confused.
 //
-// A queued waiter sleeps as a registered one does, at most one heartbeat,
-// and then asks the server itself; so a hold that ends without a release
-// (lost, or taken by ForceUnlock elsewhere) delays it no more than it
-// would a registered waiter.
+// A queued waiter sleeps until the hold's lease is known to run out or one
+// heartbeat, whichever is sooner, and then asks the server itself; so a
+// hold that ends without a release (expired, lost, or taken by ForceUnlock
+// elsewhere) delays it no more than it would a registered waiter.
 
 // A localHold is a hold of this process and the waiters queued behind it.
 type localHold struct {
@@ -92,23 +92,39 @@ func removeLocked(h *localHold) {
 
 // queueBehind queues the waiter entry of owner behind a hold of this
 // process on m, if there is one that m's backend reaches and owner is not
-// its holder, and returns that hold; otherwise it returns nil.
-func (m *Mutex) queueBehind(owner, entry string) *localHold {
+// its holder, and returns that hold and how long it is known to last (-1
+// if unknown); otherwise it returns nil.
+func (m *Mutex) queueBehind(owner, entry string) (*localHold, time.Duration) {
+	h, l := m.queueBehindLocked(owner, entry)
+	if h == nil || l == nil {
+		return h, -1
+	}
+	// Should the hold expire without a release, as a fixed lease does,
+	// the waiter asks the server then, as a registered one would.
+	return h, max(0, time.Until(l.Deadline()))
+}
+
+func (m *Mutex) queueBehindLocked(owner, entry string) (*localHold, *lease.Lease) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	now := time.Now()
 	for _, h := range slices.Clone(locals.m[m.key]) {
+		// Holds on other servers are none of m's business, not even to
+		// tidy up.
+		if !slices.Contains(h.reach, m.b) {
+			continue
+		}
 		if h.stale(now) {
 			removeLocked(h)
 			continue
 		}
-		if h.closed || h.owner == owner || !slices.Contains(h.reach, m.b) {
+		if h.closed || h.owner == owner {
 			continue
 		}
 		h.queued = append(h.queued, entry)
-		return h
+		return h, h.lease
 	}
-	return nil
+	return nil, nil
 }
 
 // unqueue takes entry out of h's queue. If a release already took it, it
@@ -225,6 +241,19 @@ func compactBackends(bs []backend.Backend) []backend.Backend {
 		}
 	}
 	return out
+}
+
+// forget drops the record of owner's hold through m, which ended without
+// a release (it was lost).
+func (m *Mutex) forget(owner string) {
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for _, h := range locals.m[m.key] {
+		if h.b == m.b && h.owner == owner {
+			removeLocked(h)
+			return
+		}
+	}
 }
 
 // dropHanded forgets a hold handed to the waiter at address that its

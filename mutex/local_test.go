@@ -262,3 +262,25 @@ func TestFakeTimeReleaseOfVanishedHoldPassesQueueOn(t *testing.T) {
 		waiter.Unlock()
 	})
 }
+
+func TestFakeTimeQueuedWaiterTakesExpiredFixedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := testserver.FakeBackend(t, srv)
+		holder := mutex.New(b, "fixed", mutex.WithLease(300*time.Millisecond))
+		waiter := mutex.New(b, "fixed")
+		warm(t, ctx, holder, waiter)
+		holder.Lock() // and never unlocked: the lease runs out
+		start := time.Now()
+		got := queue(t, ctx, waiter)
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		// At the expiry, not at the 5s heartbeat.
+		if d := time.Since(start); d > 310*time.Millisecond {
+			t.Errorf("waiter acquired %v after queueing behind a 300ms lease, want at its expiry", d)
+		}
+		waiter.Unlock()
+	})
+}

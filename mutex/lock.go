@@ -62,8 +62,9 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 				behind = nil
 			}
 			if a.Prior == 0 && entry != "" {
-				if behind = m.queueBehind(owner, entry); behind != nil {
-					return false, -1, nil
+				var lasts time.Duration
+				if behind, lasts = m.queueBehind(owner, entry); behind != nil {
+					return false, lasts, nil
 				}
 			}
 			return m.try(ctx, owner, op, entry, a.Prior > 0, &got)

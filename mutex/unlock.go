@@ -55,6 +55,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 		if l != nil {
 			l.Release()
 		}
+		m.forget(owner)
 		m.clearAnon(owner)
 	}
 	switch {
