@@ -80,7 +80,7 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 		}
 	}
 	reply, err := e.Backend.Eval(ctx, s, keys, args...)
-	if a, ok := reply.([]any); ok && len(a) == 3 {
+	if a, ok := reply.([]any); ok && len(a) >= 3 {
 		if _, address := a[1].(string); address {
 			reply = a[:1]
 		}

@@ -88,18 +88,20 @@
 // Goroutines of one process that contend for a mutex queue in the process
 // first. While a hold of this process has the mutex, LockContext through a
 // backend known to reach the same server (the one the hold was acquired
-// through, or one whose release handed the mutex to it or to a hold before
-// it, in a chain of hand-offs within the process) does not ask the server
-// once it has waited on the mutex before: it queues behind the hold, and
-// the hold's final release registers the queued waiters on the server, in
-// their order, in the script that hands the mutex on. A contended
-// acquisition within a process then costs one round trip, the release
-// that hands the mutex over, and the process stays quiet while the mutex
-// is held. Queued waiters are not on the server until that release, so
-// waiters of other processes that registered meanwhile go before them. A
-// queued waiter that is not handed the mutex asks the server itself when
-// the hold's lease runs out or at its heartbeat, as a registered one
-// would.
+// through, or one through which the mutex was handed to it, or to a hold
+// before it, in a chain of hand-offs within the process) does not ask the
+// server, provided the process is still subscribed to the mutex's channel
+// from a wait that ended less than a second ago: it queues behind the
+// hold, and the hold's next release registers the queued waiters on the
+// server, in their order, in the script that hands the mutex on. A
+// contended acquisition within a process then usually costs one round
+// trip, the release that hands the mutex over (two when the hand-off comes
+// more than a second after the waiter queued, see above), and the process
+// stays quiet while the mutex is held. Queued waiters are not on the
+// server until that release, so waiters of other processes that
+// registered meanwhile go before them. A queued waiter that is not handed
+// the mutex asks the server itself when the hold's lease runs out or at
+// its heartbeat.
 //
 // # Keys
 //

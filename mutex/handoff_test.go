@@ -314,11 +314,11 @@ func (r remote) Eval(ctx context.Context, s *backend.Script, keys []string, args
 }
 
 // handOff reports whether reply is that of a script that handed the mutex
-// to a waiter: {n, address, token} (see wait.HandedOff), as opposed to an
-// acquisition's {1, count, token}.
+// to a waiter: {n, address, token, owner} (see wait.HandOff), as opposed
+// to an acquisition's {1, count, token}.
 func handOff(reply any) bool {
 	a, ok := reply.([]any)
-	if !ok || len(a) != 3 {
+	if !ok || len(a) < 3 {
 		return false
 	}
 	_, address := a[1].(string)

@@ -16,23 +16,35 @@ import (
 // Goroutines of one process often contend for the same mutex. While the
 // mutex is held by a hold of this process, LockContext through a backend
 // known to reach the same server does not ask the server at first: it
-// queues behind that hold, and the hold's final release registers the
-// queued waiters on the server, in order, in the script that hands the
-// mutex on. A contended acquisition then costs one round trip, the release
-// that hands the mutex over, instead of two, and the process stays quiet
-// while the mutex is held.
+// queues behind that hold, and the hold's next release (the final one,
+// or a partial one) registers the queued waiters on the server, in order,
+// in its first attempt, in the script that hands the mutex on. A contended
+// acquisition then usually costs one round trip, the release that hands
+// the mutex over, instead of two, and the process stays quiet while the
+// mutex is held. A waiter queues only while its backend's hub is
+// subscribed to the mutex's channel, which it stays for a second after its
+// last local waiter left (see hub.Linger); the first wait of a process
+// asks the server.
 //
 // A backend is known to reach the hold's server if the hold was acquired
-// through it, or if a release through it handed the mutex, in this
-// process, to the hold or to one of the holds before it in an unbroken
-// chain of hand-offs in this process: the waiter's registration was on the
-// releasing backend's server. Backends that merely share a key name, such
-// as the independent servers of a multi-lock, are never confused.
+// through it, or if a script run through it (a release, an abandon, a
+// ForceUnlock) handed the mutex, in this process, to the hold or to one of
+// the holds before it in an unbroken chain of such hand-offs: the waiter's
+// registration was on that backend's server. Backends that merely share a
+// key name, such as the independent servers of a multi-lock, are never
+// confused.
 //
 // A queued waiter sleeps until the hold's lease is known to run out or one
-// heartbeat, whichever is sooner, and then asks the server itself; so a
-// hold that ends without a release (expired, lost, or taken by ForceUnlock
-// elsewhere) delays it no more than it would a registered waiter.
+// heartbeat, whichever is sooner, and then asks the server itself. A hold
+// that ends without a release of this process (it expired, was lost, or
+// was taken by ForceUnlock in another process) therefore delays it by at
+// most a heartbeat, where a registered waiter would be handed the mutex by
+// ForceUnlock at once.
+//
+// A waiter that leaves the queue after a release took its entry waits for
+// that release's first attempt to end before it asks the server or gives
+// up, so that its own attempt, or its abandon, comes after the
+// registration on the server.
 
 // A localHold is a hold of this process and the waiters queued behind it.
 type localHold struct {
@@ -145,13 +157,20 @@ func unqueue(h *localHold, entry string) <-chan struct{} {
 func (m *Mutex) holdLocal(owner, address string, l *lease.Lease) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for _, h := range locals.m[m.key] {
-		if (address != "" && h.address == address) || (h.b == m.b && h.owner == owner) {
-			h.owner, h.lease = owner, l
-			if !slices.Contains(h.reach, m.b) {
-				h.reach = append(h.reach, m.b)
+	// The record of a hand-off to address first: the releasing hold may
+	// have the same owner and still be recorded.
+	for _, match := range []func(*localHold) bool{
+		func(h *localHold) bool { return address != "" && h.address == address },
+		func(h *localHold) bool { return h.b == m.b && h.owner == owner },
+	} {
+		for _, h := range locals.m[m.key] {
+			if match(h) {
+				h.owner, h.lease = owner, l
+				if !slices.Contains(h.reach, m.b) {
+					h.reach = append(h.reach, m.b)
+				}
+				return
 			}
-			return
 		}
 	}
 	m.addLocked(&localHold{b: m.b, owner: owner, address: address, lease: l, reach: []backend.Backend{m.b}})
@@ -166,13 +185,17 @@ func (m *Mutex) addLocked(h *localHold) {
 }
 
 // takeQueued closes owner's hold through m to new waiters for a release,
-// and returns it and the entries queued behind it, which the release
-// registers. The release must end with settle.
+// and returns it and the entries queued behind it, which the release's
+// first attempt registers. The release must call registered after that
+// attempt, and end with settle.
 func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	for _, h := range locals.m[m.key] {
 		if h.b == m.b && h.owner == owner {
+			if h.closed {
+				return nil, nil // another release of the owner's is under way
+			}
 			q := h.queued
 			h.queued, h.closed = nil, true
 			if len(q) > 0 {
@@ -184,19 +207,26 @@ func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
 	return nil, nil
 }
 
-// settle ends a release of h (which may be nil): the hold goes on if the
-// owner has holds left, and is forgotten otherwise; the waiters it took
-// may leave now.
-func settle(h *localHold, held bool) {
-	if h == nil {
-		return
-	}
+// registered tells the waiters whose entries a release of h took that
+// the attempt carrying them has ended: they may leave now.
+func registered(h *localHold) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	if h.inflight != nil {
 		close(h.inflight)
 		h.inflight = nil
 	}
+}
+
+// settle ends a release of h (which may be nil): the hold goes on if the
+// owner has holds left, and is forgotten otherwise.
+func settle(h *localHold, held bool) {
+	if h == nil {
+		return
+	}
+	registered(h)
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
 	if held {
 		h.closed = false
 	} else {
@@ -225,10 +255,13 @@ func (m *Mutex) handedFrom(h *localHold) func(wait.Handed, bool) {
 			if n.address == to.Address {
 				reach = append(reach, n.reach...)
 				n.reach = compactBackends(reach)
+				if n.owner == "" {
+					n.owner = to.Owner
+				}
 				return
 			}
 		}
-		m.addLocked(&localHold{b: to.Backend, address: to.Address, reach: compactBackends(reach)})
+		m.addLocked(&localHold{b: to.Backend, owner: to.Owner, address: to.Address, reach: compactBackends(reach)})
 	}
 }
 

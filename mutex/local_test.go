@@ -3,6 +3,7 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -282,5 +283,86 @@ func TestFakeTimeQueuedWaiterTakesExpiredFixedLease(t *testing.T) {
 			t.Errorf("waiter acquired %v after queueing behind a 300ms lease, want at its expiry", d)
 		}
 		waiter.Unlock()
+	})
+}
+
+// loseArmed loses the first reply that reports a hand-off once armed, as a
+// timeout would.
+type loseArmed struct {
+	backend.Backend
+	armed, lost atomic.Bool
+}
+
+func (l *loseArmed) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	reply, err := l.Backend.Eval(ctx, s, keys, args...)
+	if l.armed.Load() && handOff(reply) && l.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("read tcp: i/o timeout")
+	}
+	return reply, err
+}
+
+func TestFakeTimeRetriedReleaseDoesNotQueueAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		lb := &loseArmed{Backend: testserver.FakeBackend(t, srv)}
+		holder, waiter := mutex.New(lb, "retry"), mutex.New(lb, "retry")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		got := queue(t, ctx, waiter)
+		lb.armed.Store(true)
+		// The release registers the queued waiter and hands it the
+		// mutex; its reply is lost. The waiter, woken, finds the mutex
+		// its own, and the release's retry must not register it again.
+		holder.Unlock()
+		if !lb.lost.Load() {
+			t.Fatal("no hand-off reply was lost")
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		waiter.Unlock()
+		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{retry}:fence" {
+			t.Errorf("keys left: %v, want only the fence counter", keys)
+		}
+		start := time.Now()
+		holder.Lock()
+		if d := time.Since(start); d != 0 {
+			t.Errorf("next Lock took %v, want at once", d)
+		}
+		holder.Unlock()
+	})
+}
+
+func TestFakeTimeOwnerReentersHoldHandedToIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		b := testserver.FakeBackend(t, srv)
+		releaser := mutex.New(b, "self")
+		waiter := mutex.New(testserver.FakeBackend(t, srv), "self")
+		warm(t, ctx, releaser, waiter)
+		warm(t, ctx, waiter, releaser) // both clients subscribed
+		octx := dsync.WithOwner(ctx)
+		releaser.Lock()
+		got := queue(t, octx, waiter)
+		releaser.Unlock() // handed to the owner's waiter, which has not run yet
+		// The same owner, through a backend known to reach the hold, locks
+		// again: a re-entry, not a wait behind its own hold.
+		start := time.Now()
+		if err := mutex.New(b, "self").LockContext(octx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("re-entry took %v, want at once", d)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if n, err := waiter.HoldCount(octx); err != nil || n != 2 {
+			t.Errorf("HoldCount = %d, %v; want 2", n, err)
+		}
+		waiter.UnlockContext(octx)
+		waiter.UnlockContext(octx)
 	})
 }

@@ -44,6 +44,23 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 		entry   string     // under which the waiter registered, if it did
 		behind  *localHold // the hold here it is queued behind, if any
 	)
+	// leaveQueue takes the waiter out of the queue it is in, if any. If a
+	// release already took its entry, it waits until that release has
+	// registered it: only then may the waiter's own attempt or abandon
+	// follow, or the registration would come after them.
+	leaveQueue := func(ctx context.Context) {
+		if behind == nil {
+			return
+		}
+		if sent := unqueue(behind, entry); sent != nil {
+			select {
+			case <-sent:
+			case <-ctx.Done():
+				return // still behind: the abandon waits again
+			}
+		}
+		behind = nil
+	}
 	initial := m.handedLease()
 	err := wait.Acquire(ctx, wait.Spec{
 		Backend:   m.b,
@@ -55,12 +72,9 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 				address = a.Address
 				entry = address + "|" + strconv.FormatInt(ms(initial), 10) + "|" + owner
 			}
-			if behind != nil {
-				// Woken while queued behind a hold here, or a heartbeat
-				// later: ask the server from now on.
-				unqueue(behind, entry)
-				behind = nil
-			}
+			// Woken while queued behind a hold here, or a heartbeat later:
+			// ask the server from now on.
+			leaveQueue(ctx)
 			if a.Prior == 0 && entry != "" {
 				var lasts time.Duration
 				if behind, lasts = m.queueBehind(owner, entry); behind != nil {
@@ -80,18 +94,12 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 			return true
 		},
 		Abandon: func(ctx context.Context) error {
-			if behind != nil {
-				if released := unqueue(behind, entry); released != nil {
-					// The release that registers the entry must be done
-					// before the abandon removes it.
-					select {
-					case <-released:
-					case <-ctx.Done():
-					}
-				}
-			}
+			leaveQueue(ctx)
 			m.dropHanded(address)
-			return m.abandon(ctx, owner, op, entry)
+			// A clean-up time of its own, whatever the wait took.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
+			defer cancel()
+			return m.abandon(actx, owner, op, entry)
 		},
 	})
 	if err != nil {

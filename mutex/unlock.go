@@ -100,6 +100,15 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	ambiguous := false
 	for failures := 1; ; failures++ {
 		left, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, m.handedFrom(h), []string{m.key, m.waiters, m.fence}, args...)
+		if failures == 1 && len(queued) > 0 {
+			// Only the first attempt carries the queued waiters: had a
+			// retry registered them again, an entry its waiter removed
+			// since (having found the mutex its own) would come back.
+			// If this attempt failed, HandOff woke them, and they ask
+			// the server themselves.
+			registered(h)
+			args = args[:7]
+		}
 		if err == nil {
 			if left < 0 && ambiguous {
 				left = 0 // an earlier attempt released the last hold

@@ -214,10 +214,12 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 type Handed struct {
 	Address string          // the waiter's address (see hub)
 	Backend backend.Backend // the backend of the waiter's hub
+	Owner   string          // whom it was handed to, if the script says
 }
 
 // HandOff runs a script that may hand a primitive to a waiter, and returns
-// the first element of its reply, {n} or {n, waiter address, grant}. A
+// the first element of its reply, {n} or {n, waiter address, grant[,
+// owner]}. A
 // script publishes only to waiters of other processes (see hub.Process),
 // so HandOff wakes a waiter of this process with its grant (hub.Deliver).
 // If handed is not nil, it is told of such a waiter before the waiter is
@@ -246,6 +248,9 @@ func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.
 			return 0, err
 		}
 		to := Handed{Address: address, Backend: hub.Backend(address)}
+		if len(r) >= 4 {
+			to.Owner, _ = backend.String(r[3])
+		}
 		if handed != nil && to.Backend != nil {
 			handed(to, false)
 		}

@@ -8,7 +8,7 @@
 -- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fencing
 -- counter ttl ms; ARGV[6] the caller's process id (see hand_off).
 -- Reply: {1 if an acquisition was undone, else 0}, followed by the
--- waiter's address and token if the mutex was handed to a waiter.
+-- waiter's address, token and owner id if the mutex was handed to a waiter.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 redis.call('ZREM', waiters, ARGV[3])

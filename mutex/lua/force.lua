@@ -3,7 +3,7 @@
 -- ARGV[1] wake channel base; ARGV[2] fencing counter ttl ms; ARGV[3] the
 -- caller's process id (see hand_off).
 -- Reply: {1 if the mutex was held, else 0}, followed by the waiter's
--- address and token if it was handed to a waiter.
+-- address, token and owner id if it was handed to a waiter.
 if redis.call('HEXISTS', KEYS[1], 'owner') == 0 then
   return {0}
 end

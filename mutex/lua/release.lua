@@ -9,8 +9,9 @@
 -- waiters of the caller's process queued behind this hold (see
 -- mutex/local.go), registered in order before anything else.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
--- nothing}, followed by the waiter's address and token when the mutex was
--- handed to a waiter, which the caller wakes if it is in its process.
+-- nothing}, followed by the waiter's address, token and owner id when the
+-- mutex was handed to a waiter, which the caller wakes if it is in its
+-- process.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 local h = redis.call('HMGET', lock, 'owner', 'ops', 'count')
