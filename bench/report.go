@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,6 +37,10 @@ type Config struct {
 	Held        int // dsync: locks held at once
 	Progress    func(string)
 }
+
+// uncontendedRounds is how many interleaved rounds the uncontended cycles
+// are split into.
+const uncontendedRounds = 40
 
 // DefaultConfig returns the settings of `dsync bench` without flags.
 func DefaultConfig() Config {
@@ -85,12 +90,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// Uncontended runs are short and this kind of machine drifts between
 	// fast and slow spells, so they are interleaved: every implementation
-	// runs a slice of the cycles in turn, and time/op is the median slice.
-	const slices = 10
-	for i := 0; i < slices; i++ {
-		for _, impl := range rep.Impls {
-			progress(fmt.Sprintf("uncontended lock+unlock, round %d of %d: %s", i+1, slices, impl.Name))
-			u, err := Uncontended(ctx, cfg.Addr, impl, max(1, cfg.Uncontended/slices))
+	// runs a slice of the cycles in turn, in an order reversed every other
+	// round, time/op is the median slice, and dsync/peer is the median of
+	// the rounds' ratios.
+	for i := 0; i < uncontendedRounds; i++ {
+		order := slices.Clone(rep.Impls)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, impl := range order {
+			progress(fmt.Sprintf("uncontended lock+unlock, round %d of %d: %s", i+1, uncontendedRounds, impl.Name))
+			u, err := Uncontended(ctx, cfg.Addr, impl, max(1, cfg.Uncontended/uncontendedRounds))
 			if err != nil {
 				return nil, fmt.Errorf("%s uncontended: %w", impl.Name, err)
 			}
@@ -100,14 +110,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	// Contended runs are interleaved for the same reason, in rounds of a
-	// fifth of the duration.
+	// fifth of the duration, in the same alternating order.
 	const rounds = 5
 	for _, sc := range []struct {
 		hold time.Duration
 		into map[string]Result
 	}{{0, rep.Cont0}, {cfg.Hold, rep.ContHold}} {
 		for i := 0; i < rounds; i++ {
-			for _, impl := range rep.Impls {
+			order := slices.Clone(rep.Impls)
+			if i%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, impl := range order {
 				progress(fmt.Sprintf("%d contenders, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name))
 				r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0)
 				if err != nil {
@@ -199,10 +213,15 @@ func (r *Report) Write(w io.Writer) {
 	section := func(title string) { fmt.Fprintln(tw, title+"\t"+strings.Repeat("\t", len(r.Impls))) }
 
 	section("uncontended lock+unlock")
-	row("  time/op (median of 10)", func(n string) string { return us(percentile(r.Uncont[n].PerOp, 0.5)) })
+	row(fmt.Sprintf("  time/op (median of %d)", uncontendedRounds), func(n string) string { return us(percentile(r.Uncont[n].PerOp, 0.5)) })
 	row("  round trips/op", func(n string) string { return fmt.Sprintf("%.2f", r.Uncont[n].PerAcq(r.Uncont[n].RoundTrips)) })
 	row("  server calls/op", func(n string) string { return fmt.Sprintf("%.1f", r.Uncont[n].PerAcq(r.Uncont[n].ServerCalls)) })
-	vs("  dsync/peer time", func(n string) float64 { return float64(percentile(r.Uncont[n].PerOp, 0.5)) })
+	row("  dsync/peer time", func(n string) string {
+		if n == "dsync" {
+			return ""
+		}
+		return fmt.Sprintf("%.2fx", pairedRatio(r.Uncont["dsync"], r.Uncont[n]))
+	})
 
 	contended := func(title string, m map[string]Result) {
 		section(title)
@@ -260,10 +279,10 @@ func (r *Report) writeTargets(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
 	}
-	u, rs := r.Uncont["dsync"], r.Uncont["redsync"]
-	ut, rt := float64(percentile(u.PerOp, 0.5)), float64(percentile(rs.PerOp, 0.5))
+	u := r.Uncont["dsync"]
+	ur := pairedRatio(u, r.Uncont["redsync"])
 	check(u.PerAcq(u.RoundTrips) <= 2, "uncontended: %.2f round trips per lock+unlock (target 2)", u.PerAcq(u.RoundTrips))
-	check(ut <= 1.1*rt, "uncontended: time %.2fx redsync's (target <= 1.1x)", ut/rt)
+	check(ur > 0 && ur <= 1.1, "uncontended: time %.2fx redsync's, median of %d paired rounds (target <= 1.1x)", ur, uncontendedRounds)
 	d, p := r.ContHold["dsync"], r.ContHold["redsync"]
 	check(d.Rate() >= p.Rate(), "%d contenders, %v hold: throughput %.2fx redsync's (target >= 1x)", r.Config.Contenders, r.Config.Hold, d.Rate()/max(1, p.Rate()))
 	dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)

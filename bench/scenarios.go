@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ type Result struct {
 	PubSubConns  int             // on the server, sampled mid-run
 	Goroutines   int             // in this process, sampled mid-run
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
+	Rounds       []time.Duration // the same, in the order of the rounds
 	IdlePings    []time.Duration // sorted: a PING after the same idle time (handoff)
 }
 
@@ -46,8 +48,30 @@ func (r *Result) add(o Result) {
 	r.PubSubConns = max(r.PubSubConns, o.PubSubConns)
 	r.Goroutines = max(r.Goroutines, o.Goroutines)
 	if o.Acquisitions > 0 {
-		r.PerOp = sorted(append(r.PerOp, o.Elapsed/time.Duration(o.Acquisitions)))
+		per := o.Elapsed / time.Duration(o.Acquisitions)
+		r.PerOp = sorted(append(r.PerOp, per))
+		r.Rounds = append(r.Rounds, per)
 	}
+}
+
+// pairedRatio returns the median, over the interleaved rounds both ran,
+// of a's time per cycle over b's in the same round: on a machine that
+// drifts between fast and slow spells, each round compares the two under
+// the same conditions.
+func pairedRatio(a, b Result) float64 {
+	n := min(len(a.Rounds), len(b.Rounds))
+	if n == 0 {
+		return 0
+	}
+	rs := make([]float64, n)
+	for i := range rs {
+		rs[i] = float64(a.Rounds[i]) / float64(b.Rounds[i])
+	}
+	slices.Sort(rs)
+	if n%2 == 1 {
+		return rs[n/2]
+	}
+	return (rs[n/2-1] + rs[n/2]) / 2
 }
 
 // PerAcq returns n per successful acquisition.
