@@ -218,10 +218,10 @@ type Handed struct {
 }
 
 // HandOff runs a script that may hand a primitive to a waiter, and returns
-// the first element of its reply, {n} or {n, waiter address, grant[,
-// owner]}. A
-// script publishes only to waiters of other processes (see hub.Process),
-// so HandOff wakes a waiter of this process with its grant (hub.Deliver).
+// the first element of its reply: {n}, or {n, waiter address, grant} with
+// the new holder's id as an optional fourth element. A script publishes
+// only to waiters of other processes (see hub.Process), so HandOff wakes
+// a waiter of this process with its grant (hub.Deliver).
 // If handed is not nil, it is told of such a waiter before the waiter is
 // woken, and told again, with gone true, if the waiter had left. When the
 // call fails, the script may still have run, handing the primitive to a
