@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 )
@@ -364,5 +365,46 @@ func TestFakeTimeOwnerReentersHoldHandedToIt(t *testing.T) {
 		}
 		waiter.UnlockContext(octx)
 		waiter.UnlockContext(octx)
+	})
+}
+
+func TestFakeTimeQueuedWaiterWokenDuringReleaseWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		cb := &counting{Backend: sb}
+		holder, waiter := mutex.New(cb, "woken"), mutex.New(cb, "woken")
+		warm(t, ctx, holder, waiter)
+		holder.Lock()
+		wctx, cancel := context.WithCancel(ctx)
+		got := queue(t, wctx, waiter)
+		unlocked := make(chan struct{})
+		go func() { holder.Unlock(); close(unlocked) }()
+		<-sb.stalled
+		calls := cb.calls.Load()
+		// Woken while the release that carries its entry is under way,
+		// the waiter must not ask the server before that release has
+		// registered it, nor give up before then.
+		hub.WakeLocal("dsync:mutex:{woken}:wake")
+		synctest.Wait()
+		if n := cb.calls.Load() - calls; n != 0 {
+			t.Errorf("woken waiter made %d calls during the release that carries it, want 0", n)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("LockContext returned before the release it was part of ended: %v", err)
+		default:
+		}
+		close(sb.release)
+		<-unlocked
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("LockContext = %v, want Canceled", err)
+		}
+		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked = %v, %v; want the hand-off to the quitter undone", locked, err)
+		}
 	})
 }
