@@ -50,17 +50,17 @@ import (
 type localHold struct {
 	key     string
 	channel string
-	b       backend.Backend   // through which it is kept
-	owner   string            // "" until its holder takes it
-	address string            // the waiter address it was handed to, if any
-	reach   []backend.Backend // backends known to reach its server
-	lease   *lease.Lease      // nil until its holder takes it
-	since   time.Time         // when it was recorded
+	b       backend.Backend // through which it is kept
+	address string          // the waiter address it was handed to, if any
+	since   time.Time       // when it was recorded
 
 	// Guarded by locals.mu.
-	queued   []string      // waiter entries, in arrival order
-	closed   bool          // a release is under way: queue no more
-	inflight chan struct{} // closed when the release that took queued ended
+	owner    string            // "" until known
+	reach    []backend.Backend // backends known to reach its server
+	lease    *lease.Lease      // nil until its holder takes it
+	queued   []string          // waiter entries, in arrival order
+	closed   bool              // a release is under way: queue no more
+	inflight chan struct{}     // closed when the release attempt carrying the taken entries ended
 }
 
 var locals struct {
