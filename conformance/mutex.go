@@ -36,6 +36,7 @@ return out`)
 func (s *suite) mutexTests(t *testing.T) {
 	s.test(t, "MutualExclusion", true, s.testMutualExclusion)
 	s.test(t, "ManyGoroutines", true, s.testManyGoroutines)
+	s.test(t, "GiveUpStorm", true, s.testGiveUpStorm)
 	s.test(t, "Reentrancy", false, s.testReentrancy)
 	s.test(t, "OwnerlessNotReentrant", false, s.testOwnerlessNotReentrant)
 	s.test(t, "LockerAcrossGoroutines", false, s.testLockerAcrossGoroutines)
@@ -192,6 +193,80 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
 		t.Errorf("shared counter %d after %d rounds", shared, rounds)
 	}
 	assertNoKeys(t, ctx, b0, p, mutex.FenceTTL)
+}
+
+// testGiveUpStorm has waiters give up all the time, most of them while an
+// attempt of theirs is in flight or just queued, and checks that none of
+// them is left registered or holding: a waiter that gave up but is handed
+// the mutex holds it up for the 2s hand-off lease, and would show here as
+// a key left behind or as a stalled mutex.
+func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
+	const backends, perBackend, duration = 4, 4, time.Second
+	p := prefix()
+	var (
+		inside, overlap, acquired atomic.Int32
+		wg                        sync.WaitGroup
+	)
+	errs := make(chan error, backends*perBackend)
+	stop := time.Now().Add(duration)
+	var b0 backend.Backend
+	for i := 0; i < backends; i++ {
+		b := s.newBackend(t)
+		if i == 0 {
+			b0 = b
+		}
+		m := mutex.New(b, "storm", mutex.WithPrefix(p))
+		for j := 0; j < perBackend; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; time.Now().Before(stop) && k < 100000; k++ {
+					// Deadlines from 0 to 2ms: shorter than a wait,
+					// about a round trip.
+					lctx, cancel := context.WithTimeout(ctx, time.Duration((i*perBackend+j+k)%20)*100*time.Microsecond)
+					err := m.LockContext(lctx)
+					cancel()
+					if errors.Is(err, context.DeadlineExceeded) {
+						continue
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlap.Add(1)
+					}
+					inside.Add(-1)
+					acquired.Add(1)
+					if err := m.UnlockContext(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlap.Load(); n != 0 {
+		t.Errorf("%d times two holders were inside the critical section", n)
+	}
+	if acquired.Load() == 0 {
+		t.Error("no acquisition in the storm")
+	}
+	// Every waiter that gave up cleaned up after itself: nothing holds
+	// the mutex, and nobody is left registered to be handed it.
+	assertNoKeys(t, ctx, b0, p, mutex.FenceTTL)
+	free := mutex.New(b0, "storm", mutex.WithPrefix(p))
+	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := free.LockContext(fctx); err != nil {
+		t.Fatalf("the mutex is not free after the storm: %v", err)
+	}
+	must(t, free.UnlockContext(fctx), "unlock")
 }
 
 func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context) {

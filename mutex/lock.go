@@ -32,6 +32,11 @@ func (m *Mutex) Lock() {
 // is the longest wait. Backend errors that may pass are retried until then.
 // On failure nothing is left held or queued, and the error matches
 // ctx.Err(), or is the backend error that cannot pass.
+//
+// An attempt on the server when ctx ends is still awaited, for at most
+// half a second: the script runs whether or not its reply is read, and
+// must not land after the clean-up. So LockContext can return that much
+// after ctx ends, and reports success if that attempt acquired the mutex.
 func (m *Mutex) LockContext(ctx context.Context) error {
 	if err := m.check(ctx); err != nil {
 		return err
@@ -112,7 +117,8 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // TryLockContext makes one attempt to lock m for ctx's owner, without
 // waiting for another holder to release. It reports whether the mutex is
 // now held by the owner. When the attempt fails with an error, nothing is
-// left held.
+// left held. As with LockContext, an attempt under way when ctx ends is
+// awaited for at most half a second.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
@@ -159,8 +165,13 @@ func (m *Mutex) handedLease() time.Duration {
 // remove the registration.
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *grant) (bool, time.Duration, error) {
 	sent := time.Now()
-	reply, err := m.b.Eval(ctx, acquireScript, []string{m.key, m.waiters, m.fence},
+	// Should ctx end meanwhile, the attempt's result is still awaited
+	// briefly: an acquisition or registration landing after the abandon
+	// would hold the mutex, or be handed it, with nobody to take it.
+	actx, release := wait.Detach(ctx)
+	reply, err := m.b.Eval(actx, acquireScript, []string{m.key, m.waiters, m.fence},
 		owner, op, ms(m.cfg.Lease), entry, ms(waiterTTL), ms(FenceTTL), flag(registered))
+	release()
 	if err != nil {
 		return false, 0, err
 	}

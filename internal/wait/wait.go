@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -62,6 +63,43 @@ type Spec struct {
 	// (a registration, or an acquisition whose reply was lost). It runs
 	// when the acquisition fails, on a context of its own.
 	Abandon func(ctx context.Context) error
+}
+
+// SettleGrace is how long an attempt still in flight when its context
+// ends may take to answer before it is cut off (see Detach).
+const SettleGrace = 500 * time.Millisecond
+
+// Detach returns the context for an attempt on ctx's behalf. A script
+// that was sent runs on the server whether or not its caller waits for
+// the reply, possibly after a clean-up sent on another connection meant
+// to undo it; waiting for the reply orders the two. So the returned
+// context ends SettleGrace after ctx does, not with it, and the caller
+// learns the attempt's result unless the server takes longer than that.
+// A context that can never end is returned as is. The caller must call
+// release when the attempt is over.
+func Detach(ctx context.Context) (actx context.Context, release func()) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		grace *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		grace = time.AfterFunc(SettleGrace, cancel)
+		mu.Unlock()
+	})
+	return actx, func() {
+		stop()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // AbandonTimeout bounds the clean-up after a failed acquisition.

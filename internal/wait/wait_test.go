@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -68,5 +69,47 @@ func TestSleepStopsOnCancel(t *testing.T) {
 	}
 	if time.Since(start) > time.Second {
 		t.Fatal("Sleep did not return promptly")
+	}
+}
+
+func TestDetachOutlivesItsContextByTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		actx, release := Detach(ctx)
+		defer release()
+		cancel()
+		start := time.Now()
+		synctest.Wait()
+		if actx.Err() != nil {
+			t.Fatal("the attempt's context ended with its caller's")
+		}
+		<-actx.Done()
+		if d := time.Since(start); d != SettleGrace {
+			t.Errorf("the attempt's context ended %v after its caller's, want %v", d, SettleGrace)
+		}
+	})
+}
+
+func TestDetachReleaseEndsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		actx, release := Detach(ctx)
+		release()
+		if actx.Err() == nil {
+			t.Error("context still live after release")
+		}
+		// Nothing is left to fire later.
+		cancel()
+		synctest.Wait()
+	})
+}
+
+func TestDetachKeepsAContextThatCannotEnd(t *testing.T) {
+	ctx := context.Background()
+	if actx, release := Detach(ctx); actx != ctx {
+		t.Error("a context that cannot end was replaced")
+	} else {
+		release()
 	}
 }
