@@ -196,10 +196,12 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
 }
 
 // testGiveUpStorm has waiters give up all the time, most of them while an
-// attempt of theirs is in flight or just queued, and checks that none of
-// them is left registered or holding: a waiter that gave up but is handed
-// the mutex holds it up for the 2s hand-off lease, and would show here as
-// a key left behind or as a stalled mutex.
+// attempt of theirs is in flight or just queued, and holders release with
+// deadlines about a round trip long. It checks that nobody is left
+// registered or holding: a waiter that gave up but is handed the mutex
+// holds it up for the 2s hand-off lease, an acquisition that lands after
+// its waiter gave up holds it for the whole lease, and either would show
+// here as a key left behind or as a stalled mutex.
 func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
 	const backends, perBackend, duration = 4, 4, time.Second
 	p := prefix()
@@ -238,7 +240,12 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
 					}
 					inside.Add(-1)
 					acquired.Add(1)
-					if err := m.UnlockContext(ctx); err != nil {
+					// A release may outlive its deadline too, and must
+					// still hand the mutex on to whom it wakes.
+					uctx, cancel := context.WithTimeout(ctx, time.Duration(k%10+1)*100*time.Microsecond)
+					err = m.UnlockContext(uctx)
+					cancel()
+					if err != nil {
 						errs <- err
 						return
 					}

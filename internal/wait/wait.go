@@ -264,9 +264,14 @@ type Handed struct {
 // woken, and told again, with gone true, if the waiter had left. When the
 // call fails, the script may still have run, handing the primitive to a
 // waiter here whom no one would wake: every waiter on channel in this
-// process is woken to try again.
+// process is woken to try again. As with an attempt, the reply is awaited
+// for SettleGrace after ctx ends.
 func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, handed func(to Handed, gone bool), keys []string, args ...any) (int64, error) {
-	reply, err := b.Eval(ctx, s, keys, args...)
+	// A hand-off whose reply went unread would leave its waiter here
+	// unwoken (see Detach).
+	actx, release := Detach(ctx)
+	reply, err := b.Eval(actx, s, keys, args...)
+	release()
 	if err != nil {
 		hub.WakeLocal(channel)
 		return 0, err
