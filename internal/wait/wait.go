@@ -83,17 +83,21 @@ func Detach(ctx context.Context) (actx context.Context, release func()) {
 	}
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
-		mu    sync.Mutex
-		grace *time.Timer
+		mu       sync.Mutex
+		grace    *time.Timer
+		released bool
 	)
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
-		grace = time.AfterFunc(SettleGrace, cancel)
+		if !released {
+			grace = time.AfterFunc(SettleGrace, cancel)
+		}
 		mu.Unlock()
 	})
 	return actx, func() {
 		stop()
 		mu.Lock()
+		released = true
 		if grace != nil {
 			grace.Stop()
 		}
