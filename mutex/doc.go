@@ -47,11 +47,12 @@
 //
 //	UPDATE orders SET ..., fence = $token WHERE id = 42 AND fence <= $token
 //
-// Tokens are the server time in microseconds, or the previous token plus
-// one when that is larger, taken in the same script that grants the hold.
-// The previous token is kept in a companion key for FenceTTL (one hour)
-// after the last acquisition; if it is lost, tokens still increase unless
-// the server's clock steps back.
+// Tokens are taken in the same script that grants the hold. A freed mutex
+// keeps its last token on the server for FenceTTL (one hour), and the next
+// hold gets that token plus one; a mutex without one (never used, unused
+// for FenceTTL, or whose last hold's lease ran out) starts from the server
+// time in microseconds. Tokens therefore keep increasing across a lost key
+// unless the server's clock steps back.
 //
 // # Waiting
 //
@@ -107,16 +108,20 @@
 //
 // The mutex "orders:42" under the default prefix uses
 //
-//	dsync:mutex:{orders:42}            hash: owner, hold count, token, recent
-//	                                   operation ids; expires with the lease
+//	dsync:mutex:{orders:42}            string: token, hold count, waiters
+//	                                   flag, owner, recent operation ids;
+//	                                   expires with the lease. Freed, only
+//	                                   the last token, expiring after FenceTTL
 //	dsync:mutex:{orders:42}:waiters    sorted set of waiters; expires 15s after
 //	                                   the last registration, gone when empty
-//	dsync:mutex:{orders:42}:fence      the last token; expires after FenceTTL
 //	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one process
 //
 // all in one Redis Cluster slot. A waiter's entry is its address, its
-// hand-off lease and its owner id. Nothing else is left behind once the
-// mutex is free. The scripts need Redis 6.2 or later (SET ... GET).
+// hand-off lease and its owner id. Only the last token is left behind once
+// the mutex is free. The state is one string rather than a hash so that
+// taking or freeing the mutex is one SET with its expiry: an uncontended
+// lock and unlock cost four commands inside their two scripts. The scripts
+// need Redis 6.0 or later (SET ... KEEPTTL).
 //
 // # Errors
 //

@@ -149,9 +149,7 @@ func TestFakeTimeQueuedWaiterGivesUp(t *testing.T) {
 		if locked, err := holder.IsLocked(ctx); err != nil || locked {
 			t.Errorf("IsLocked after the release = %v, %v; want free, handed to nobody", locked, err)
 		}
-		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{quit}:fence" {
-			t.Errorf("keys left: %v, want only the fence counter", keys)
-		}
+		assertOnlyToken(t, srv, "quit")
 	})
 }
 
@@ -323,9 +321,7 @@ func TestFakeTimeRetriedReleaseDoesNotQueueAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		waiter.Unlock()
-		if keys := srv.Keys(); len(keys) != 1 || keys[0] != "dsync:mutex:{retry}:fence" {
-			t.Errorf("keys left: %v, want only the fence counter", keys)
-		}
+		assertOnlyToken(t, srv, "retry")
 		start := time.Now()
 		holder.Lock()
 		if d := time.Since(start); d != 0 {

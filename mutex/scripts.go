@@ -7,6 +7,8 @@ import (
 )
 
 var (
+	//go:embed lua/state.lua
+	stateLua string
 	//go:embed lua/handoff.lua
 	handoffLua string
 	//go:embed lua/acquire.lua
@@ -22,10 +24,10 @@ var (
 	//go:embed lua/renew.lua
 	renewLua string
 
-	acquireScript = script.New(acquireLua)
-	releaseScript = script.New(handoffLua + releaseLua)
-	abandonScript = script.New(handoffLua + abandonLua)
-	forceScript   = script.New(handoffLua + forceLua)
-	inspectScript = script.New(inspectLua)
-	renewScript   = script.New(renewLua)
+	acquireScript = script.New(stateLua + acquireLua)
+	releaseScript = script.New(stateLua + handoffLua + releaseLua)
+	abandonScript = script.New(stateLua + handoffLua + abandonLua)
+	forceScript   = script.New(stateLua + handoffLua + forceLua)
+	inspectScript = script.New(stateLua + inspectLua)
+	renewScript   = script.New(stateLua + renewLua)
 )

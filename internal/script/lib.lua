@@ -8,22 +8,6 @@ local function now()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
--- next_token returns a fencing token greater than every token handed out
--- for fence_key: the server time in microseconds, or the previous token
--- plus one when that is not smaller, so the sequence keeps increasing even
--- if the counter key is lost, and even if the clock steps back while the
--- key lives. The counter lives for fence_ttl milliseconds. One call in the
--- usual case (SET ... GET, Redis 6.2+).
-local function next_token(fence_key, now_us, fence_ttl)
-  local token = now_us
-  local last = tonumber(redis.call('SET', fence_key, string.format('%d', token), 'PX', fence_ttl, 'GET') or '0') or 0
-  if last >= token then
-    token = last + 1
-    redis.call('SET', fence_key, string.format('%d', token), 'PX', fence_ttl)
-  end
-  return token
-end
-
 -- Waiter sets are sorted sets of waiter entries scored by the time the
 -- entry expires, in ms. An entry starts with the waiter's address
 -- ("hubid/waiterid", see package hub), which a primitive may follow with
@@ -107,13 +91,3 @@ local function forget(ops, op)
   end
   return table.concat(out, ' ')
 end
-
--- extend sets key's expiry to ttl ms unless it already expires later: a
--- re-entry or partial release through a handle with a shorter lease must
--- not cut short a hold that its owner keeps alive on a longer one.
-local function extend(key, ttl)
-  if tonumber(ttl) > redis.call('PTTL', key) then
-    redis.call('PEXPIRE', key, ttl)
-  end
-end
-

@@ -1,5 +1,5 @@
 // Package script builds the primitives' Lua scripts on a small shared
-// library (lib.lua): server time, fencing tokens, and the waiter set that
+// library (lib.lua): server time, operation ids, and the waiter set that
 // targets wake-ups at one waiter.
 package script
 

@@ -3,26 +3,27 @@
 -- the mutex was handed to this waiter, passing the mutex on. A mutex found
 -- free is passed on too: its last hold expired, and the waiters may not
 -- know yet.
--- KEYS[1] lock hash; KEYS[2] waiter set; KEYS[3] fencing counter.
+-- KEYS[1] lock key (see load); KEYS[2] waiter set.
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition;
--- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fencing
--- counter ttl ms; ARGV[6] the caller's process id (see hand_off).
+-- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fencing token
+-- ttl ms (see free); ARGV[6] the caller's process id (see hand_off).
 -- Reply: {1 if an acquisition was undone, else 0}, followed by the
 -- waiter's address, token and owner id if the mutex was handed to a waiter.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
 redis.call('ZREM', waiters, ARGV[3])
-local h = redis.call('HMGET', lock, 'owner', 'ops', 'count')
-if h[1] == owner and seen(h[2], op) then
-  local count = tonumber(h[3]) - 1
-  if count > 0 then
+local s = load(lock)
+if s.owner == owner and seen(s.ops, op) then
+  if s.count > 1 then
     -- Forgetting the id keeps a retried abandon from undoing another hold.
-    redis.call('HSET', lock, 'count', count, 'ops', forget(h[2], op))
+    s.count = s.count - 1
+    s.ops = forget(s.ops, op)
+    store(lock, s)
     return {1}
   end
-  return {1, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
+  return {1, hand_off(lock, waiters, s, ARGV[4], ARGV[5], ARGV[6])}
 end
-if h[1] == false then
-  return {0, hand_off(lock, waiters, KEYS[3], ARGV[4], ARGV[5], ARGV[6])}
+if not s.owner then
+  return {0, hand_off(lock, waiters, s, ARGV[4], ARGV[5], ARGV[6])}
 end
 return {0}

@@ -1,25 +1,31 @@
--- hand_off frees the mutex and hands it to the waiter that sorts first
--- (see pop_waiter), if any: the lock hash becomes that waiter's hold, with
--- a fresh fencing token, for as long as the waiter asked. It returns the
--- waiter's address, the token and the waiter's owner id, or nothing. The
--- waiter learns it holds the mutex from its wake-up alone, without another
--- round trip: the caller wakes a waiter of its own process (hub id prefix process) when
--- the reply arrives; a waiter elsewhere is woken by a message carrying the
--- token. If the wake-up is lost, the waiter's next attempt finds the hold
--- already its own. Without waiters the lock hash is simply deleted.
+-- hand_off frees the mutex, whose state is s (see load), and hands it to
+-- the waiter that sorts first (see pop_waiter), if any: the lock key
+-- becomes that waiter's hold, with the next fencing token, for as long as
+-- the waiter asked. It returns the waiter's address, the token and the
+-- waiter's owner id, or nothing. The waiter learns it holds the mutex
+-- from its wake-up alone, without another round trip: the caller wakes a
+-- waiter of its own process (hub id prefix process) when the reply
+-- arrives; a waiter elsewhere is woken by a message carrying the token.
+-- If the wake-up is lost, the waiter's next attempt finds the hold
+-- already its own. Without waiters only the token is left (see free).
+-- A hold that no waiter registered behind (waiting 0) is freed without a
+-- look at the waiter set.
 --
 -- A mutex waiter's entry is "<hubid>/<operation id>|<ttl ms>|<owner id>":
 -- the hold it is handed counts as the acquisition with that operation id,
 -- so that the waiter's retry, or its abandon, recognises it.
-local function hand_off(lock, waiters, fence, channel, fence_ttl, process)
+local function hand_off(lock, waiters, s, channel, fence_ttl, process)
+  if s.owner and not s.waiting then
+    free(lock, s, fence_ttl)
+    return
+  end
   local w, _, now_us = pop_waiter(waiters)
   while w do
     local op, ttl, owner = string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
     if op then
-      local token = string.format('%d', next_token(fence, now_us, fence_ttl))
-      -- Every field is overwritten: no DEL needed.
-      redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token, 'ops', op)
-      redis.call('PEXPIRE', lock, ttl)
+      local token = next_token(s, now_us)
+      -- More waiters may be left: the next release looks again.
+      store(lock, {token = token, count = 1, waiting = true, owner = owner, ops = op}, ttl)
       if string.sub(w, 1, #process + 1) ~= process .. '.' then
         wake(channel, w, token)
       end
@@ -27,5 +33,5 @@ local function hand_off(lock, waiters, fence, channel, fence_ttl, process)
     end
     w, _, now_us = pop_waiter(waiters) -- not a mutex waiter's entry: skip it
   end
-  redis.call('DEL', lock)
+  free(lock, s, fence_ttl)
 end

@@ -1,0 +1,79 @@
+-- The lock key is one string, so that taking or freeing the mutex is one
+-- SET with its expiry. While the mutex is held it reads
+--
+--   "<token> <count> <waiting> <owner> <ops>"
+--
+-- token: the hold's fencing token; count: the owner's hold count;
+-- waiting: 1 if waiters may have registered since the mutex was last
+-- free, 0 if not, which spares the release a look at the waiter set;
+-- owner: the owner id; ops: the recent operation ids (see seen).
+--
+-- Freed, it reads "<token>": the last token handed out, so that the next
+-- one is greater. It then expires after the fence ttl. A missing key
+-- (never used, expired, or its last hold's lease ran out) seeds the next
+-- token from the server clock in microseconds, which is greater than
+-- every earlier token as long as the clock has not stepped back: tokens
+-- grow by one per hold, and no two holds start within a microsecond.
+
+-- load reads the state of the mutex at lock: a table with token (a
+-- string), count, waiting, owner and ops while held, with token alone
+-- while free, empty when the key is missing.
+local function load(lock)
+  local v = redis.call('GET', lock)
+  if not v then
+    return {}
+  end
+  local token, count, waiting, owner, ops = string.match(v, '^(%d+) (%d+) ([01]) (%S+) ?(.*)$')
+  if token then
+    return {token = token, count = tonumber(count), waiting = waiting == '1', owner = owner, ops = ops}
+  end
+  if string.match(v, '^%d+$') then
+    return {token = v}
+  end
+  return {}
+end
+
+-- store writes the held state s, expiring after ttl ms, or keeping the
+-- key's expiry if ttl is nil.
+local function store(lock, s, ttl)
+  local v = s.token .. ' ' .. string.format('%d', s.count) .. ' ' .. (s.waiting and '1' or '0') .. ' ' .. s.owner .. ' ' .. s.ops
+  if ttl then
+    redis.call('SET', lock, v, 'PX', ttl)
+  else
+    redis.call('SET', lock, v, 'KEEPTTL')
+  end
+end
+
+-- store_extending writes s like store, with its expiry set to ttl ms
+-- unless it already expires later: a re-entry or partial release through
+-- a handle with a shorter lease must not cut short a hold that its owner
+-- keeps alive on a longer one.
+local function store_extending(lock, s, ttl)
+  if tonumber(ttl) > redis.call('PTTL', lock) then
+    store(lock, s, ttl)
+  else
+    store(lock, s)
+  end
+end
+
+-- next_token returns the fencing token of the hold that follows state s;
+-- now_us, if known, spares reading the clock.
+local function next_token(s, now_us)
+  if s.token then
+    return string.format('%d', tonumber(s.token) + 1)
+  end
+  if not now_us then
+    local _
+    _, now_us = now()
+  end
+  return string.format('%d', now_us)
+end
+
+-- free leaves only the last token of state s at lock, for fence_ttl ms.
+local function free(lock, s, fence_ttl)
+  if s.token then
+    redis.call('SET', lock, s.token, 'PX', fence_ttl)
+  else
+    redis.call('DEL', lock)
+  end
+end
