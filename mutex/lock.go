@@ -195,8 +195,11 @@ func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered boo
 // hold records a successful acquisition, by the waiter at address if it
 // waited: a first hold starts its lease, a re-entry extends it.
 func (m *Mutex) hold(owner string, anon bool, address string, g grant) {
-	l := lease.Get(m.b, m.key, owner)
-	if g.count > 1 && l != nil && !l.Lost() {
+	var l *lease.Lease
+	if g.count > 1 { // only a re-entry has a lease to extend
+		l = lease.Get(m.b, m.key, owner)
+	}
+	if l != nil && !l.Lost() {
 		l.Extend(g.sent)
 	} else {
 		spec := lease.Spec{

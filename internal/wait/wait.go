@@ -158,8 +158,14 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 			w.Leave()
 		}
 	}()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	// The timer is made by the first sleep: an uncontended acquisition,
+	// whose first attempt succeeds, never needs one.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		ok, retryIn, err := try()
 		if ok {
@@ -187,7 +193,11 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		if retryIn >= 0 && retryIn < sleep {
 			sleep = retryIn + time.Millisecond // the server's expiry, then ours
 		}
-		timer.Reset(sleep)
+		if timer == nil {
+			timer = time.NewTimer(sleep)
+		} else {
+			timer.Reset(sleep)
+		}
 		select {
 		case <-w.C():
 			timer.Stop()
