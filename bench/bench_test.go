@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -19,7 +20,17 @@ import (
 
 var server *testserver.Server
 
+// workerEnv makes the test binary a contender process (see Spawn).
+const workerEnv = "DSYNC_BENCH_WORKER"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := Worker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if server != nil {
 		server.Stop()
@@ -65,36 +76,64 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
+// spawn starts this test binary as a contender process.
+func spawn() *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// BenchmarkContended runs 8 contenders, each in a process of its own
+// (procs=8), as in `dsync bench`, or as goroutines of this one (procs=1),
+// where dsync's queueing within a process applies. With processes, b.N is
+// each contender's number of acquisitions.
 func BenchmarkContended(b *testing.B) {
 	a := addr(b)
-	for _, hold := range []time.Duration{0, time.Millisecond} {
-		b.Run(fmt.Sprintf("hold=%v", hold), func(b *testing.B) {
-			impls(b, func(b *testing.B, impl Impl) {
-				b.ResetTimer()
-				r, err := Contended(context.Background(), a, impl, 8, hold, 0, int64(b.N))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(r.Rate(), "acq/s")
-				b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "p50-wait-µs")
-				b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-wait-µs")
-				b.ReportMetric(r.PerAcq(r.Commands), "cmds/acq")
-				b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/acq")
-				b.ReportMetric(float64(r.GiveUps), "give-ups")
+	for _, procs := range []int{8, 1} {
+		for _, hold := range []time.Duration{0, time.Millisecond} {
+			b.Run(fmt.Sprintf("procs=%d/hold=%v", procs, hold), func(b *testing.B) {
+				impls(b, func(b *testing.B, impl Impl) {
+					var sp Spawn
+					if procs > 1 {
+						sp = spawn
+					}
+					b.ResetTimer()
+					r, err := Contended(context.Background(), a, impl, 8, hold, 0, int64(b.N), sp)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(r.Rate(), "acq/s")
+					b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "p50-wait-µs")
+					b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-wait-µs")
+					b.ReportMetric(r.PerAcq(r.Commands), "cmds/acq")
+					b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/acq")
+					b.ReportMetric(float64(r.GiveUps), "give-ups")
+				})
 			})
-		})
+		}
 	}
 }
 
+// BenchmarkHandoff times release to next holder with the waiter in a
+// process of its own (procs=2) or in this one (procs=1).
 func BenchmarkHandoff(b *testing.B) {
 	a := addr(b)
-	impls(b, func(b *testing.B, impl Impl) {
-		b.ResetTimer()
-		r, err := Handoff(context.Background(), a, impl, b.N)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "median-µs")
-		b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-µs")
-	})
+	for _, procs := range []int{2, 1} {
+		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+			impls(b, func(b *testing.B, impl Impl) {
+				var sp Spawn
+				if procs > 1 {
+					sp = spawn
+				}
+				b.ResetTimer()
+				r, err := Handoff(context.Background(), a, impl, b.N, sp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(percentile(r.Waits, 0.5).Microseconds()), "median-µs")
+				b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-µs")
+			})
+		})
+	}
 }

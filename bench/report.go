@@ -35,7 +35,11 @@ type Config struct {
 	Handoffs    int
 	Waiters     int // dsync: waiters on one lock
 	Held        int // dsync: locks held at once
-	Progress    func(string)
+	// Spawn, if set, runs each contender of the contended scenarios in a
+	// process of its own (see Worker); otherwise they are goroutines of
+	// this process.
+	Spawn    Spawn
+	Progress func(string)
 }
 
 // uncontendedRounds is how many interleaved rounds the uncontended cycles
@@ -123,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			for _, impl := range order {
 				progress(fmt.Sprintf("%d contenders, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name))
-				r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0)
+				r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0, cfg.Spawn)
 				if err != nil {
 					return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
 				}
@@ -135,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, impl := range rep.Impls {
 		progress(fmt.Sprintf("handoff, %d rounds: %s", cfg.Handoffs, impl.Name))
-		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs); err != nil {
+		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs, cfg.Spawn); err != nil {
 			return nil, fmt.Errorf("%s handoff: %w", impl.Name, err)
 		}
 	}
@@ -186,7 +190,11 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "dsync bench: %s; %d CPUs, %s %s/%s\n", r.Server, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "round trip (PING): %s in a busy loop, %s from idle; PUBLISH to an idle subscriber: %s, plus its round trip: %s\n",
 		us(r.RoundTrip), us(r.Floor.ColdRoundTrip), us(r.Floor.Delivery), us(r.Floor.DeliveryRoundTrip))
-	fmt.Fprintf(w, "contended: %d contenders, each with its own client, %v per implementation in 5 interleaved rounds\n\n", c.Contenders, c.Duration)
+	where := "each with its own client, all in this process"
+	if c.Spawn != nil {
+		where = "each in a process of its own"
+	}
+	fmt.Fprintf(w, "contended: %d contenders, %s, %v per implementation in 5 interleaved rounds\n\n", c.Contenders, where, c.Duration)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "\t"

@@ -131,8 +131,14 @@ func cycle(ctx context.Context, cl Client, hold time.Duration) error {
 // Contended has contenders, each a client of its own as separate processes
 // would have, lock, hold and unlock one name in a loop, until acquisitions
 // reach limit (if > 0) or duration has passed (if > 0). A Lock that gives
-// up counts as a give-up and the contender tries again.
-func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64) (Result, error) {
+// up counts as a give-up and the contender tries again. With spawn nil the
+// contenders are goroutines of this process; otherwise each runs in a
+// process of its own that spawn starts (see Worker), and limit applies to
+// each.
+func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
+	if spawn != nil {
+		return contendedProcs(ctx, addr, impl, contenders, hold, duration, limit, spawn)
+	}
 	var c counter
 	lockName := name("contended")
 	clients := make([]Client, contenders)
@@ -150,105 +156,148 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	}
 
 	var (
-		acquired atomic.Int64
-		giveUps  atomic.Int64
-		stop     atomic.Bool
 		mu       sync.Mutex
-		waits    []time.Duration
 		wg       sync.WaitGroup
+		waits    []time.Duration
+		giveUps  int64
 		firstErr error
 	)
-	start := time.Now()
-	var deadline time.Time // acquisitions completed after it do not count
-	if duration > 0 {
-		deadline = start.Add(duration)
-	}
+	l := newLoop(hold, duration, limit)
 	for _, cl := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var local []time.Duration
-			defer func() {
-				mu.Lock()
-				waits = append(waits, local...)
-				mu.Unlock()
-			}()
-			fail := func(err error) {
-				mu.Lock()
-				firstErr = errors.Join(firstErr, err)
-				mu.Unlock()
-				stop.Store(true)
-			}
-			// since is when this contender began trying for the mutex: a
-			// peer's give-up and retry is one wait, not two.
-			var since time.Time
-			for !stop.Load() {
-				if since.IsZero() {
-					since = time.Now()
-				}
-				err := cl.Lock(ctx)
-				at := time.Now()
-				if errors.Is(err, ErrGaveUp) {
-					giveUps.Add(1)
-					continue
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				if deadline.IsZero() || at.Before(deadline) {
-					local = append(local, at.Sub(since))
-					if n := acquired.Add(1); limit > 0 && n >= limit {
-						stop.Store(true)
-					}
-				}
-				since = time.Time{}
-				if hold > 0 {
-					time.Sleep(hold)
-				}
-				if err := cl.Unlock(ctx); err != nil {
-					fail(fmt.Errorf("unlock: %w", err))
-					return
-				}
-			}
+			w, g, err := l.run(ctx, cl)
+			mu.Lock()
+			defer mu.Unlock()
+			waits, giveUps = append(waits, w...), giveUps+g
+			firstErr = errors.Join(firstErr, err)
 		}()
 	}
-	sample := duration / 2
-	if duration <= 0 {
-		sample = 50 * time.Millisecond
-	}
 	var pubsub, goroutines int
-	timer := time.NewTimer(sample)
-	select {
-	case <-timer.C:
+	if sleepCtx(ctx, l.sample()) {
 		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
-	case <-ctx.Done():
 	}
-	if duration > 0 {
-		time.Sleep(time.Until(deadline))
-		stop.Store(true)
-	}
+	l.wait(ctx)
 	wg.Wait()
-	// The rate counts what completed within the run; contenders still
-	// inside Lock when it ended only finish their wait.
-	elapsed := time.Since(start)
-	if duration > 0 {
-		elapsed = duration
-	}
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
 	r := Result{
 		Impl:         impl.Name,
-		Acquisitions: acquired.Load(),
-		Elapsed:      elapsed,
+		Acquisitions: l.acquired.Load(),
+		Elapsed:      l.elapsed(),
 		Waits:        sorted(waits),
-		GiveUps:      giveUps.Load(),
+		GiveUps:      giveUps,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
 	}
 	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
 	return r, err
+}
+
+// loop is one contended run as its contenders share it: when it ends, and
+// what it counted.
+type loop struct {
+	hold     time.Duration
+	duration time.Duration
+	limit    int64
+	start    time.Time
+	deadline time.Time // acquisitions completed after it do not count
+	stop     atomic.Bool
+	acquired atomic.Int64
+}
+
+// newLoop starts the clock of a run.
+func newLoop(hold, duration time.Duration, limit int64) *loop {
+	l := &loop{hold: hold, duration: duration, limit: limit, start: time.Now()}
+	if duration > 0 {
+		l.deadline = l.start.Add(duration)
+	}
+	return l
+}
+
+// sample is when gauges are read: mid-run.
+func (l *loop) sample() time.Duration {
+	if l.duration <= 0 {
+		return 50 * time.Millisecond
+	}
+	return l.duration / 2
+}
+
+// wait ends a timed run at its deadline.
+func (l *loop) wait(ctx context.Context) {
+	if l.duration > 0 {
+		sleepCtx(ctx, time.Until(l.deadline))
+		l.stop.Store(true)
+	}
+}
+
+// elapsed is the run's length: the rate counts what completed within it;
+// contenders still inside Lock when it ended only finish their wait.
+func (l *loop) elapsed() time.Duration {
+	if l.duration > 0 {
+		return l.duration
+	}
+	return time.Since(l.start)
+}
+
+// run is one contender's loop. It returns the contender's waits, from its
+// first Lock call to the acquisition (a peer's give-up and retry is one
+// wait, not two), and its give-ups. A wait that the end of a timed run
+// cuts short counts for what it lasted until then: leaving it out would
+// hide the contenders that never got the lock. An error stops the whole
+// run.
+func (l *loop) run(ctx context.Context, cl Client) (waits []time.Duration, giveUps int64, err error) {
+	var since time.Time
+	defer func() {
+		if !since.IsZero() && since.Before(l.deadline) {
+			waits = append(waits, l.deadline.Sub(since))
+		}
+	}()
+	for !l.stop.Load() {
+		if since.IsZero() {
+			since = time.Now()
+		}
+		err := cl.Lock(ctx)
+		at := time.Now()
+		if errors.Is(err, ErrGaveUp) {
+			giveUps++
+			continue
+		}
+		if err != nil {
+			l.stop.Store(true)
+			return waits, giveUps, err
+		}
+		if l.deadline.IsZero() || at.Before(l.deadline) {
+			waits = append(waits, at.Sub(since))
+			if n := l.acquired.Add(1); l.limit > 0 && n >= l.limit {
+				l.stop.Store(true)
+			}
+			since = time.Time{}
+		}
+		if l.hold > 0 {
+			time.Sleep(l.hold)
+		}
+		if err := cl.Unlock(ctx); err != nil {
+			l.stop.Store(true)
+			return waits, giveUps, fmt.Errorf("unlock: %w", err)
+		}
+	}
+	return waits, giveUps, nil
+}
+
+// sleepCtx sleeps for d unless ctx ends first, and reports whether it
+// slept the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // handoffIdle is how long the holder holds in a handoff round, with the
@@ -259,11 +308,25 @@ const handoffIdle = 20 * time.Millisecond
 // to the moment a parked waiter's Lock returns. Each round also times a
 // PING sent after the same idle time, on a connection of its own: the
 // round trip in the conditions of the handoff, which starts from idle.
-func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, error) {
+//
+// With spawn nil the waiter is a client in this process; otherwise it runs
+// in a process of its own (see Worker), and reports when it acquired by
+// the wall clock, which both processes read.
+func Handoff(ctx context.Context, addr string, impl Impl, rounds int, spawn Spawn) (Result, error) {
 	var c counter
 	lockName := name("handoff")
-	holder, waiter := impl.New(addr, lockName, &c), impl.New(addr, lockName, &c)
+	holder := impl.New(addr, lockName, &c)
 	defer holder.Close()
+	var waiter Client
+	if spawn == nil {
+		waiter = impl.New(addr, lockName, &c)
+	} else {
+		w, err := startRemote(spawn, job{Handoff: true, Impl: impl.Name, Addr: addr, Name: lockName})
+		if err != nil {
+			return Result{}, err
+		}
+		waiter = w
+	}
 	defer waiter.Close()
 	for _, cl := range []Client{holder, waiter} {
 		if err := cycle(ctx, cl, 0); err != nil {
@@ -285,10 +348,16 @@ func Handoff(ctx context.Context, addr string, impl Impl, rounds int) (Result, e
 		go func() {
 			err := waiter.Lock(ctx)
 			at = time.Now()
+			if r, ok := waiter.(*remote); ok {
+				at = r.AcquiredAt()
+			}
 			got <- err
 		}()
 		time.Sleep(handoffIdle) // the waiter is parked
 		released := time.Now()
+		if spawn != nil {
+			released = released.Round(0) // the wall clock, as the waiter's
+		}
 		if err := holder.Unlock(ctx); err != nil {
 			return Result{}, err
 		}

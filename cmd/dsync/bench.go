@@ -5,11 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/dsyncgo/dsync/bench"
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
+
+// benchWorker is the hidden command that runs one contender of bench.
+const benchWorker = "bench-worker"
 
 // runBench runs dsync and its peers side by side on one server and prints the
 // comparison.
@@ -24,6 +28,7 @@ func runBench(args []string) error {
 	fs.IntVar(&cfg.Handoffs, "handoffs", cfg.Handoffs, "handoff rounds")
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "dsync waiters on one lock (0 to skip)")
 	fs.IntVar(&cfg.Held, "held", cfg.Held, "dsync locks held at once (0 to skip)")
+	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
 	fs.Parse(args)
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return fmt.Errorf("bench: -contenders, -duration, -uncontended and -handoffs must be positive")
@@ -38,6 +43,17 @@ func runBench(args []string) error {
 		*addr = srv.Addr()
 	}
 	cfg.Addr = *addr
+	if !*inProcess {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: cannot start contender processes (%w); try -inprocess", err)
+		}
+		cfg.Spawn = func() *exec.Cmd {
+			cmd := exec.Command(self, benchWorker)
+			cmd.Stderr = os.Stderr
+			return cmd
+		}
+	}
 	start := time.Now()
 	step := 0
 	cfg.Progress = func(s string) {

@@ -10,9 +10,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/dsyncgo/dsync/bench"
 )
 
 // out receives the commands' reports; tests capture it.
@@ -39,6 +42,8 @@ func main() {
 		err = inspect(os.Args[2:])
 	case "bench":
 		err = runBench(os.Args[2:])
+	case benchWorker: // started by bench, one per contender
+		err = bench.Worker(context.Background(), os.Stdin, os.Stdout)
 	case "-h", "-help", "--help", "help":
 		usage()
 	default:

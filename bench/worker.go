@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"time"
+)
+
+// Spawn returns a command that runs Worker on its standard input and
+// output: the same program, started in a mode that does only that.
+// Contended starts one per contender, so that each contends from a process
+// of its own, as the clients of a shared lock usually do. dsync's
+// queueing within a process (see the mutex package's "Waiting") then
+// plays no part.
+type Spawn func() *exec.Cmd
+
+// job is what a worker is asked to do: contend (see Contended), or be the
+// waiter of a handoff (see Handoff).
+type job struct {
+	Handoff bool
+	Impl    string
+	Addr    string
+	Name    string
+	Hold    time.Duration
+	Limit   int64 // acquisitions, 0 for none
+}
+
+// step is a handoff waiter's instruction: lock, then report when the lock
+// was acquired; or unlock.
+type step struct {
+	Unlock bool
+}
+
+// stepDone reports a step: for a lock, when it was acquired, by the wall
+// clock, which the parent shares.
+type stepDone struct {
+	At     int64 // Unix ns
+	GaveUp bool
+	Err    string
+}
+
+// begin starts the run of every worker at once, after all have warmed up.
+type begin struct {
+	Duration time.Duration // 0 for none
+}
+
+// workerReport is what a worker measured.
+type workerReport struct {
+	Ready      bool // sent alone, once warmed up
+	Acquired   int64
+	Waits      []time.Duration
+	GiveUps    int64
+	Commands   int64
+	RoundTrips int64
+	Goroutines int // in the worker, mid-run
+	Err        string
+}
+
+// Worker runs one contender for a parent's Contended: it reads its job
+// from in, warms up, reports ready on out, runs when told to, and writes
+// what it measured to out.
+func Worker(ctx context.Context, in io.Reader, out io.Writer) error {
+	dec, enc := json.NewDecoder(bufio.NewReader(in)), json.NewEncoder(out)
+	var j job
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("worker: read job: %w", err)
+	}
+	rep := runWorker(ctx, j, dec, enc)
+	return enc.Encode(rep)
+}
+
+func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder) workerReport {
+	fail := func(err error) workerReport { return workerReport{Err: err.Error()} }
+	var impl *Impl
+	for _, i := range Impls() {
+		if i.Name == j.Impl {
+			impl = &i
+		}
+	}
+	if impl == nil {
+		return fail(fmt.Errorf("worker: no implementation %q", j.Impl))
+	}
+	var c counter
+	cl := impl.New(j.Addr, j.Name, &c)
+	defer cl.Close()
+	if err := cycle(ctx, cl, 0); err != nil { // warm up
+		return fail(err)
+	}
+	if err := enc.Encode(workerReport{Ready: true}); err != nil {
+		return fail(err)
+	}
+	if j.Handoff {
+		return handoffWaiter(ctx, cl, dec, enc)
+	}
+	var b begin
+	if err := dec.Decode(&b); err != nil {
+		return fail(fmt.Errorf("worker: read begin: %w", err))
+	}
+	cmds, rtts := c.commands.Load(), c.roundTrips.Load()
+	l := newLoop(j.Hold, b.Duration, j.Limit)
+	done := make(chan workerReport, 1)
+	go func() {
+		w, g, err := l.run(ctx, cl)
+		r := workerReport{Waits: w, GiveUps: g}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		done <- r
+	}()
+	goroutines := 0
+	if sleepCtx(ctx, l.sample()) {
+		goroutines = runtime.NumGoroutine()
+	}
+	l.wait(ctx)
+	r := <-done
+	r.Acquired = l.acquired.Load()
+	r.Commands, r.RoundTrips = c.commands.Load()-cmds, c.roundTrips.Load()-rtts
+	r.Goroutines = goroutines
+	return r
+}
+
+// contendedProcs is Contended with each contender in a process of its own.
+func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.Closer
+		enc   *json.Encoder
+		dec   *json.Decoder
+	}
+	lockName := name("contended")
+	procs := make([]proc, 0, contenders)
+	defer func() {
+		// A worker exits once it has reported; one that does not (the
+		// run failed) is killed after a grace period.
+		for _, p := range procs {
+			p.stdin.Close()
+			exited := make(chan struct{})
+			go func() { p.cmd.Wait(); close(exited) }()
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				p.cmd.Process.Kill()
+				<-exited
+			}
+		}
+	}()
+	for range contenders {
+		cmd := spawn()
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return Result{}, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return Result{}, err
+		}
+		if err := cmd.Start(); err != nil {
+			return Result{}, fmt.Errorf("start worker: %w", err)
+		}
+		p := proc{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
+		procs = append(procs, p)
+		if err := p.enc.Encode(job{Impl: impl.Name, Addr: addr, Name: lockName, Hold: hold, Limit: limit}); err != nil {
+			return Result{}, fmt.Errorf("worker: %w", err)
+		}
+	}
+	for _, p := range procs {
+		var r workerReport
+		if err := p.dec.Decode(&r); err != nil {
+			return Result{}, fmt.Errorf("worker: %w", err)
+		}
+		if !r.Ready {
+			return Result{}, fmt.Errorf("worker: %s", r.Err)
+		}
+	}
+	ad := admin{addr}
+	var none counter // the workers count their commands
+	m, err := startMeter(ad, &none)
+	if err != nil {
+		return Result{}, err
+	}
+	l := newLoop(hold, duration, 0)
+	for _, p := range procs {
+		if err := p.enc.Encode(begin{Duration: duration}); err != nil {
+			return Result{}, fmt.Errorf("worker: %w", err)
+		}
+	}
+	pubsub := 0
+	if sleepCtx(ctx, l.sample()) {
+		pubsub = ad.pubsubConns()
+	}
+	res := Result{Impl: impl.Name, PubSubConns: pubsub}
+	var errs error
+	for _, p := range procs {
+		var r workerReport
+		if err := p.dec.Decode(&r); err != nil {
+			return Result{}, fmt.Errorf("worker: %w", err)
+		}
+		if r.Err != "" {
+			errs = errors.Join(errs, errors.New(r.Err))
+		}
+		res.Acquisitions += r.Acquired
+		res.Waits = append(res.Waits, r.Waits...)
+		res.GiveUps += r.GiveUps
+		res.Commands += r.Commands
+		res.RoundTrips += r.RoundTrips
+		res.Goroutines += r.Goroutines
+	}
+	if errs != nil {
+		return Result{}, errs
+	}
+	res.Elapsed = l.elapsed()
+	res.Waits = sorted(res.Waits)
+	_, _, res.ServerCalls, err = m.stop()
+	return res, err
+}
+
+// handoffWaiter runs the steps of a handoff's waiter until its parent
+// closes the input.
+func handoffWaiter(ctx context.Context, cl Client, dec *json.Decoder, enc *json.Encoder) workerReport {
+	for {
+		var st step
+		if err := dec.Decode(&st); err == io.EOF {
+			return workerReport{}
+		} else if err != nil {
+			return workerReport{Err: err.Error()}
+		}
+		var d stepDone
+		var err error
+		if st.Unlock {
+			err = cl.Unlock(ctx)
+		} else {
+			err = cl.Lock(ctx)
+			d.At = time.Now().UnixNano()
+			if errors.Is(err, ErrGaveUp) {
+				d.GaveUp, err = true, nil
+			}
+		}
+		if err != nil {
+			d.Err = err.Error()
+		}
+		if err := enc.Encode(d); err != nil {
+			return workerReport{Err: err.Error()}
+		}
+	}
+}
+
+// remote is a Client whose Lock and Unlock run in a worker process (see
+// handoffWaiter).
+type remote struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	enc   *json.Encoder
+	dec   *json.Decoder
+	at    time.Time // when the last Lock acquired, by the worker's clock
+}
+
+// startRemote starts a worker for a handoff's waiter, and waits until it
+// has warmed up.
+func startRemote(spawn Spawn, j job) (*remote, error) {
+	cmd := spawn()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	r := &remote{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
+	var ready workerReport
+	if err := r.enc.Encode(j); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := r.dec.Decode(&ready); err != nil || !ready.Ready {
+		r.Close()
+		return nil, fmt.Errorf("worker not ready: %v%s", err, ready.Err)
+	}
+	return r, nil
+}
+
+func (r *remote) do(st step) error {
+	if err := r.enc.Encode(st); err != nil {
+		return err
+	}
+	var d stepDone
+	if err := r.dec.Decode(&d); err != nil {
+		return err
+	}
+	r.at = time.Unix(0, d.At)
+	switch {
+	case d.GaveUp:
+		return ErrGaveUp
+	case d.Err != "":
+		return errors.New(d.Err)
+	}
+	return nil
+}
+
+func (r *remote) Lock(ctx context.Context) error   { return r.do(step{}) }
+func (r *remote) Unlock(ctx context.Context) error { return r.do(step{Unlock: true}) }
+
+// AcquiredAt returns when the last Lock acquired, in the worker: the
+// parent learns it only a pipe's hop later.
+func (r *remote) AcquiredAt() time.Time { return r.at }
+
+// Close ends the worker, killing it if it does not exit within 5s.
+func (r *remote) Close() {
+	r.stdin.Close()
+	exited := make(chan struct{})
+	go func() { r.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		r.cmd.Process.Kill()
+		<-exited
+	}
+}
