@@ -10,8 +10,13 @@
 // send, counted on their connections (pub/sub SUBSCRIBE and UNSUBSCRIBE
 // included); round trips are those whose reply the client waits for.
 // Server calls are the INFO commandstats delta, which also counts every
-// command a script runs: a dsync acquisition is one EVALSHA sent, and about
-// five calls inside it.
+// command a script runs: an uncontended dsync lock or unlock is one EVALSHA
+// sent, with two calls inside it (GET and SET).
+//
+// Contenders, and the waiter of a handoff, run in processes of their own
+// when Config.Spawn is set, as the clients of a shared lock usually do;
+// otherwise they share this process, where dsync's mutex queues waiters
+// behind a hold of their own process without asking the server.
 package bench
 
 import (
