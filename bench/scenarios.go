@@ -321,11 +321,11 @@ func Handoff(ctx context.Context, addr string, impl Impl, rounds int, spawn Spaw
 	if spawn == nil {
 		waiter = impl.New(addr, lockName, &c)
 	} else {
-		w, err := startRemote(spawn, job{Handoff: true, Impl: impl.Name, Addr: addr, Name: lockName})
+		p, err := startProc(spawn, job{Handoff: true, Impl: impl.Name, Addr: addr, Name: lockName})
 		if err != nil {
 			return Result{}, err
 		}
-		waiter = w
+		waiter = &remote{p: p}
 	}
 	defer waiter.Close()
 	for _, cl := range []Client{holder, waiter} {

@@ -125,58 +125,70 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 	return r
 }
 
+// proc is a running worker process.
+type proc struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	enc   *json.Encoder
+	dec   *json.Decoder
+}
+
+// startProc starts a worker on job j, and waits until it has warmed up.
+func startProc(spawn Spawn, j job) (*proc, error) {
+	cmd := spawn()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	p := &proc{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
+	var ready workerReport
+	if err := p.enc.Encode(j); err != nil {
+		p.close()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := p.dec.Decode(&ready); err != nil || !ready.Ready {
+		p.close()
+		return nil, fmt.Errorf("worker not ready: %v%s", err, ready.Err)
+	}
+	return p, nil
+}
+
+// close ends the input of the worker, which then exits; one that does not
+// within 5s is killed.
+func (p *proc) close() {
+	p.stdin.Close()
+	exited := make(chan struct{})
+	go func() { p.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-exited
+	}
+}
+
 // contendedProcs is Contended with each contender in a process of its own.
 func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.Closer
-		enc   *json.Encoder
-		dec   *json.Decoder
-	}
-	lockName := name("contended")
-	procs := make([]proc, 0, contenders)
+	j := job{Impl: impl.Name, Addr: addr, Name: name("contended"), Hold: hold, Limit: limit}
+	procs := make([]*proc, 0, contenders)
 	defer func() {
-		// A worker exits once it has reported; one that does not (the
-		// run failed) is killed after a grace period.
 		for _, p := range procs {
-			p.stdin.Close()
-			exited := make(chan struct{})
-			go func() { p.cmd.Wait(); close(exited) }()
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				p.cmd.Process.Kill()
-				<-exited
-			}
+			p.close()
 		}
 	}()
 	for range contenders {
-		cmd := spawn()
-		stdin, err := cmd.StdinPipe()
+		p, err := startProc(spawn, j)
 		if err != nil {
 			return Result{}, err
 		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return Result{}, err
-		}
-		if err := cmd.Start(); err != nil {
-			return Result{}, fmt.Errorf("start worker: %w", err)
-		}
-		p := proc{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
 		procs = append(procs, p)
-		if err := p.enc.Encode(job{Impl: impl.Name, Addr: addr, Name: lockName, Hold: hold, Limit: limit}); err != nil {
-			return Result{}, fmt.Errorf("worker: %w", err)
-		}
-	}
-	for _, p := range procs {
-		var r workerReport
-		if err := p.dec.Decode(&r); err != nil {
-			return Result{}, fmt.Errorf("worker: %w", err)
-		}
-		if !r.Ready {
-			return Result{}, fmt.Errorf("worker: %s", r.Err)
-		}
 	}
 	ad := admin{addr}
 	var none counter // the workers count their commands
@@ -253,47 +265,16 @@ func handoffWaiter(ctx context.Context, cl Client, dec *json.Decoder, enc *json.
 // remote is a Client whose Lock and Unlock run in a worker process (see
 // handoffWaiter).
 type remote struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	enc   *json.Encoder
-	dec   *json.Decoder
-	at    time.Time // when the last Lock acquired, by the worker's clock
-}
-
-// startRemote starts a worker for a handoff's waiter, and waits until it
-// has warmed up.
-func startRemote(spawn Spawn, j job) (*remote, error) {
-	cmd := spawn()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start worker: %w", err)
-	}
-	r := &remote{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
-	var ready workerReport
-	if err := r.enc.Encode(j); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("worker: %w", err)
-	}
-	if err := r.dec.Decode(&ready); err != nil || !ready.Ready {
-		r.Close()
-		return nil, fmt.Errorf("worker not ready: %v%s", err, ready.Err)
-	}
-	return r, nil
+	p  *proc
+	at time.Time // when the last Lock acquired, by the worker's clock
 }
 
 func (r *remote) do(st step) error {
-	if err := r.enc.Encode(st); err != nil {
+	if err := r.p.enc.Encode(st); err != nil {
 		return err
 	}
 	var d stepDone
-	if err := r.dec.Decode(&d); err != nil {
+	if err := r.p.dec.Decode(&d); err != nil {
 		return err
 	}
 	r.at = time.Unix(0, d.At)
@@ -308,20 +289,8 @@ func (r *remote) do(st step) error {
 
 func (r *remote) Lock(ctx context.Context) error   { return r.do(step{}) }
 func (r *remote) Unlock(ctx context.Context) error { return r.do(step{Unlock: true}) }
+func (r *remote) Close()                           { r.p.close() }
 
 // AcquiredAt returns when the last Lock acquired, in the worker: the
 // parent learns it only a pipe's hop later.
 func (r *remote) AcquiredAt() time.Time { return r.at }
-
-// Close ends the worker, killing it if it does not exit within 5s.
-func (r *remote) Close() {
-	r.stdin.Close()
-	exited := make(chan struct{})
-	go func() { r.cmd.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		r.cmd.Process.Kill()
-		<-exited
-	}
-}
