@@ -35,9 +35,10 @@ const (
 	// MaxBatch bounds the leases renewed by one script call.
 	MaxBatch = 500
 
-	// maxRenewing bounds the renewal calls in flight per backend, and so
-	// the goroutines renewals use, however many locks are held.
-	maxRenewing = 4
+	// MaxRenewing bounds the renewal calls in flight per backend, and so
+	// the goroutines renewals use, however many locks are held: one each,
+	// besides the timer's callback and the one handing out the batches.
+	MaxRenewing = 4
 
 	// idleRetire is how soon a scheduler left without leases retires.
 	idleRetire = time.Second
@@ -146,7 +147,7 @@ var schedulers registry.Registry[*Scheduler]
 func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	var l *Lease
 	schedulers.Do(b, func() *Scheduler {
-		return &Scheduler{b: b, index: make(map[holdKey]*Lease), renewing: make(chan struct{}, maxRenewing)}
+		return &Scheduler{b: b, index: make(map[holdKey]*Lease), renewing: make(chan struct{}, MaxRenewing)}
 	}, func(s *Scheduler) bool {
 		l = s.start(spec, sentAt)
 		return false
