@@ -725,12 +725,12 @@ func (s *suite) testFencingTokens(t *testing.T, ctx context.Context) {
 		must(t, m.UnlockContext(o), "unlock")
 		last = tok
 		if i == 9 {
-			// The freed lock key, which keeps the last token, is lost:
-			// tokens still increase.
-			n, err := b.Eval(ctx, delScript, []string{mutexKey(p, "fence")})
-			must(t, err, "DEL lock key")
-			if n != int64(1) {
-				t.Fatalf("DEL freed lock key: %v, want 1: no last token was kept", n)
+			// Both keys that keep the last token (the freed lock key
+			// and the fence key) are lost: tokens still increase.
+			n, err := b.Eval(ctx, delScript, []string{mutexKey(p, "fence"), mutexKey(p, "fence") + ":fence"})
+			must(t, err, "DEL lock and fence keys")
+			if n != int64(2) {
+				t.Fatalf("DEL lock and fence keys: %v, want 2: the last token was not kept in both", n)
 			}
 		}
 	}

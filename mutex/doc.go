@@ -47,12 +47,13 @@
 //
 //	UPDATE orders SET ..., fence = $token WHERE id = 42 AND fence <= $token
 //
-// Tokens are taken in the same script that grants the hold. A freed mutex
-// keeps its last token on the server for FenceTTL (one hour), and the next
-// hold gets that token plus one; a mutex without one (never used, unused
-// for FenceTTL, or whose last hold's lease ran out) starts from the server
-// time in microseconds. Tokens therefore keep increasing across a lost key
-// unless the server's clock steps back.
+// Tokens are taken in the same script that grants the hold, and each is
+// the previous one plus one. The last token is kept on the server for
+// FenceTTL (one hour) after the last acquisition, in a companion key that
+// outlives a hold whose lease ran out and a server clock that steps back.
+// A mutex unused for longer starts again from the server time in
+// microseconds, which is above every earlier token unless the server's
+// clock has stepped back meanwhile.
 //
 // # Waiting
 //
@@ -114,14 +115,20 @@
 //	                                   the last token, expiring after FenceTTL
 //	dsync:mutex:{orders:42}:waiters    sorted set of waiters; expires 15s after
 //	                                   the last registration, gone when empty
+//	dsync:mutex:{orders:42}:fence      the last token; expires FenceTTL after
+//	                                   the last acquisition
 //	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one process
 //
 // all in one Redis Cluster slot. A waiter's entry is its address, its
-// hand-off lease and its owner id. Only the last token is left behind once
-// the mutex is free. The state is one string rather than a hash so that
-// taking or freeing the mutex is one SET with its expiry: an uncontended
-// lock and unlock cost four commands inside their two scripts. The scripts
-// need Redis 6.0 or later (SET ... KEEPTTL).
+// hand-off lease and its owner id. Only the last token, in the lock key
+// and the fence key, is left behind once the mutex is free. The state is
+// one string rather than a hash so that taking or freeing the mutex is one
+// SET with its expiry, and a freed lock key keeps the last token so that
+// the next acquisition need not read the fence key: an uncontended lock
+// and unlock run five commands inside their two scripts (GET, SET and the
+// fence's SET; GET and SET). The scripts need Redis 6.0 or later
+// (SET ... KEEPTTL). This layout replaced a hash before any release;
+// clients of the two layouts cannot share a mutex (WRONGTYPE errors).
 //
 // # Errors
 //

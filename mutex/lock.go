@@ -169,8 +169,8 @@ func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered boo
 	// briefly: an acquisition or registration landing after the abandon
 	// would hold the mutex, or be handed it, with nobody to take it.
 	actx, release := wait.Detach(ctx)
-	reply, err := m.b.Eval(actx, acquireScript, []string{m.key, m.waiters},
-		owner, op, ms(m.cfg.Lease), entry, ms(waiterTTL), flag(registered))
+	reply, err := m.b.Eval(actx, acquireScript, []string{m.key, m.waiters, m.fence},
+		owner, op, ms(m.cfg.Lease), entry, ms(waiterTTL), flag(registered), ms(FenceTTL))
 	release()
 	if err != nil {
 		return false, 0, err
@@ -232,7 +232,7 @@ func flag(b bool) string {
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, m.handedFrom(nil), []string{m.key, m.waiters},
+	_, err := wait.HandOff(ctx, m.b, m.channel, abandonScript, m.handedFrom(nil), []string{m.key, m.waiters, m.fence},
 		owner, op, entry, m.channel, ms(FenceTTL), hub.Process())
 	return err
 }

@@ -30,10 +30,10 @@ const (
 	// it was handed over within half of it of the waiter's last attempt.
 	handoffLease = 2 * time.Second
 
-	// FenceTTL is how long a freed mutex keeps its last fencing token
-	// on the server. Tokens keep increasing after it expires (see the
-	// package documentation); the kept token only guards against the
-	// server clock stepping back meanwhile.
+	// FenceTTL is how long a mutex keeps its last fencing token on the
+	// server after the last acquisition. Tokens keep increasing after it
+	// expires (see the package documentation); the kept token only guards
+	// against the server clock stepping back meanwhile.
 	FenceTTL = time.Hour
 )
 
@@ -77,7 +77,7 @@ type Mutex struct {
 	cfg  options.Common
 	err  error // invalid arguments, reported by every call
 
-	key, waiters, channel string
+	key, waiters, fence, channel string
 
 	mu   sync.Mutex
 	anon string // owner of the ownerless hold taken through this handle
@@ -108,6 +108,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	}
 	m.key = base
 	m.waiters = base + ":waiters"
+	m.fence = base + ":fence"
 	m.channel = base + ":wake"
 	if m.err != nil {
 		m.err = fmt.Errorf("mutex %q: %w", truncate(name), m.err)

@@ -124,7 +124,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	m.dropAll()
-	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, m.handedFrom(nil), []string{m.key, m.waiters},
+	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, m.handedFrom(nil), []string{m.key, m.waiters, m.fence},
 		m.channel, ms(FenceTTL), hub.Process())
 	if err != nil {
 		return false, m.wrap("force unlock", err)

@@ -53,20 +53,27 @@ func markWaiting(t *testing.T, srv *miniredis.Miniredis, key string) {
 	srv.SetTTL(key, ttl)
 }
 
-// assertOnlyToken fails t unless the only key left is name's lock key,
-// holding nothing but the last token, to expire after FenceTTL.
+// assertOnlyToken fails t unless the only keys left are name's lock key
+// and fence key, both holding the same last token, to expire within
+// FenceTTL.
 func assertOnlyToken(t *testing.T, srv *miniredis.Miniredis, name string) {
 	t.Helper()
 	key := "dsync:mutex:{" + name + "}"
-	if keys := srv.Keys(); len(keys) != 1 || keys[0] != key {
-		t.Errorf("keys left: %v, want only %s", keys, key)
+	if keys := srv.Keys(); len(keys) != 2 || keys[0] != key || keys[1] != key+":fence" {
+		t.Errorf("keys left: %v, want only %s and its fence", keys, key)
 		return
 	}
-	if _, owner, _, _ := state(t, srv, key); owner != "" {
+	token, owner, _, _ := state(t, srv, key)
+	if owner != "" {
 		t.Errorf("lock key held by %q, want only the last token", owner)
 	}
-	if ttl := srv.TTL(key); ttl <= 0 || ttl > mutex.FenceTTL {
-		t.Errorf("lock key TTL %v, want within FenceTTL", ttl)
+	if fence, _ := srv.Get(key + ":fence"); fence != strconv.FormatInt(token, 10) {
+		t.Errorf("fence key %q, lock key's token %d; want the same", fence, token)
+	}
+	for _, k := range []string{key, key + ":fence"} {
+		if ttl := srv.TTL(k); ttl <= 0 || ttl > mutex.FenceTTL {
+			t.Errorf("%s TTL %v, want within FenceTTL", k, ttl)
+		}
 	}
 }
 
@@ -86,8 +93,10 @@ func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 				t.Errorf("token %d after %d, want one more", tok, last)
 			}
 			last = tok
-			if _, owner, waiting, _ := state(t, srv, "dsync:mutex:{tok}"); owner == "" || waiting {
-				t.Errorf("held state: owner %q, waiting %v; want an owner, no waiters", owner, waiting)
+			// The first hold found no key: waiters of a hold whose key
+			// went missing could be left, so its release looks.
+			if _, owner, waiting, _ := state(t, srv, "dsync:mutex:{tok}"); owner == "" || waiting != (i == 0) {
+				t.Errorf("hold %d: owner %q, waiting %v; want an owner, waiting only for the first", i, owner, waiting)
 			}
 			m.Unlock()
 			assertOnlyToken(t, srv, "tok")
@@ -95,7 +104,7 @@ func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 				t.Errorf("freed key keeps token %d, want the last, %d", tok, last)
 			}
 		}
-		// The key, lost, seeds the next token from the server clock.
+		// Both keys, lost, seed the next token from the server clock.
 		time.Sleep(mutex.FenceTTL + time.Second)
 		if keys := srv.Keys(); len(keys) != 0 {
 			t.Fatalf("keys after FenceTTL: %v", keys)
@@ -126,5 +135,58 @@ func TestFakeTimeWaiterFlagsTheHold(t *testing.T) {
 		}
 		waiter.Unlock()
 		assertOnlyToken(t, srv, "flag")
+	})
+}
+
+func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		m := mutex.New(testserver.FakeBackend(t, srv), "exp", mutex.WithLease(time.Second))
+		m.Lock()
+		last, err := m.Token(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-m.Done(ctx) // the lease ran out: the lock key is gone
+		if _, _, _, ok := state(t, srv, "dsync:mutex:{exp}"); ok {
+			t.Fatal("lock key still there after the lease")
+		}
+		// Even with the server clock stepped back an hour, the next token
+		// follows the last.
+		srv.SetTime(time.Now().Add(-time.Hour))
+		other := mutex.New(testserver.FakeBackend(t, srv), "exp")
+		other.Lock()
+		defer other.Unlock()
+		if tok, err := other.Token(ctx); err != nil || tok != last+1 {
+			t.Errorf("token after an expired hold = %d, %v; want %d", tok, err, last+1)
+		}
+	})
+}
+
+func TestFakeTimeWaiterOfLostKeyIsHandedOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		holder := mutex.New(remote{testserver.FakeBackend(t, srv)}, "lost")
+		holder.Lock()
+		waiter := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		got := queue(t, ctx, waiter)
+		synctest.Wait() // registered, asleep until its heartbeat
+		// The lock key is lost (a flush, a failover), and with it the
+		// flag that says a waiter registered.
+		srv.Del("dsync:mutex:{lost}")
+		other := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		other.Lock()
+		start := time.Now()
+		other.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 10*time.Millisecond {
+			t.Errorf("waiter acquired %v after the unlock; want at once, not at its heartbeat", d)
+		}
+		waiter.Unlock()
+		holder.Unlock() // lost: logged
 	})
 }

@@ -99,7 +99,7 @@ func (m *Mutex) release(ctx context.Context, owner string, deadline time.Time) (
 	defer func() { settle(h, err == nil && left > 0) }()
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		left, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, m.handedFrom(h), []string{m.key, m.waiters}, args...)
+		left, err = wait.HandOff(ctx, m.b, m.channel, releaseScript, m.handedFrom(h), []string{m.key, m.waiters, m.fence}, args...)
 		if failures == 1 && len(queued) > 0 {
 			// Only the first attempt carries the queued waiters: had a
 			// retry registered them again, an entry its waiter removed

@@ -1,6 +1,7 @@
 -- force: free the mutex whoever holds it, and hand it to the next waiter.
--- KEYS[1] lock key (see load); KEYS[2] waiter set.
--- ARGV[1] wake channel base; ARGV[2] fencing token ttl ms (see free);
+-- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key
+-- (see grant).
+-- ARGV[1] wake channel base; ARGV[2] fence ttl ms (see free, grant);
 -- ARGV[3] the caller's process id (see hand_off).
 -- Reply: {1 if the mutex was held, else 0}, followed by the waiter's
 -- address, token and owner id if it was handed to a waiter.
@@ -10,4 +11,4 @@ if not s.owner then
 end
 -- Waiters of an earlier hold that expired may be left unflagged: look.
 s.waiting = true
-return {1, hand_off(KEYS[1], KEYS[2], s, ARGV[1], ARGV[2], ARGV[3])}
+return {1, hand_off(KEYS[1], KEYS[2], KEYS[3], s, ARGV[1], ARGV[2], ARGV[3])}

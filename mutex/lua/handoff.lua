@@ -1,7 +1,7 @@
 -- hand_off frees the mutex, whose state is s (see load), and hands it to
 -- the waiter that sorts first (see pop_waiter), if any: the lock key
 -- becomes that waiter's hold, with the next fencing token, for as long as
--- the waiter asked. It returns the waiter's address, the token and the
+-- the waiter asked (see grant). It returns the waiter's address, the token and the
 -- waiter's owner id, or nothing. The waiter learns it holds the mutex
 -- from its wake-up alone, without another round trip: the caller wakes a
 -- waiter of its own process (hub id prefix process) when the reply
@@ -14,7 +14,7 @@
 -- A mutex waiter's entry is "<hubid>/<operation id>|<ttl ms>|<owner id>":
 -- the hold it is handed counts as the acquisition with that operation id,
 -- so that the waiter's retry, or its abandon, recognises it.
-local function hand_off(lock, waiters, s, channel, fence_ttl, process)
+local function hand_off(lock, waiters, fence, s, channel, fence_ttl, process)
   if s.owner and not s.waiting then
     free(lock, s, fence_ttl)
     return
@@ -23,9 +23,9 @@ local function hand_off(lock, waiters, s, channel, fence_ttl, process)
   while w do
     local op, ttl, owner = string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
     if op then
-      local token = next_token(s, now_us)
+      local token = next_token(s, fence, now_us)
       -- More waiters may be left: the next release looks again.
-      store(lock, {token = token, count = 1, waiting = true, owner = owner, ops = op}, ttl)
+      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, ops = op}, ttl, fence_ttl)
       if string.sub(w, 1, #process + 1) ~= process .. '.' then
         wake(channel, w, token)
       end

@@ -1,10 +1,11 @@
 -- release: undo one hold of the owner; the last one frees the mutex and
 -- hands it to the next waiter (see hand_off).
--- KEYS[1] lock key (see load); KEYS[2] waiter set.
+-- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key
+-- (see grant).
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
--- base; ARGV[5] fencing token ttl ms (see free); ARGV[6] the caller's
+-- base; ARGV[5] fence ttl ms (see free, grant); ARGV[6] the caller's
 -- process id (see hand_off); ARGV[7] waiter entry ttl ms; ARGV[8...]
 -- entries of waiters of the caller's process queued behind this hold (see
 -- mutex/local.go), registered in order before anything else.
@@ -26,7 +27,7 @@ if queued then
   redis.call('PEXPIRE', waiters, ARGV[7])
   if not s.owner then
     -- The hold is gone (its lease ran out): nobody else would wake them.
-    return {-1, hand_off(lock, waiters, s, ARGV[4], ARGV[5], ARGV[6])}
+    return {-1, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}
   end
   s.waiting = true
 end
@@ -45,4 +46,4 @@ if s.count > 1 then
   store_extending(lock, s, ARGV[3])
   return {s.count}
 end
-return {0, hand_off(lock, waiters, s, ARGV[4], ARGV[5], ARGV[6])}
+return {0, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}

@@ -5,15 +5,19 @@
 --
 -- token: the hold's fencing token; count: the owner's hold count;
 -- waiting: 1 if waiters may have registered since the mutex was last
--- free, 0 if not, which spares the release a look at the waiter set;
--- owner: the owner id; ops: the recent operation ids (see seen).
+-- freed by a release that found none, 0 if not, which spares the release
+-- a look at the waiter set; owner: the owner id; ops: the recent
+-- operation ids (see seen).
 --
 -- Freed, it reads "<token>": the last token handed out, so that the next
--- one is greater. It then expires after the fence ttl. A missing key
--- (never used, expired, or its last hold's lease ran out) seeds the next
--- token from the server clock in microseconds, which is greater than
--- every earlier token as long as the clock has not stepped back: tokens
--- grow by one per hold, and no two holds start within a microsecond.
+-- one is one more without another read. It then expires after the fence
+-- ttl. Every grant also writes its token to the fence key, for the fence
+-- ttl, which outlives a hold whose lease runs out, a deleted lock key and
+-- a server clock that steps back (a failover to a replica that lags). Only
+-- when both keys are missing is the next token seeded from the server
+-- clock in microseconds, which is greater than every earlier token unless
+-- the clock stepped back: tokens grow by one per hold, and no two holds
+-- start within a microsecond.
 
 -- load reads the state of the mutex at lock: a table with token (a
 -- string), count, waiting, owner and ops while held, with token alone
@@ -56,17 +60,25 @@ local function store_extending(lock, s, ttl)
   end
 end
 
--- next_token returns the fencing token of the hold that follows state s;
--- now_us, if known, spares reading the clock.
-local function next_token(s, now_us)
-  if s.token then
-    return string.format('%d', tonumber(s.token) + 1)
+-- next_token returns the fencing token of the hold that follows state s,
+-- whose fence key is fence; now_us, if known, spares reading the clock.
+local function next_token(s, fence, now_us)
+  local last = s.token or redis.call('GET', fence)
+  if last then
+    return string.format('%d', tonumber(last) + 1)
   end
   if not now_us then
     local _
     _, now_us = now()
   end
   return string.format('%d', now_us)
+end
+
+-- grant writes the new hold s, expiring after ttl ms, and records its
+-- token at fence for fence_ttl ms.
+local function grant(lock, fence, s, ttl, fence_ttl)
+  store(lock, s, ttl)
+  redis.call('SET', fence, s.token, 'PX', fence_ttl)
 end
 
 -- free leaves only the last token of state s at lock, for fence_ttl ms.
