@@ -4,10 +4,10 @@
 --   "<token> <count> <waiting> <owner> <ops>"
 --
 -- token: the hold's fencing token; count: the owner's hold count;
--- waiting: 1 if waiters may have registered since the mutex was last
--- freed by a release that found none, 0 if not, which spares the release
--- a look at the waiter set; owner: the owner id; ops: the recent
--- operation ids (see seen).
+-- waiting: 0 only if no waiter can be registered (the hold was taken on a
+-- key freed by a release that found none, and nobody registered since),
+-- which spares its release a look at the waiter set, else 1; owner: the
+-- owner id; ops: the recent operation ids (see seen).
 --
 -- Freed, it reads "<token>": the last token handed out, so that the next
 -- one is one more without another read. It then expires after the fence
