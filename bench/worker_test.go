@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync/internal/testserver"
+)
+
+func redisAddr(t *testing.T) string {
+	t.Helper()
+	if !testserver.RedisAvailable() {
+		t.Skip("redis-server not on PATH and DSYNC_REDIS_ADDR not set")
+	}
+	if server == nil {
+		s, err := testserver.StartRedis()
+		if err != nil {
+			t.Fatal(err)
+		}
+		server = s
+	}
+	return server.Addr()
+}
+
+func TestContendedInProcesses(t *testing.T) {
+	addr := redisAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, impl := range Impls()[:2] { // dsync, redsync
+		r, err := Contended(ctx, addr, impl, 3, 0, 300*time.Millisecond, 0, spawn)
+		if err != nil {
+			t.Fatalf("%s: %v", impl.Name, err)
+		}
+		if r.Acquisitions < 3 || int64(len(r.Waits)) < r.Acquisitions {
+			t.Errorf("%s: %d acquisitions, %d waits; want at least 3, and a wait each", impl.Name, r.Acquisitions, len(r.Waits))
+		}
+		// Counted in the workers and reported back.
+		if r.Commands < r.Acquisitions || r.ServerCalls < r.Acquisitions || r.Goroutines < 3 {
+			t.Errorf("%s: %d commands, %d server calls, %d goroutines for %d acquisitions by 3 processes",
+				impl.Name, r.Commands, r.ServerCalls, r.Goroutines, r.Acquisitions)
+		}
+		if impl.Name == "dsync" && r.PubSubConns < 1 {
+			t.Errorf("dsync: %d pub/sub connections while 3 processes contend", r.PubSubConns)
+		}
+	}
+}
+
+func TestHandoffToAnotherProcess(t *testing.T) {
+	addr := redisAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Handoff(ctx, addr, Impls()[0], 3, spawn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Waits) != 3 || len(r.IdlePings) != 3 {
+		t.Fatalf("%d waits, %d pings; want 3 each", len(r.Waits), len(r.IdlePings))
+	}
+	// Timed by the wall clocks of two processes: positive, and well under
+	// the waiter's heartbeat, so it was the release that woke it.
+	for _, w := range r.Waits {
+		if w <= 0 || w > time.Second {
+			t.Errorf("handoff took %v", w)
+		}
+	}
+}
