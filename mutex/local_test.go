@@ -404,3 +404,93 @@ func TestFakeTimeQueuedWaiterWokenDuringReleaseWaitsForIt(t *testing.T) {
 		}
 	})
 }
+
+func TestFakeTimeConcurrentReleasesOfOneOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		holder, waiter := mutex.New(sb, "twice"), mutex.New(sb, "twice")
+		warm(t, ctx, holder, waiter)
+		owner := dsync.WithOwner(ctx)
+		for range 2 {
+			if err := holder.LockContext(owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := queue(t, ctx, waiter)
+		first := make(chan error, 1)
+		go func() { first <- holder.UnlockContext(owner) }()
+		<-sb.stalled // the first release carries the queued waiter
+		// The second release of the same owner neither takes the queue
+		// again nor waits for the first.
+		if err := holder.UnlockContext(owner); err != nil {
+			t.Fatalf("second release: %v", err)
+		}
+		select {
+		case err := <-got:
+			t.Fatalf("waiter returned before the release carrying it ran: %v", err)
+		default:
+		}
+		start := time.Now()
+		close(sb.release)
+		if err := <-first; err != nil {
+			t.Fatalf("first release: %v", err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("waiter acquired %v after the last release ran; want at once", d)
+		}
+		if n, err := holder.HoldCount(owner); err != nil || n != 0 {
+			t.Errorf("owner's HoldCount = %d, %v; want 0", n, err)
+		}
+		waiter.Unlock()
+		assertOnlyToken(t, srv, "twice")
+	})
+}
+
+func TestFakeTimeQuitterWaitsForTheReleaseCarryingIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.Fake(t)
+		ctx := context.Background()
+		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		holder, waiter := mutex.New(sb, "quit2"), mutex.New(sb, "quit2")
+		warm(t, ctx, holder, waiter)
+		owner := dsync.WithOwner(ctx)
+		for range 2 {
+			if err := holder.LockContext(owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		got := queue(t, wctx, waiter)
+		first := make(chan error, 1)
+		go func() { first <- holder.UnlockContext(owner) }()
+		<-sb.stalled
+		if err := holder.UnlockContext(owner); err != nil {
+			t.Fatalf("second release: %v", err)
+		}
+		// The waiter gives up. The release that carries its entry has
+		// not run; the other release of the same owner, which has, must
+		// not let it leave before.
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("LockContext returned before the release carrying it ran: %v", err)
+		default:
+		}
+		close(sb.release)
+		if err := <-first; err != nil {
+			t.Fatalf("first release: %v", err)
+		}
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("LockContext = %v, want Canceled", err)
+		}
+		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+			t.Errorf("IsLocked = %v, %v; want the hand-off to the quitter undone", locked, err)
+		}
+	})
+}
