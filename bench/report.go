@@ -10,8 +10,9 @@
 // send, counted on their connections (pub/sub SUBSCRIBE and UNSUBSCRIBE
 // included); round trips are those whose reply the client waits for.
 // Server calls are the INFO commandstats delta, which also counts every
-// command a script runs: an uncontended dsync lock or unlock is one EVALSHA
-// sent, with two calls inside it (GET and SET).
+// command a script runs: an uncontended dsync lock is one EVALSHA sent,
+// with three calls inside it (GET, SET, and the SET recording the fencing
+// token), and its unlock one with two (GET and SET).
 //
 // Contenders, and the waiter of a handoff, run in processes of their own
 // when Config.Spawn is set, as the clients of a shared lock usually do;
