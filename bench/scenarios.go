@@ -13,6 +13,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Result is what one scenario measured for one implementation.
@@ -175,7 +176,7 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		}()
 	}
 	var pubsub, goroutines int
-	if sleepCtx(ctx, l.sample()) {
+	if wait.Sleep(ctx, l.sample()) {
 		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
 	}
 	l.wait(ctx)
@@ -228,7 +229,7 @@ func (l *loop) sample() time.Duration {
 // wait ends a timed run at its deadline.
 func (l *loop) wait(ctx context.Context) {
 	if l.duration > 0 {
-		sleepCtx(ctx, time.Until(l.deadline))
+		wait.Sleep(ctx, time.Until(l.deadline))
 		l.stop.Store(true)
 	}
 }
@@ -285,19 +286,6 @@ func (l *loop) run(ctx context.Context, cl Client) (waits []time.Duration, giveU
 		}
 	}
 	return waits, giveUps, nil
-}
-
-// sleepCtx sleeps for d unless ctx ends first, and reports whether it
-// slept the whole time.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // handoffIdle is how long the holder holds in a handoff round, with the

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"runtime"
 	"time"
+
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Spawn returns a command that runs Worker on its standard input and
@@ -114,7 +116,7 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 		done <- r
 	}()
 	goroutines := 0
-	if sleepCtx(ctx, l.sample()) {
+	if wait.Sleep(ctx, l.sample()) {
 		goroutines = runtime.NumGoroutine()
 	}
 	l.wait(ctx)
@@ -203,7 +205,7 @@ func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int,
 		}
 	}
 	pubsub := 0
-	if sleepCtx(ctx, l.sample()) {
+	if wait.Sleep(ctx, l.sample()) {
 		pubsub = ad.pubsubConns()
 	}
 	res := Result{Impl: impl.Name, PubSubConns: pubsub}

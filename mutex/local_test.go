@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -405,48 +407,65 @@ func TestFakeTimeQueuedWaiterWokenDuringReleaseWaitsForIt(t *testing.T) {
 	})
 }
 
+// twoHolds is an owner holding a mutex twice through a stalling backend,
+// with a waiter queued behind it, while the owner's two releases run: the
+// first, which carries the waiter, stalled; the second, which must neither
+// take the queue again nor wait for the first, done.
+type twoHolds struct {
+	sb             *stalling
+	holder, waiter *mutex.Mutex
+	owner          context.Context
+	got, first     <-chan error // the waiter's LockContext, the first release
+}
+
+func releaseTwice(t *testing.T, srv *miniredis.Miniredis, name string, wctx context.Context) twoHolds {
+	t.Helper()
+	ctx := context.Background()
+	h := twoHolds{sb: &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}}
+	h.holder, h.waiter = mutex.New(h.sb, name), mutex.New(h.sb, name)
+	warm(t, ctx, h.holder, h.waiter)
+	h.owner = dsync.WithOwner(ctx)
+	for range 2 {
+		if err := h.holder.LockContext(h.owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.got = queue(t, wctx, h.waiter)
+	first := make(chan error, 1)
+	go func() { first <- h.holder.UnlockContext(h.owner) }()
+	h.first = first
+	<-h.sb.stalled
+	if err := h.holder.UnlockContext(h.owner); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	return h
+}
+
 func TestFakeTimeConcurrentReleasesOfOneOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.Fake(t)
 		ctx := context.Background()
-		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
-		holder, waiter := mutex.New(sb, "twice"), mutex.New(sb, "twice")
-		warm(t, ctx, holder, waiter)
-		owner := dsync.WithOwner(ctx)
-		for range 2 {
-			if err := holder.LockContext(owner); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := queue(t, ctx, waiter)
-		first := make(chan error, 1)
-		go func() { first <- holder.UnlockContext(owner) }()
-		<-sb.stalled // the first release carries the queued waiter
-		// The second release of the same owner neither takes the queue
-		// again nor waits for the first.
-		if err := holder.UnlockContext(owner); err != nil {
-			t.Fatalf("second release: %v", err)
-		}
+		h := releaseTwice(t, srv, "twice", ctx)
 		select {
-		case err := <-got:
+		case err := <-h.got:
 			t.Fatalf("waiter returned before the release carrying it ran: %v", err)
 		default:
 		}
 		start := time.Now()
-		close(sb.release)
-		if err := <-first; err != nil {
+		close(h.sb.release)
+		if err := <-h.first; err != nil {
 			t.Fatalf("first release: %v", err)
 		}
-		if err := <-got; err != nil {
+		if err := <-h.got; err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("waiter acquired %v after the last release ran; want at once", d)
 		}
-		if n, err := holder.HoldCount(owner); err != nil || n != 0 {
+		if n, err := h.holder.HoldCount(h.owner); err != nil || n != 0 {
 			t.Errorf("owner's HoldCount = %d, %v; want 0", n, err)
 		}
-		waiter.Unlock()
+		h.waiter.Unlock()
 		assertOnlyToken(t, srv, "twice")
 	})
 }
@@ -455,41 +474,26 @@ func TestFakeTimeQuitterWaitsForTheReleaseCarryingIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.Fake(t)
 		ctx := context.Background()
-		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
-		holder, waiter := mutex.New(sb, "quit2"), mutex.New(sb, "quit2")
-		warm(t, ctx, holder, waiter)
-		owner := dsync.WithOwner(ctx)
-		for range 2 {
-			if err := holder.LockContext(owner); err != nil {
-				t.Fatal(err)
-			}
-		}
 		wctx, cancel := context.WithCancel(ctx)
-		got := queue(t, wctx, waiter)
-		first := make(chan error, 1)
-		go func() { first <- holder.UnlockContext(owner) }()
-		<-sb.stalled
-		if err := holder.UnlockContext(owner); err != nil {
-			t.Fatalf("second release: %v", err)
-		}
+		h := releaseTwice(t, srv, "quit2", wctx)
 		// The waiter gives up. The release that carries its entry has
 		// not run; the other release of the same owner, which has, must
 		// not let it leave before.
 		cancel()
 		synctest.Wait()
 		select {
-		case err := <-got:
+		case err := <-h.got:
 			t.Fatalf("LockContext returned before the release carrying it ran: %v", err)
 		default:
 		}
-		close(sb.release)
-		if err := <-first; err != nil {
+		close(h.sb.release)
+		if err := <-h.first; err != nil {
 			t.Fatalf("first release: %v", err)
 		}
-		if err := <-got; !errors.Is(err, context.Canceled) {
+		if err := <-h.got; !errors.Is(err, context.Canceled) {
 			t.Fatalf("LockContext = %v, want Canceled", err)
 		}
-		if locked, err := holder.IsLocked(ctx); err != nil || locked {
+		if locked, err := h.holder.IsLocked(ctx); err != nil || locked {
 			t.Errorf("IsLocked = %v, %v; want the hand-off to the quitter undone", locked, err)
 		}
 	})
