@@ -124,9 +124,9 @@
 // and the fence key, is left behind once the mutex is free. The state is
 // one string rather than a hash so that taking or freeing the mutex is one
 // SET with its expiry, and a freed lock key keeps the last token so that
-// the next acquisition need not read the fence key: an uncontended lock
-// and unlock run five commands inside their two scripts (GET, SET and the
-// fence's SET; GET and SET). The scripts need Redis 6.0 or later
+// the next acquisition need not read the fence key: while it does, an
+// uncontended lock and unlock run five commands inside their two scripts
+// (GET, SET and the fence's SET; GET and SET). The scripts need Redis 6.0 or later
 // (SET ... KEEPTTL). This layout replaced a hash before any release;
 // clients of the two layouts cannot share a mutex (WRONGTYPE errors).
 //

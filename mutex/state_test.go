@@ -117,21 +117,33 @@ func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 	})
 }
 
+// registeredWaiter has holder lock name and a waiter of another backend
+// register behind it on the server and go to sleep; it returns the waiter
+// and its LockContext's result.
+func registeredWaiter(t *testing.T, srv *miniredis.Miniredis, holder *mutex.Mutex, name string) (*mutex.Mutex, <-chan error) {
+	t.Helper()
+	holder.Lock()
+	waiter := mutex.New(testserver.FakeBackend(t, srv), name)
+	got := queue(t, context.Background(), waiter)
+	synctest.Wait()
+	return waiter, got
+}
+
 func TestFakeTimeWaiterFlagsTheHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.Fake(t)
-		ctx := context.Background()
-		holder := mutex.New(remote{testserver.FakeBackend(t, srv)}, "flag")
-		holder.Lock()
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "flag")
-		got := queue(t, ctx, waiter)
-		synctest.Wait()
+		holder := mutex.New(testserver.FakeBackend(t, srv), "flag")
+		waiter, got := registeredWaiter(t, srv, holder, "flag")
 		if _, _, waiting, _ := state(t, srv, "dsync:mutex:{flag}"); !waiting {
 			t.Fatal("a waiter registered, the hold is not flagged")
 		}
+		start := time.Now()
 		holder.Unlock()
 		if err := <-got; err != nil {
 			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("waiter acquired %v after the unlock; want at once", d)
 		}
 		waiter.Unlock()
 		assertOnlyToken(t, srv, "flag")
@@ -167,12 +179,8 @@ func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
 func TestFakeTimeWaiterOfLostKeyIsHandedOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.Fake(t)
-		ctx := context.Background()
-		holder := mutex.New(remote{testserver.FakeBackend(t, srv)}, "lost")
-		holder.Lock()
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "lost")
-		got := queue(t, ctx, waiter)
-		synctest.Wait() // registered, asleep until its heartbeat
+		holder := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		waiter, got := registeredWaiter(t, srv, holder, "lost") // asleep until its heartbeat
 		// The lock key is lost (a flush, a failover), and with it the
 		// flag that says a waiter registered.
 		srv.Del("dsync:mutex:{lost}")

@@ -9,6 +9,6 @@ local s = load(KEYS[1])
 if not s.owner then
   return {0}
 end
--- Waiters of an earlier hold that expired may be left unflagged: look.
+-- The recovery tool looks at the waiter set whatever the flag says.
 s.waiting = true
 return {1, hand_off(KEYS[1], KEYS[2], KEYS[3], s, ARGV[1], ARGV[2], ARGV[3])}
