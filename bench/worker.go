@@ -22,10 +22,13 @@ import (
 // "Waiting") then plays no part.
 type Spawn func() *exec.Cmd
 
-// job is what a worker is asked to do: contend (see Contended), or be the
-// waiter of a handoff (see Handoff).
+// job is what a worker is asked to do: contend (see Contended), be the
+// waiter of a handoff (see Handoff), or be a member of a ring (see Ring).
 type job struct {
 	Handoff bool
+	Ring    bool
+	Index   int // of the ring member
+	Members int // in the ring
 	Impl    string
 	Addr    string
 	Name    string
@@ -50,6 +53,7 @@ type stepDone struct {
 // begin starts the run of every worker at once, after all have warmed up.
 type begin struct {
 	Duration time.Duration // 0 for none
+	Deadline time.Time     // a ring's end, the same for every member
 }
 
 // workerReport is what a worker measured.
@@ -79,6 +83,9 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer) error {
 
 func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder) workerReport {
 	fail := func(err error) workerReport { return workerReport{Err: err.Error()} }
+	if j.Ring {
+		return ringWorker(ctx, j, dec, enc)
+	}
 	var impl *Impl
 	for _, i := range Impls() {
 		if i.Name == j.Impl {
@@ -124,6 +131,29 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 	r.Acquired = l.acquired.Load()
 	r.Commands, r.RoundTrips = c.commands.Load()-cmds, c.roundTrips.Load()-rtts
 	r.Goroutines = goroutines
+	return r
+}
+
+// ringWorker runs member j.Index of a ring: it reports the number of times
+// it held the token as its acquisitions.
+func ringWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder) workerReport {
+	m, err := joinRing(ctx, j.Addr, j.Name, j.Index, j.Members)
+	if err != nil {
+		return workerReport{Err: err.Error()}
+	}
+	defer m.close()
+	if err := enc.Encode(workerReport{Ready: true}); err != nil {
+		return workerReport{Err: err.Error()}
+	}
+	var b begin
+	if err := dec.Decode(&b); err != nil {
+		return workerReport{Err: fmt.Sprintf("worker: read begin: %v", err)}
+	}
+	n, err := m.run(j.Hold, b.Deadline)
+	r := workerReport{Acquired: n}
+	if err != nil {
+		r.Err = err.Error()
+	}
 	return r
 }
 

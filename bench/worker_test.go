@@ -65,3 +65,26 @@ func TestHandoffToAnotherProcess(t *testing.T) {
 		}
 	}
 }
+
+func TestRingPassesTheToken(t *testing.T) {
+	addr := redisAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, mode := range []struct {
+		name  string
+		spawn Spawn
+	}{{"processes", spawn}, {"goroutines", nil}} {
+		r, err := Ring(ctx, addr, 3, time.Millisecond, 400*time.Millisecond, mode.spawn)
+		if err != nil {
+			t.Fatalf("%s: %v", mode.name, err)
+		}
+		// One member holds at a time, each for at least 1ms: under
+		// 1000/s; and the token went round, many times.
+		if r < 100 || r >= 1000 {
+			t.Errorf("%s: %.0f hand-offs/s with a 1ms hold; want between 100 and 1000", mode.name, r)
+		}
+	}
+	if _, err := Ring(ctx, addr, 1, time.Millisecond, time.Second, nil); err == nil {
+		t.Error("a ring of one member: no error")
+	}
+}
