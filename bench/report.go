@@ -1,7 +1,9 @@
 // Package bench measures dsync against its peers, redsync and
 // bsm/redislock, in one run on one server: uncontended lock+unlock,
 // contention with and without a critical section, handoff latency, and, for
-// dsync, 10,000 waiters on one lock and 10,000 locks held at once.
+// dsync, 10,000 waiters on one lock and 10,000 locks held at once. Two
+// measurements without a lock bound what any lock can do on the machine:
+// Floor, for a handoff, and Ring, for the contended rate.
 //
 // The same scenarios back the Go benchmarks in this package
 // (go test -bench . ./bench) and the comparison table of `dsync bench`.
