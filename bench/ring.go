@@ -14,23 +14,42 @@ import (
 var ringPass = redis.NewScript(0, `-- KEYS: none. ARGV: channel. Reply: receivers.
 return redis.call('PUBLISH', ARGV[1], 't')`)
 
-// Ring measures the ceiling of hand-offs between processes on this machine
-// and server: members, each in a process of its own (goroutines of this
-// one when spawn is nil), pass a token around a ring for duration, each
-// holding it for hold and then handing it to the next with a script that
-// PUBLISHes to that member's channel. There is no lock: no queue, no
-// registration, no expiry, no bookkeeping in the client, one round trip
-// and one pub/sub delivery per hand-off. A lock that hands over to a
-// waiter in another process costs at least that per acquisition, so at
-// the same hold its acquisitions per second stay below the ring's
-// hand-offs per second.
+// Ring measures hand-offs between processes on this machine and server
+// with no lock at all: members, each in a process of its own (goroutines
+// of this one when spawn is nil), pass a token around a ring for
+// duration, each holding it for hold and then handing it to the next with
+// a script that PUBLISHes to that member's channel. That is one round trip
+// and one pub/sub delivery per hand-off, with no queue, no registration,
+// no expiry and no bookkeeping in the client. A lock that hands the mutex
+// to a waiter in another process costs at least that per acquisition, so
+// at the same hold its acquisitions per second stay below the ring's
+// hand-offs per second. A lock whose releasing client takes it straight
+// back, or one that hands over within a process, is not bound by it.
 func Ring(ctx context.Context, addr string, members int, hold, duration time.Duration, spawn Spawn) (float64, error) {
+	counts, err := ring(ctx, addr, members, hold, duration, spawn)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return float64(n) / duration.Seconds(), nil
+}
+
+// ring runs a ring and returns how many times each member held the token.
+func ring(ctx context.Context, addr string, members int, hold, duration time.Duration, spawn Spawn) ([]int64, error) {
 	if members < 2 || duration <= 0 {
-		return 0, fmt.Errorf("ring: %d members for %v; want at least 2, for a while", members, duration)
+		return nil, fmt.Errorf("ring: %d members for %v; want at least 2, for a while", members, duration)
 	}
 	ringName := name("ring")
+	starter, err := redis.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer starter.Close()
 	if spawn == nil {
-		return ringInProcess(ctx, addr, ringName, members, hold, duration)
+		return ringInProcess(ctx, addr, ringName, members, hold, duration, starter)
 	}
 	procs := make([]*proc, 0, members)
 	defer func() {
@@ -41,7 +60,7 @@ func Ring(ctx context.Context, addr string, members int, hold, duration time.Dur
 	for i := range members {
 		p, err := startProc(spawn, job{Ring: true, Index: i, Members: members, Addr: addr, Name: ringName, Hold: hold})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		procs = append(procs, p)
 	}
@@ -50,35 +69,28 @@ func Ring(ctx context.Context, addr string, members int, hold, duration time.Dur
 	deadline := time.Now().Add(duration)
 	for _, p := range procs {
 		if err := p.enc.Encode(begin{Duration: duration, Deadline: deadline}); err != nil {
-			return 0, fmt.Errorf("worker: %w", err)
+			return nil, fmt.Errorf("worker: %w", err)
 		}
 	}
-	if err := startRing(ctx, addr, ringName); err != nil {
-		return 0, err
+	if err := startRing(starter, ringName); err != nil {
+		return nil, err
 	}
 	counts := make([]int64, members)
 	var errs error
 	for i, p := range procs {
 		var r workerReport
 		if err := p.dec.Decode(&r); err != nil {
-			return 0, fmt.Errorf("worker: %w", err)
+			return nil, fmt.Errorf("worker: %w", err)
 		}
 		if r.Err != "" {
 			errs = errors.Join(errs, errors.New(r.Err))
 		}
 		counts[i] = r.Acquired
 	}
-	if errs != nil {
-		return 0, errs
-	}
-	return rate(counts, duration), nil
+	return counts, errs
 }
 
-func ringInProcess(ctx context.Context, addr, ringName string, members int, hold, duration time.Duration) (float64, error) {
-	type result struct {
-		n   int64
-		err error
-	}
+func ringInProcess(ctx context.Context, addr, ringName string, members int, hold, duration time.Duration, starter redis.Conn) ([]int64, error) {
 	ms := make([]*ringMember, 0, members)
 	defer func() {
 		for _, m := range ms {
@@ -88,49 +100,30 @@ func ringInProcess(ctx context.Context, addr, ringName string, members int, hold
 	for i := range members {
 		m, err := joinRing(ctx, addr, ringName, i, members)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		ms = append(ms, m)
 	}
-	done := make(chan result, members)
+	counts := make([]int64, members)
+	errs := make([]error, members)
+	done := make(chan struct{}, members)
 	deadline := time.Now().Add(duration)
-	for _, m := range ms {
+	for i, m := range ms {
 		go func() {
-			n, err := m.run(hold, deadline)
-			done <- result{n, err}
+			counts[i], errs[i] = m.run(hold, deadline)
+			done <- struct{}{}
 		}()
 	}
-	if err := startRing(ctx, addr, ringName); err != nil {
-		return 0, err
-	}
-	counts := make([]int64, 0, members)
-	var errs error
+	// Without the token the members wait out the run and a second.
+	err := startRing(starter, ringName)
 	for range ms {
-		r := <-done
-		errs = errors.Join(errs, r.err)
-		counts = append(counts, r.n)
+		<-done
 	}
-	if errs != nil {
-		return 0, errs
-	}
-	return rate(counts, duration), nil
-}
-
-func rate(counts []int64, duration time.Duration) float64 {
-	var n int64
-	for _, c := range counts {
-		n += c
-	}
-	return float64(n) / duration.Seconds()
+	return counts, errors.Join(append(errs, err)...)
 }
 
 // startRing gives the token to member 0.
-func startRing(ctx context.Context, addr, ringName string) error {
-	c, err := redis.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+func startRing(c redis.Conn, ringName string) error {
 	n, err := redis.Int(ringPass.Do(c, ringChannel(ringName, 0)))
 	if err == nil && n != 1 {
 		err = fmt.Errorf("ring: the token reached %d members, want 1", n)
@@ -180,8 +173,10 @@ func (m *ringMember) run(hold time.Duration, deadline time.Time) (int64, error) 
 	psc := redis.PubSubConn{Conn: m.sub}
 	var held int64
 	for {
-		// A member waits at most for the rest of the run and a second.
-		switch v := psc.ReceiveWithTimeout(time.Until(deadline) + time.Second).(type) {
+		// After the deadline the token still has to finish the hold it
+		// is in and go round once more; a second covers the trip.
+		wait := max(time.Until(deadline), 0) + hold + time.Second
+		switch v := psc.ReceiveWithTimeout(wait).(type) {
 		case redis.Message:
 			if time.Now().After(deadline) {
 				_, err := ringPass.Do(m.conn, m.next)

@@ -16,8 +16,8 @@ import (
 
 // Spawn returns a command that runs Worker on its standard input and
 // output: the same program, started in a mode that does only that.
-// Contended starts one per contender, and Handoff one for its waiter, so
-// that each runs in a process of its own, as the clients of a shared lock
+// Contended starts one per contender, Handoff one for its waiter and Ring
+// one per member, so that each runs in a process of its own, as the clients of a shared lock
 // usually do. dsync's queueing within a process (see the mutex package's
 // "Waiting") then plays no part.
 type Spawn func() *exec.Cmd
@@ -68,9 +68,10 @@ type workerReport struct {
 	Err        string
 }
 
-// Worker runs one contender of a parent's Contended, or the waiter of its
-// Handoff: it reads its job from in, warms up, reports ready on out, runs
-// when told to, and writes what it measured to out.
+// Worker runs one contender of a parent's Contended, the waiter of its
+// Handoff, or one member of its Ring: it reads its job from in, warms up,
+// reports ready on out, runs when told to, and writes what it measured to
+// out.
 func Worker(ctx context.Context, in io.Reader, out io.Writer) error {
 	dec, enc := json.NewDecoder(bufio.NewReader(in)), json.NewEncoder(out)
 	var j job

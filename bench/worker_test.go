@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,21 +71,46 @@ func TestRingPassesTheToken(t *testing.T) {
 	addr := redisAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	const members, d = 3, 400 * time.Millisecond
 	for _, mode := range []struct {
 		name  string
 		spawn Spawn
 	}{{"processes", spawn}, {"goroutines", nil}} {
-		r, err := Ring(ctx, addr, 3, time.Millisecond, 400*time.Millisecond, mode.spawn)
+		counts, err := ring(ctx, addr, members, time.Millisecond, d, mode.spawn)
 		if err != nil {
 			t.Fatalf("%s: %v", mode.name, err)
 		}
-		// One member holds at a time, each for at least 1ms: under
-		// 1000/s; and the token went round, many times.
-		if r < 100 || r >= 1000 {
-			t.Errorf("%s: %.0f hand-offs/s with a 1ms hold; want between 100 and 1000", mode.name, r)
+		// The token goes round in order, so no member held it more than
+		// once more than another; one holds at a time, each for at least
+		// 1ms, so fewer than 400 in all; and it went round many times.
+		var n int64
+		for _, c := range counts {
+			n += c
+			if c < slices.Min(counts) || c > slices.Min(counts)+1 {
+				t.Errorf("%s: members held the token %v times; want within one of each other", mode.name, counts)
+				break
+			}
+		}
+		if n < 100 || n >= d.Milliseconds() {
+			t.Errorf("%s: %d hand-offs in %v with a 1ms hold; want at least 100 and fewer than %d", mode.name, n, d, d.Milliseconds())
 		}
 	}
 	if _, err := Ring(ctx, addr, 1, time.Millisecond, time.Second, nil); err == nil {
 		t.Error("a ring of one member: no error")
+	}
+}
+
+// A hold longer than the rest of the run still ends it cleanly: the
+// token finishes the hold it is in and goes round once more.
+func TestRingHoldPastTheDeadline(t *testing.T) {
+	addr := redisAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	counts, err := ring(ctx, addr, 3, 1500*time.Millisecond, 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{1, 0, 0}; !slices.Equal(counts, want) {
+		t.Errorf("held %v times, want %v: the first hold, then the end", counts, want)
 	}
 }
