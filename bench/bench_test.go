@@ -84,6 +84,15 @@ func spawn() *exec.Cmd {
 	return cmd
 }
 
+// spawnFor returns spawn if procs asks for processes of their own, nil for
+// goroutines of this one.
+func spawnFor(procs int) Spawn {
+	if procs > 1 {
+		return spawn
+	}
+	return nil
+}
+
 // BenchmarkContended runs 8 contenders, each in a process of its own
 // (procs=8), as in `dsync bench`, or as goroutines of this one (procs=1),
 // where dsync's queueing within a process applies. With processes, b.N is
@@ -94,12 +103,8 @@ func BenchmarkContended(b *testing.B) {
 		for _, hold := range []time.Duration{0, time.Millisecond} {
 			b.Run(fmt.Sprintf("procs=%d/hold=%v", procs, hold), func(b *testing.B) {
 				impls(b, func(b *testing.B, impl Impl) {
-					var sp Spawn
-					if procs > 1 {
-						sp = spawn
-					}
 					b.ResetTimer()
-					r, err := Contended(context.Background(), a, impl, 8, hold, 0, int64(b.N), sp)
+					r, err := Contended(context.Background(), a, impl, 8, hold, 0, int64(b.N), spawnFor(procs))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -122,12 +127,8 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, procs := range []int{2, 1} {
 		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
 			impls(b, func(b *testing.B, impl Impl) {
-				var sp Spawn
-				if procs > 1 {
-					sp = spawn
-				}
 				b.ResetTimer()
-				r, err := Handoff(context.Background(), a, impl, b.N, sp)
+				r, err := Handoff(context.Background(), a, impl, b.N, spawnFor(procs))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -51,43 +51,30 @@ func ring(ctx context.Context, addr string, members int, hold, duration time.Dur
 	if spawn == nil {
 		return ringInProcess(ctx, addr, ringName, members, hold, duration, starter)
 	}
-	procs := make([]*proc, 0, members)
-	defer func() {
-		for _, p := range procs {
-			p.close()
-		}
-	}()
-	for i := range members {
-		p, err := startProc(spawn, job{Ring: true, Index: i, Members: members, Addr: addr, Name: ringName, Hold: hold})
-		if err != nil {
-			return nil, err
-		}
-		procs = append(procs, p)
+	workers, err := startCrew(spawn, members, func(i int) job {
+		return job{Ring: true, Index: i, Members: members, Addr: addr, Name: ringName, Hold: hold}
+	})
+	if err != nil {
+		return nil, err
 	}
+	defer workers.close()
 	// One deadline for all: a member that held on past the others' end
 	// would pass the token to one that had left.
-	deadline := time.Now().Add(duration)
-	for _, p := range procs {
-		if err := p.enc.Encode(begin{Duration: duration, Deadline: deadline}); err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
-		}
+	if err := workers.begin(begin{Deadline: time.Now().Add(duration)}); err != nil {
+		return nil, err
 	}
 	if err := startRing(starter, ringName); err != nil {
 		return nil, err
 	}
+	rs, err := workers.reports()
+	if err != nil {
+		return nil, err
+	}
 	counts := make([]int64, members)
-	var errs error
-	for i, p := range procs {
-		var r workerReport
-		if err := p.dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
-		}
-		if r.Err != "" {
-			errs = errors.Join(errs, errors.New(r.Err))
-		}
+	for i, r := range rs {
 		counts[i] = r.Acquired
 	}
-	return counts, errs
+	return counts, nil
 }
 
 func ringInProcess(ctx context.Context, addr, ringName string, members int, hold, duration time.Duration, starter redis.Conn) ([]int64, error) {

@@ -207,22 +207,64 @@ func (p *proc) close() {
 	}
 }
 
+// A crew is the workers of one run, started together.
+type crew []*proc
+
+// startCrew starts n workers, worker i on job(i), each warmed up. On
+// failure the ones started are closed.
+func startCrew(spawn Spawn, n int, job func(i int) job) (crew, error) {
+	c := make(crew, 0, n)
+	for i := range n {
+		p, err := startProc(spawn, job(i))
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c = append(c, p)
+	}
+	return c, nil
+}
+
+// begin tells every worker to run.
+func (c crew) begin(b begin) error {
+	for _, p := range c {
+		if err := p.enc.Encode(b); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
+	return nil
+}
+
+// reports waits for every worker's report. The errors the workers
+// reported are joined into the error.
+func (c crew) reports() ([]workerReport, error) {
+	rs := make([]workerReport, len(c))
+	var errs error
+	for i, p := range c {
+		if err := p.dec.Decode(&rs[i]); err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		if rs[i].Err != "" {
+			errs = errors.Join(errs, errors.New(rs[i].Err))
+		}
+	}
+	return rs, errs
+}
+
+func (c crew) close() {
+	for _, p := range c {
+		p.close()
+	}
+}
+
 // contendedProcs is Contended with each contender in a process of its own.
 func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
 	j := job{Impl: impl.Name, Addr: addr, Name: name("contended"), Hold: hold, Limit: limit}
-	procs := make([]*proc, 0, contenders)
-	defer func() {
-		for _, p := range procs {
-			p.close()
-		}
-	}()
-	for range contenders {
-		p, err := startProc(spawn, j)
-		if err != nil {
-			return Result{}, err
-		}
-		procs = append(procs, p)
+	workers, err := startCrew(spawn, contenders, func(int) job { return j })
+	if err != nil {
+		return Result{}, err
 	}
+	defer workers.close()
 	ad := admin{addr}
 	var none counter // the workers count their commands
 	m, err := startMeter(ad, &none)
@@ -230,34 +272,25 @@ func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int,
 		return Result{}, err
 	}
 	l := newLoop(hold, duration, 0)
-	for _, p := range procs {
-		if err := p.enc.Encode(begin{Duration: duration}); err != nil {
-			return Result{}, fmt.Errorf("worker: %w", err)
-		}
+	if err := workers.begin(begin{Duration: duration}); err != nil {
+		return Result{}, err
 	}
 	pubsub := 0
 	if wait.Sleep(ctx, l.sample()) {
 		pubsub = ad.pubsubConns()
 	}
+	rs, err := workers.reports()
+	if err != nil {
+		return Result{}, err
+	}
 	res := Result{Impl: impl.Name, PubSubConns: pubsub}
-	var errs error
-	for _, p := range procs {
-		var r workerReport
-		if err := p.dec.Decode(&r); err != nil {
-			return Result{}, fmt.Errorf("worker: %w", err)
-		}
-		if r.Err != "" {
-			errs = errors.Join(errs, errors.New(r.Err))
-		}
+	for _, r := range rs {
 		res.Acquisitions += r.Acquired
 		res.Waits = append(res.Waits, r.Waits...)
 		res.GiveUps += r.GiveUps
 		res.Commands += r.Commands
 		res.RoundTrips += r.RoundTrips
 		res.Goroutines += r.Goroutines
-	}
-	if errs != nil {
-		return Result{}, errs
 	}
 	res.Elapsed = l.elapsed()
 	res.Waits = sorted(res.Waits)
