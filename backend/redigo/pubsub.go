@@ -3,6 +3,7 @@ package redigo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -305,22 +306,51 @@ func (ps *pubsub) sendPing() {
 }
 
 func (ps *pubsub) read(conn redis.Conn) {
-	psc := redis.PubSubConn{Conn: conn}
 	timeout := 3 * ps.b.opts.healthCheck
 	for {
-		switch m := psc.ReceiveWithTimeout(timeout).(type) {
-		case redis.Message:
-			ps.deliver(m.Channel, string(m.Data))
-		case redis.Subscription:
-			ps.confirm(m)
-		case redis.Pong:
-		case error:
+		reply, err := redis.ReceiveWithTimeout(conn, timeout)
+		if err == nil {
+			err = ps.dispatch(reply)
+		}
+		if err != nil {
 			// Close before detach takes ps.mu: a writer blocked on this
 			// connection while holding ps.mu fails at once.
 			conn.Close()
 			return
 		}
 	}
+}
+
+// dispatch handles one reply read on the pub/sub connection. It parses
+// replies itself rather than through redigo's PubSubConn, which takes the
+// +PONG that a PING gets on a connection with no subscription left for an
+// error: every idle health check would then cost a reconnection.
+func (ps *pubsub) dispatch(reply any) error {
+	switch r := reply.(type) {
+	case string: // +PONG, outside subscribed mode
+		return nil
+	case redis.Error:
+		return r
+	case []any:
+		if len(r) == 0 {
+			break
+		}
+		kind, _ := r[0].([]byte)
+		switch {
+		case string(kind) == "pong":
+			return nil
+		case string(kind) == "message" && len(r) == 3:
+			channel, _ := r[1].([]byte)
+			data, _ := r[2].([]byte)
+			ps.deliver(string(channel), string(data))
+			return nil
+		case (string(kind) == "subscribe" || string(kind) == "unsubscribe") && len(r) == 3:
+			channel, _ := r[1].([]byte)
+			ps.confirm(string(kind), string(channel))
+			return nil
+		}
+	}
+	return fmt.Errorf("redigo: unexpected reply on the pub/sub connection: %v", reply)
 }
 
 func (ps *pubsub) deliver(name, payload string) {
@@ -335,14 +365,14 @@ func (ps *pubsub) deliver(name, payload string) {
 	}
 }
 
-func (ps *pubsub) confirm(m redis.Subscription) {
+func (ps *pubsub) confirm(kind, name string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ch := ps.chans[m.Channel]
+	ch := ps.chans[name]
 	if ch == nil {
 		return
 	}
-	switch m.Kind {
+	switch kind {
 	case "subscribe":
 		if ch.pending > 0 {
 			ch.pending--
@@ -357,12 +387,12 @@ func (ps *pubsub) confirm(m redis.Subscription) {
 		if ch.gapDue {
 			ch.gapDue = false
 			for sub := range ch.subs {
-				sub.box.Put(backend.Message{Channel: m.Channel, Gap: true})
+				sub.box.Put(backend.Message{Channel: name, Gap: true})
 			}
 		}
 	case "unsubscribe":
 		if !ch.wanted && ch.pending == 0 {
-			delete(ps.chans, m.Channel)
+			delete(ps.chans, name)
 		}
 	}
 }
