@@ -18,7 +18,10 @@
 // closed when that test ends (t.Cleanup).
 //
 // Subtest names are stable ("Backend/SubscribeThenPublish",
-// "Mutex/MutualExclusion", ...), so a run can be narrowed with -run. Tests
+// "Mutex/MutualExclusion", "FairLock/Order", ...), so a run can be
+// narrowed with -run. Every exclusive lock (mutex, fairlock) runs the same
+// table of cases, each naming the rule it checks, and then cases of its
+// own. Tests
 // use random key prefixes and channel names and run in parallel, except
 // those that disturb the whole server (killing connections, restarting,
 // pausing), which run alone. Each has its own deadline. Run fails if a
@@ -89,7 +92,11 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	}
 	leakOpts := append([]goleak.Option{goleak.IgnoreCurrent()}, s.leakOpts...)
 	t.Run("Backend", s.backendTests)
-	t.Run("Mutex", s.mutexTests)
+	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
+	t.Run("FairLock", func(t *testing.T) {
+		s.exclusiveTests(t, fairlockKind)
+		s.fairlockTests(t)
+	})
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

@@ -13,8 +13,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/keys"
-	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/internal/options"
 )
 
 var (
@@ -40,55 +39,47 @@ end
 return out`)
 )
 
-func (s *suite) mutexTests(t *testing.T) {
-	s.test(t, "MutualExclusion", true, s.testMutualExclusion)
-	s.test(t, "ManyGoroutines", true, s.testManyGoroutines)
-	s.test(t, "GiveUpStorm", true, s.testGiveUpStorm)
-	s.test(t, "Reentrancy", false, s.testReentrancy)
-	s.test(t, "OwnerlessNotReentrant", false, s.testOwnerlessNotReentrant)
-	s.test(t, "LockerAcrossGoroutines", false, s.testLockerAcrossGoroutines)
-	s.test(t, "Watchdog", false, s.testWatchdog)
-	s.test(t, "FixedLease", false, s.testFixedLease)
-	s.test(t, "LostSignal", false, s.testLostSignal)
-	s.test(t, "LostSignalScriptFlush", true, s.testLostSignalScriptFlush)
-	s.test(t, "UnlockMisuse", false, s.testUnlockMisuse)
-	s.test(t, "HandOff", true, s.testHandOff)
-	s.test(t, "WaitAcrossPubSubKill", true, s.testWaitAcrossPubSubKill)
-	s.test(t, "ForceUnlock", false, s.testForceUnlock)
-	s.test(t, "FencingTokens", false, s.testFencingTokens)
-	s.test(t, "AmbiguousAcquire", false, s.testAmbiguousAcquire)
-	s.test(t, "AmbiguousRelease", false, s.testAmbiguousRelease)
-	s.test(t, "AbandonedWait", false, s.testAbandonedWait)
-	s.test(t, "BadInput", false, s.testBadInput)
-}
-
-// mutexKey returns the main key of the mutex name under prefix p.
-func mutexKey(p, name string) string {
-	k, err := keys.Base(p, "mutex", name)
-	if err != nil {
-		panic(err)
+// exclusiveTests is the table every exclusive lock passes: each case names
+// the rule of the design it checks.
+func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
+	cases := []struct {
+		name, rule string
+		exclusive  bool
+		fn         func(*testing.T, context.Context, lockKind)
+	}{
+		{"MutualExclusion", "one holder at a time, across backends, owned and ownerless", true, s.testMutualExclusion},
+		{"ManyGoroutines", "500 waiters on 4 backends all acquire in turn", true, s.testManyGoroutines},
+		{"GiveUpStorm", "waiters that give up leave nothing held or queued", true, s.testGiveUpStorm},
+		{"Reentrancy", "an owner re-enters, counted; another owner waits", false, s.testReentrancy},
+		{"OwnerlessNotReentrant", "a ctx without owner is not reentrant, like sync.Mutex", false, s.testOwnerlessNotReentrant},
+		{"LockerAcrossGoroutines", "sync.Locker: Unlock from another goroutine", false, s.testLockerAcrossGoroutines},
+		{"Watchdog", "the watchdog renews while held and stops after release", false, s.testWatchdog},
+		{"FixedLease", "a fixed lease expires, the lost signal fires, a waiter takes over", false, s.testFixedLease},
+		{"LostSignal", "a hold deleted on the server fires Done within a renewal interval", false, s.testLostSignal},
+		{"LostSignalScriptFlush", "the lost signal survives a SCRIPT FLUSH", true, s.testLostSignalScriptFlush},
+		{"LostSignalDuringPartialRelease", "a hold that vanishes while a partial release is in flight is reported lost", false, s.testLostSignalDuringPartialRelease},
+		{"UnlockMisuse", "no owner releases another's hold; misuse is ErrNotHeld or a panic", false, s.testUnlockMisuse},
+		{"UnlockEndedContext", "a release does not depend on the caller's cancellation", false, s.testUnlockEndedContext},
+		{"UnlockThroughAnotherBackend", "a hold belongs to its owner, not to a backend value", false, s.testUnlockThroughAnotherBackend},
+		{"HandOff", "a release hands the lock to a waiter in another process through pub/sub", true, s.testHandOff},
+		{"WaitAcrossPubSubKill", "waiters survive a killed pub/sub connection", true, s.testWaitAcrossPubSubKill},
+		{"ForceUnlock", "ForceUnlock frees, hands on, and the holder learns of the loss", false, s.testForceUnlock},
+		{"FencingTokens", "tokens strictly increase, survive lost keys, repeat on re-entry", false, s.testFencingTokens},
+		{"AmbiguousAcquire", "an acquisition retried after a lost reply counts once", false, s.testAmbiguousAcquire},
+		{"AmbiguousRelease", "a release retried after a lost reply releases once", false, s.testAmbiguousRelease},
+		{"AbandonedWait", "waiters that give up do not swallow a wake-up", false, s.testAbandonedWait},
+		{"ForeignValue", "a key dsync did not write is an error, left untouched", false, s.testForeignValue},
+		{"BadInput", "bad input is a sentinel error before any I/O", false, s.testBadInput},
 	}
-	return k
-}
-
-// awaitQueued waits until n waiters of the mutex name under p are
-// registered on the server: each has subscribed and registered with the
-// attempt it made just before going to sleep, so from then on only a
-// wake-up, its heartbeat (5s) or the holder's lease ends its sleep.
-func awaitQueued(t *testing.T, ctx context.Context, b backend.Backend, p, name string, n int) {
-	t.Helper()
-	key := mutexKey(p, name) + ":waiters"
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; ; i++ {
-		v, err := b.Eval(ctx, zcardScript, []string{key})
-		must(t, err, "ZCARD")
-		if got, _ := backend.Int(v); got >= int64(n) {
-			return
-		}
-		if time.Now().After(deadline) || i > 5000 {
-			t.Fatalf("%d waiters not queued within 5s", n)
-		}
-		time.Sleep(time.Millisecond)
+	for _, c := range cases {
+		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rule: %s", c.rule)
+				}
+			})
+			c.fn(t, ctx, k)
+		})
 	}
 }
 
@@ -111,7 +102,7 @@ func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p string
 	}
 }
 
-func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
+func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context, k lockKind) {
 	const backends, perBackend, rounds = 8, 4, 2000
 	p := prefix()
 	var (
@@ -139,7 +130,7 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
 		if i == 0 {
 			b0 = b
 		}
-		m := mutex.New(b, "counter", mutex.WithPrefix(p))
+		m := k.open(b, "counter", lockConfig{prefix: p})
 		for j := 0; j < perBackend; j++ {
 			wg.Add(1)
 			go func() {
@@ -200,7 +191,7 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
 	if shared != rounds {
 		t.Errorf("shared counter %d after %d rounds", shared, rounds)
 	}
-	assertNoKeys(t, ctx, b0, p, mutex.FenceTTL)
+	assertNoKeys(t, ctx, b0, p, options.DefaultFenceTTL)
 }
 
 // testGiveUpStorm has waiters give up all the time, most of them while an
@@ -210,7 +201,7 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context) {
 // holds it up for the 2s hand-off lease, an acquisition that lands after
 // its waiter gave up holds it for the whole lease, and either would show
 // here as a key left behind or as a stalled mutex.
-func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
+func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 	const backends, perBackend, duration = 4, 4, time.Second
 	p := prefix()
 	var (
@@ -225,7 +216,7 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
 		if i == 0 {
 			b0 = b
 		}
-		m := mutex.New(b, "storm", mutex.WithPrefix(p))
+		m := k.open(b, "storm", lockConfig{prefix: p})
 		for j := 0; j < perBackend; j++ {
 			wg.Add(1)
 			go func() {
@@ -279,8 +270,8 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
 	}
 	// Every waiter that gave up cleaned up after itself: nothing holds
 	// the mutex, and nobody is left registered to be handed it.
-	assertNoKeys(t, ctx, b0, p, mutex.FenceTTL)
-	free := mutex.New(b0, "storm", mutex.WithPrefix(p))
+	assertNoKeys(t, ctx, b0, p, options.DefaultFenceTTL)
+	free := k.open(b0, "storm", lockConfig{prefix: p})
 	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := free.LockContext(fctx); err != nil {
@@ -289,7 +280,7 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context) {
 	must(t, free.UnlockContext(fctx), "unlock")
 }
 
-func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context) {
+func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind) {
 	const n = 500
 	p := prefix()
 	bs := []backend.Backend{s.newBackend(t), s.newBackend(t), s.newBackend(t), s.newBackend(t)}
@@ -304,7 +295,7 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context) {
 			// take seconds on a loaded machine (-race, packages in
 			// parallel), and a waiter giving up is not what this tests.
 			cctx := ctx
-			m := mutex.New(bs[i%len(bs)], "many", mutex.WithPrefix(p))
+			m := k.open(bs[i%len(bs)], "many", lockConfig{prefix: p})
 			if err := m.LockContext(cctx); err != nil {
 				errs <- fmt.Errorf("goroutine %d: %w", i, err)
 				return
@@ -323,13 +314,13 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context) {
 	for err := range errs {
 		t.Error(err)
 	}
-	assertNoKeys(t, ctx, bs[0], p, mutex.FenceTTL)
+	assertNoKeys(t, ctx, bs[0], p, options.DefaultFenceTTL)
 }
 
-func (s *suite) testReentrancy(t *testing.T, ctx context.Context) {
+func (s *suite) testReentrancy(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
-	m := mutex.New(s.newBackend(t), "re", mutex.WithPrefix(p))
-	other := mutex.New(s.newBackend(t), "re", mutex.WithPrefix(p))
+	m := k.open(s.newBackend(t), "re", lockConfig{prefix: p})
+	other := k.open(s.newBackend(t), "re", lockConfig{prefix: p})
 	a := dsync.WithOwner(ctx)
 	b := dsync.WithOwner(ctx)
 	var first int64
@@ -368,8 +359,8 @@ func (s *suite) testReentrancy(t *testing.T, ctx context.Context) {
 	must(t, other.UnlockContext(b), "unlock by the second owner")
 }
 
-func (s *suite) testOwnerlessNotReentrant(t *testing.T, ctx context.Context) {
-	m := mutex.New(s.newBackend(t), "plain", mutex.WithPrefix(prefix()))
+func (s *suite) testOwnerlessNotReentrant(t *testing.T, ctx context.Context, k lockKind) {
+	m := k.open(s.newBackend(t), "plain", lockConfig{prefix: prefix()})
 	must(t, m.LockContext(ctx), "lock")
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
@@ -390,8 +381,8 @@ func (s *suite) testOwnerlessNotReentrant(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testLockerAcrossGoroutines(t *testing.T, ctx context.Context) {
-	m := mutex.New(s.newBackend(t), "locker", mutex.WithPrefix(prefix()))
+func (s *suite) testLockerAcrossGoroutines(t *testing.T, ctx context.Context, k lockKind) {
+	m := k.open(s.newBackend(t), "locker", lockConfig{prefix: prefix()})
 	var l sync.Locker = m
 	l.Lock()
 	unlocked := make(chan struct{})
@@ -411,7 +402,7 @@ func (s *suite) testLockerAcrossGoroutines(t *testing.T, ctx context.Context) {
 
 // sampleTTL reads the mutex's remaining lease every 20ms for d and returns
 // the smallest value seen.
-func sampleTTL(t *testing.T, ctx context.Context, m *mutex.Mutex, d time.Duration) time.Duration {
+func sampleTTL(t *testing.T, ctx context.Context, m exclusiveLock, d time.Duration) time.Duration {
 	t.Helper()
 	least := time.Duration(1<<63 - 1)
 	end := time.Now().Add(d)
@@ -424,11 +415,11 @@ func sampleTTL(t *testing.T, ctx context.Context, m *mutex.Mutex, d time.Duratio
 	return least
 }
 
-func (s *suite) testWatchdog(t *testing.T, ctx context.Context) {
+func (s *suite) testWatchdog(t *testing.T, ctx context.Context, k lockKind) {
 	const leaseD = time.Second
 	p := prefix()
 	sp := newSpy(s.newBackend(t))
-	m := mutex.New(sp, "dog", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	m := k.open(sp, "dog", lockConfig{prefix: p, watchdog: leaseD})
 	must(t, m.LockContext(ctx), "lock")
 	done := m.Done(ctx)
 
@@ -442,7 +433,7 @@ func (s *suite) testWatchdog(t *testing.T, ctx context.Context) {
 	if least < leaseD/3 {
 		t.Errorf("remaining lease fell to %v, below lease/3 = %v", least, leaseD/3)
 	}
-	other := mutex.New(s.newBackend(t), "dog", mutex.WithPrefix(p))
+	other := k.open(s.newBackend(t), "dog", lockConfig{prefix: p})
 	if ok, err := other.TryLockContext(ctx); ok || err != nil {
 		t.Fatalf("another owner acquired after 4 leases of holding: %v, %v", ok, err)
 	}
@@ -450,7 +441,7 @@ func (s *suite) testWatchdog(t *testing.T, ctx context.Context) {
 
 	must(t, m.UnlockContext(ctx), "unlock")
 	within(t, time.Second, done, "Done after unlock")
-	key := mutexKey(p, "dog")
+	key := k.key(p, "dog")
 	before := sp.touched(key)
 	time.Sleep(leaseD) // three renewal intervals
 	if n := sp.touched(key) - before; n != 0 {
@@ -458,11 +449,11 @@ func (s *suite) testWatchdog(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testFixedLease(t *testing.T, ctx context.Context) {
+func (s *suite) testFixedLease(t *testing.T, ctx context.Context, k lockKind) {
 	const leaseD = 500 * time.Millisecond
 	p := prefix()
-	holder := mutex.New(s.newBackend(t), "fixed", mutex.WithPrefix(p), mutex.WithLease(leaseD))
-	waiter := mutex.New(s.newBackend(t), "fixed", mutex.WithPrefix(p))
+	holder := k.open(s.newBackend(t), "fixed", lockConfig{prefix: p, fixed: leaseD})
+	waiter := k.open(s.newBackend(t), "fixed", lockConfig{prefix: p})
 	start := time.Now()
 	must(t, holder.LockContext(ctx), "lock")
 	done := holder.Done(ctx)
@@ -485,15 +476,15 @@ func (s *suite) testFixedLease(t *testing.T, ctx context.Context) {
 	must(t, waiter.UnlockContext(ctx), "waiter unlock")
 }
 
-func (s *suite) testLostSignal(t *testing.T, ctx context.Context) {
+func (s *suite) testLostSignal(t *testing.T, ctx context.Context, k lockKind) {
 	const leaseD = time.Second
 	p := prefix()
 	b := s.newBackend(t)
-	m := mutex.New(b, "lost", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	m := k.open(b, "lost", lockConfig{prefix: p, watchdog: leaseD})
 	o := dsync.WithOwner(ctx)
 	must(t, m.LockContext(o), "lock")
 	done := m.Done(o)
-	_, err := b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	deleted := time.Now()
 	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after DEL")
@@ -506,16 +497,16 @@ func (s *suite) testLostSignal(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context) {
+func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k lockKind) {
 	skipWithout(t, "FlushScripts", s.hooks.FlushScripts != nil)
 	const leaseD = time.Second
 	p := prefix()
 	b := s.newBackend(t)
-	m := mutex.New(b, "lost", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
+	m := k.open(b, "lost", lockConfig{prefix: p, watchdog: leaseD})
 	must(t, m.LockContext(ctx), "lock")
 	done := m.Done(ctx)
 	must(t, s.hooks.FlushScripts(ctx), "SCRIPT FLUSH")
-	_, err := b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after SCRIPT FLUSH and DEL")
 	if err := m.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
@@ -523,16 +514,16 @@ func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context) {
 	}
 	// Unlock() of a lost hold reports through the log, not a panic.
 	must(t, m.LockContext(ctx), "lock again")
-	_, err = b.Eval(ctx, delScript, []string{mutexKey(p, "lost")})
+	_, err = b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	within(t, leaseD/3+100*time.Millisecond, m.Done(ctx), "second loss")
 	m.Unlock()
 }
 
-func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
+func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	b := s.newBackend(t)
-	m := mutex.New(b, "misuse", mutex.WithPrefix(p))
+	m := k.open(b, "misuse", lockConfig{prefix: p})
 	a := dsync.WithOwner(ctx)
 	must(t, m.LockContext(a), "lock")
 
@@ -541,7 +532,7 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 	if err := m.UnlockContext(intruder); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock by another owner: %v, want ErrNotHeld", err)
 	}
-	if err := mutex.New(s.newBackend(t), "misuse", mutex.WithPrefix(p)).UnlockContext(intruder); !errors.Is(err, dsync.ErrNotHeld) {
+	if err := k.open(s.newBackend(t), "misuse", lockConfig{prefix: p}).UnlockContext(intruder); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock by another owner on another backend: %v, want ErrNotHeld", err)
 	}
 	// Nor can the ownerless form, which refers to this handle's ownerless hold.
@@ -557,14 +548,14 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 	}
 
 	// Unlock of a never-locked mutex panics, as sync.Mutex does.
-	fresh := mutex.New(b, "never", mutex.WithPrefix(p))
+	fresh := k.open(b, "never", lockConfig{prefix: p})
 	msg := func() (msg any) {
 		defer func() { msg = recover() }()
 		fresh.Unlock()
 		return nil
 	}()
-	if s, _ := msg.(string); !strings.Contains(s, "unlock of unlocked mutex") {
-		t.Errorf("Unlock of a never-locked mutex: recovered %v, want a panic saying so", msg)
+	if s, _ := msg.(string); !strings.Contains(s, "unlock of unlocked") {
+		t.Errorf("Unlock of a never-locked lock: recovered %v, want a panic saying so", msg)
 	}
 	// Double Unlock too.
 	fresh.Lock()
@@ -582,12 +573,12 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context) {
 // testHandOff checks that a release in another process hands the mutex to
 // a queued waiter through the backend's pub/sub: promptly, and without
 // another round trip by the waiter (the wake-up carries the hold).
-func (s *suite) testHandOff(t *testing.T, ctx context.Context) {
+func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	probe := s.newBackend(t)
-	holder := mutex.New(elsewhere{probe}, "handoff", mutex.WithPrefix(p))
+	holder := k.open(elsewhere{probe}, "handoff", lockConfig{prefix: p})
 	sp := newSpy(s.newBackend(t))
-	waiter := mutex.New(sp, "handoff", mutex.WithPrefix(p))
+	waiter := k.open(sp, "handoff", lockConfig{prefix: p})
 	var worst time.Duration
 	for round := 0; round < 10; round++ {
 		must(t, holder.LockContext(ctx), "lock")
@@ -606,7 +597,7 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context) {
 			acquired <- time.Now()
 		}()
 		<-queued
-		awaitQueued(t, ctx, probe, p, "handoff", 1)
+		k.awaitQueued(t, ctx, probe, p, "handoff", 1)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
 		at := within(t, 5*time.Second, acquired, "waiter")
@@ -628,18 +619,18 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context) {
 	t.Logf("release to acquisition: worst %v in 10 rounds", worst)
 }
 
-func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
+func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context, k lockKind) {
 	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
 	p := prefix()
 	probe := s.newBackend(t)
 	// Every client as if in a process of its own: hand-offs go through
 	// the pub/sub connections that are killed.
-	holder := mutex.New(elsewhere{probe}, "kill", mutex.WithPrefix(p))
+	holder := k.open(elsewhere{probe}, "kill", lockConfig{prefix: p})
 	must(t, holder.LockContext(ctx), "lock")
 	const waiters = 4
 	acquired := make(chan time.Time, waiters)
 	for i := 0; i < waiters; i++ {
-		m := mutex.New(elsewhere{s.newBackend(t)}, "kill", mutex.WithPrefix(p))
+		m := k.open(elsewhere{s.newBackend(t)}, "kill", lockConfig{prefix: p})
 		go func() {
 			if err := m.LockContext(ctx); err != nil {
 				t.Error(err)
@@ -650,7 +641,7 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 			m.UnlockContext(ctx)
 		}()
 	}
-	awaitQueued(t, ctx, probe, p, "kill", waiters)
+	k.awaitQueued(t, ctx, probe, p, "kill", waiters)
 	must(t, s.hooks.KillPubSub(ctx), "kill pub/sub clients")
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
@@ -666,13 +657,13 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context) {
 	t.Logf("pub/sub killed mid-wait: %d waiters acquired within %v of the release", waiters, last.Sub(released))
 }
 
-func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
+func (s *suite) testForceUnlock(t *testing.T, ctx context.Context, k lockKind) {
 	const leaseD = time.Second
 	p := prefix()
 	probe := s.newBackend(t)
-	holder := mutex.New(probe, "force", mutex.WithPrefix(p), mutex.WithWatchdog(leaseD))
-	admin := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
-	waiter := mutex.New(s.newBackend(t), "force", mutex.WithPrefix(p))
+	holder := k.open(probe, "force", lockConfig{prefix: p, watchdog: leaseD})
+	admin := k.open(s.newBackend(t), "force", lockConfig{prefix: p})
+	waiter := k.open(s.newBackend(t), "force", lockConfig{prefix: p})
 	must(t, holder.LockContext(ctx), "lock")
 	done := holder.Done(ctx)
 	acquired := make(chan time.Time, 1)
@@ -682,7 +673,7 @@ func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
 		}
 		acquired <- time.Now()
 	}()
-	awaitQueued(t, ctx, probe, p, "force", 1)
+	k.awaitQueued(t, ctx, probe, p, "force", 1)
 	forced := time.Now()
 	ok, err := admin.ForceUnlock(ctx)
 	must(t, err, "force unlock")
@@ -700,12 +691,12 @@ func (s *suite) testForceUnlock(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testFencingTokens(t *testing.T, ctx context.Context) {
+func (s *suite) testFencingTokens(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	b := s.newBackend(t)
-	ms := []*mutex.Mutex{
-		mutex.New(b, "fence", mutex.WithPrefix(p)),
-		mutex.New(s.newBackend(t), "fence", mutex.WithPrefix(p)),
+	ms := []exclusiveLock{
+		k.open(b, "fence", lockConfig{prefix: p}),
+		k.open(s.newBackend(t), "fence", lockConfig{prefix: p}),
 	}
 	var last int64
 	for i := 0; i < 20; i++ {
@@ -727,7 +718,7 @@ func (s *suite) testFencingTokens(t *testing.T, ctx context.Context) {
 		if i == 9 {
 			// Both keys that keep the last token (the freed lock key
 			// and the fence key) are lost: tokens still increase.
-			n, err := b.Eval(ctx, delScript, []string{mutexKey(p, "fence"), mutexKey(p, "fence") + ":fence"})
+			n, err := b.Eval(ctx, delScript, []string{k.key(p, "fence"), k.key(p, "fence") + ":fence"})
 			must(t, err, "DEL lock and fence keys")
 			if n != int64(2) {
 				t.Fatalf("DEL lock and fence keys: %v, want 2: the last token was not kept in both", n)
@@ -739,10 +730,10 @@ func (s *suite) testFencingTokens(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testAmbiguousAcquire(t *testing.T, ctx context.Context) {
+func (s *suite) testAmbiguousAcquire(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	sp := newSpy(s.newBackend(t))
-	m := mutex.New(sp, "amb", mutex.WithPrefix(p))
+	m := k.open(sp, "amb", lockConfig{prefix: p})
 	o := dsync.WithOwner(ctx)
 
 	// First acquisition and a re-entry, each with its reply lost once: the
@@ -770,10 +761,10 @@ func (s *suite) testAmbiguousAcquire(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testAmbiguousRelease(t *testing.T, ctx context.Context) {
+func (s *suite) testAmbiguousRelease(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	sp := newSpy(s.newBackend(t))
-	m := mutex.New(sp, "amb", mutex.WithPrefix(p))
+	m := k.open(sp, "amb", lockConfig{prefix: p})
 	o := dsync.WithOwner(ctx)
 	for i := 0; i < 3; i++ {
 		must(t, m.LockContext(o), "lock")
@@ -791,22 +782,22 @@ func (s *suite) testAmbiguousRelease(t *testing.T, ctx context.Context) {
 	}
 }
 
-func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context) {
+func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	b := s.newBackend(t)
-	holder := mutex.New(b, "abandon", mutex.WithPrefix(p))
+	holder := k.open(b, "abandon", lockConfig{prefix: p})
 	must(t, holder.LockContext(ctx), "lock")
 	// Waiters that give up leave nothing behind and do not swallow the
 	// wake-up meant for a waiter that stays.
 	for i := 0; i < 3; i++ {
 		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		err := mutex.New(s.newBackend(t), "abandon", mutex.WithPrefix(p)).LockContext(wctx)
+		err := k.open(s.newBackend(t), "abandon", lockConfig{prefix: p}).LockContext(wctx)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiter %d: %v, want DeadlineExceeded", i, err)
 		}
 	}
-	stayer := mutex.New(s.newBackend(t), "abandon", mutex.WithPrefix(p))
+	stayer := k.open(s.newBackend(t), "abandon", lockConfig{prefix: p})
 	acquired := make(chan time.Time, 1)
 	go func() {
 		if err := stayer.LockContext(ctx); err != nil {
@@ -814,31 +805,31 @@ func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context) {
 		}
 		acquired <- time.Now()
 	}()
-	awaitQueued(t, ctx, b, p, "abandon", 1)
+	k.awaitQueued(t, ctx, b, p, "abandon", 1)
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
 	if d := within(t, 5*time.Second, acquired, "the waiter that stayed").Sub(released); d > 500*time.Millisecond {
 		t.Errorf("the waiter that stayed acquired %v after the release", d)
 	}
 	must(t, stayer.UnlockContext(ctx), "unlock")
-	assertNoKeys(t, ctx, b, p, mutex.FenceTTL)
+	assertNoKeys(t, ctx, b, p, options.DefaultFenceTTL)
 }
 
-func (s *suite) testBadInput(t *testing.T, ctx context.Context) {
+func (s *suite) testBadInput(t *testing.T, ctx context.Context, k lockKind) {
 	sp := newSpy(s.newBackend(t))
 	cases := []struct {
 		name string
-		m    *mutex.Mutex
+		m    exclusiveLock
 		want error
 	}{
-		{"empty name", mutex.New(sp, ""), dsync.ErrInvalidName},
-		{"2 KiB name", mutex.New(sp, strings.Repeat("n", 2048)), dsync.ErrInvalidName},
-		{"zero lease", mutex.New(sp, "x", mutex.WithLease(0)), dsync.ErrInvalidLease},
-		{"negative lease", mutex.New(sp, "x", mutex.WithLease(-time.Second)), dsync.ErrInvalidLease},
-		{"negative watchdog", mutex.New(sp, "x", mutex.WithWatchdog(-1)), dsync.ErrInvalidLease},
-		{"bad prefix", mutex.New(sp, "x", mutex.WithPrefix("a{b")), dsync.ErrInvalidName},
-		{"nil backend", mutex.New(nil, "x"), dsync.ErrInvalidBackend},
-		{"zero Mutex", new(mutex.Mutex), dsync.ErrInvalidBackend},
+		{"empty name", k.open(sp, "", lockConfig{}), dsync.ErrInvalidName},
+		{"2 KiB name", k.open(sp, strings.Repeat("n", 2048), lockConfig{}), dsync.ErrInvalidName},
+		{"zero lease", k.open(sp, "x", lockConfig{fixed: 0, setFixed: true}), dsync.ErrInvalidLease},
+		{"negative lease", k.open(sp, "x", lockConfig{fixed: -time.Second}), dsync.ErrInvalidLease},
+		{"negative watchdog", k.open(sp, "x", lockConfig{watchdog: -1}), dsync.ErrInvalidLease},
+		{"bad prefix", k.open(sp, "x", lockConfig{prefix: "a{b"}), dsync.ErrInvalidName},
+		{"nil backend", k.open(nil, "x", lockConfig{}), dsync.ErrInvalidBackend},
+		{"zero value", k.zero(), dsync.ErrInvalidBackend},
 	}
 	for _, c := range cases {
 		if err := c.m.LockContext(ctx); !errors.Is(err, c.want) {
@@ -850,8 +841,8 @@ func (s *suite) testBadInput(t *testing.T, ctx context.Context) {
 		if err := c.m.UnlockContext(ctx); !errors.Is(err, c.want) {
 			t.Errorf("%s: UnlockContext: %v, want %v", c.name, err, c.want)
 		}
-		if _, err := c.m.State(ctx); !errors.Is(err, c.want) {
-			t.Errorf("%s: State: %v, want %v", c.name, err, c.want)
+		if _, err := c.m.IsLocked(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: IsLocked: %v, want %v", c.name, err, c.want)
 		}
 		func() {
 			defer func() {
@@ -864,14 +855,19 @@ func (s *suite) testBadInput(t *testing.T, ctx context.Context) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	m := mutex.New(sp, "x", mutex.WithPrefix(prefix()))
-	if err := m.LockContext(cctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled ctx: LockContext: %v, want context.Canceled", err)
-	}
-	if _, err := m.TryLockContext(cctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled ctx: TryLockContext: %v, want context.Canceled", err)
+	m := k.open(sp, "x", lockConfig{prefix: prefix()})
+	for op, err := range map[string]error{
+		"lock":    m.LockContext(cctx),
+		"trylock": second(m.TryLockContext(cctx)),
+		"state":   second(m.IsLocked(cctx)),
+	} {
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), op) || !strings.Contains(err.Error(), `"x"`) {
+			t.Errorf("cancelled ctx: %s: %v, want context.Canceled naming the operation and the lock", op, err)
+		}
 	}
 	if n := sp.count(); n != 0 {
 		t.Errorf("bad input reached the server: %d calls", n)
 	}
 }
+
+func second[T any](_ T, err error) error { return err }

@@ -80,9 +80,9 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 		}
 	}
 	reply, err := e.Backend.Eval(ctx, s, keys, args...)
-	if a, ok := reply.([]any); ok && len(a) >= 3 {
-		if _, address := a[1].(string); address {
-			reply = a[:1]
+	if a, ok := reply.([]any); ok && len(a) >= 5 {
+		if _, address := a[2].(string); address {
+			reply = a[:2]
 		}
 	}
 	return reply, err

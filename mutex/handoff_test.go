@@ -304,20 +304,20 @@ type remote struct{ backend.Backend }
 func (r remote) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	reply, err := r.Backend.Eval(ctx, s, keys, args...)
 	if handOff(reply) {
-		reply = reply.([]any)[:1]
+		reply = reply.([]any)[:2]
 	}
 	return reply, err
 }
 
 // handOff reports whether reply is that of a script that handed the mutex
-// to a waiter: {n, address, token, owner} (see wait.HandOff), as opposed
-// to an acquisition's {1, count, token}.
+// to a waiter: {n, hold id, address, token, owner} (see wait.Reply), as
+// opposed to an acquisition's {1, count, token, hold id}.
 func handOff(reply any) bool {
 	a, ok := reply.([]any)
-	if !ok || len(a) < 3 {
+	if !ok || len(a) < 5 {
 		return false
 	}
-	_, address := a[1].(string)
+	_, address := a[2].(string)
 	return address
 }
 

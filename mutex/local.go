@@ -1,6 +1,7 @@
 package mutex
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,54 @@ import (
 // that release's first attempt to end before it asks the server or gives
 // up, so that its own attempt, or its abandon, comes after the
 // registration on the server.
+
+// localWait is one acquisition's queueing behind holds of this process:
+// the mutex's core.Local.
+type localWait struct {
+	m      *Mutex
+	behind *localHold // the hold it is queued behind, if any
+	entry  string     // under which it is queued
+}
+
+func (q *localWait) Before(ctx context.Context, owner, entry string, a wait.Try) (bool, time.Duration) {
+	// Woken while queued behind a hold here, or a heartbeat later: ask
+	// the server from now on.
+	q.leave(ctx)
+	if a.Prior == 0 && entry != "" {
+		if h, lasts := q.m.queueBehind(owner, entry); h != nil {
+			q.behind, q.entry = h, entry
+			return true, lasts
+		}
+	}
+	return false, 0
+}
+
+func (q *localWait) Leave(ctx context.Context, address string) {
+	q.leave(ctx)
+	q.m.dropHanded(address)
+}
+
+func (q *localWait) Held(owner, address string, l *lease.Lease) {
+	q.m.holdLocal(owner, address, l)
+}
+
+// leave takes the waiter out of the queue it is in, if any. If a release
+// already took its entry, it waits until that release has registered it:
+// only then may the waiter's own attempt or abandon follow, or the
+// registration would come after them.
+func (q *localWait) leave(ctx context.Context) {
+	if q.behind == nil {
+		return
+	}
+	if sent := unqueue(q.behind, q.entry); sent != nil {
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return // still behind: the abandon waits again
+		}
+	}
+	q.behind = nil
+}
 
 // A localHold is a hold of this process and the waiters queued behind it.
 type localHold struct {
@@ -120,10 +169,10 @@ func (m *Mutex) queueBehindLocked(owner, entry string) (*localHold, *lease.Lease
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	now := time.Now()
-	for _, h := range slices.Clone(locals.m[m.key]) {
+	for _, h := range slices.Clone(locals.m[m.h.Key]) {
 		// Holds on other servers are none of m's business, not even to
 		// tidy up.
-		if !slices.Contains(h.reach, m.b) {
+		if !slices.Contains(h.reach, m.h.B) {
 			continue
 		}
 		if h.stale(now) {
@@ -161,27 +210,27 @@ func (m *Mutex) holdLocal(owner, address string, l *lease.Lease) {
 	// have the same owner and still be recorded.
 	for _, match := range []func(*localHold) bool{
 		func(h *localHold) bool { return address != "" && h.address == address },
-		func(h *localHold) bool { return h.b == m.b && h.owner == owner },
+		func(h *localHold) bool { return h.b == m.h.B && h.owner == owner },
 	} {
-		for _, h := range locals.m[m.key] {
+		for _, h := range locals.m[m.h.Key] {
 			if match(h) {
 				h.owner, h.lease = owner, l
-				if !slices.Contains(h.reach, m.b) {
-					h.reach = append(h.reach, m.b)
+				if !slices.Contains(h.reach, m.h.B) {
+					h.reach = append(h.reach, m.h.B)
 				}
 				return
 			}
 		}
 	}
-	m.addLocked(&localHold{b: m.b, owner: owner, address: address, lease: l, reach: []backend.Backend{m.b}})
+	m.addLocked(&localHold{b: m.h.B, owner: owner, address: address, lease: l, reach: []backend.Backend{m.h.B}})
 }
 
 func (m *Mutex) addLocked(h *localHold) {
-	h.key, h.channel, h.since = m.key, m.channel, time.Now()
+	h.key, h.channel, h.since = m.h.Key, m.channel, time.Now()
 	if locals.m == nil {
 		locals.m = make(map[string][]*localHold)
 	}
-	locals.m[m.key] = append(locals.m[m.key], h)
+	locals.m[m.h.Key] = append(locals.m[m.h.Key], h)
 }
 
 // takeQueued closes owner's hold through m to new waiters for a release,
@@ -191,8 +240,8 @@ func (m *Mutex) addLocked(h *localHold) {
 func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for _, h := range locals.m[m.key] {
-		if h.b == m.b && h.owner == owner {
+	for _, h := range locals.m[m.h.Key] {
+		if h.b == m.h.B && h.owner == owner {
 			if h.closed {
 				return nil, nil // another release of the owner's is under way
 			}
@@ -247,11 +296,11 @@ func (m *Mutex) handedFrom(h *localHold) func(wait.Handed, bool) {
 		}
 		locals.mu.Lock()
 		defer locals.mu.Unlock()
-		reach := []backend.Backend{m.b, to.Backend}
+		reach := []backend.Backend{m.h.B, to.Backend}
 		if h != nil {
 			reach = append(reach, h.reach...)
 		}
-		for _, n := range locals.m[m.key] {
+		for _, n := range locals.m[m.h.Key] {
 			if n.address == to.Address {
 				reach = append(reach, n.reach...)
 				n.reach = compactBackends(reach)
@@ -281,8 +330,8 @@ func compactBackends(bs []backend.Backend) []backend.Backend {
 func (m *Mutex) forget(owner string) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for _, h := range locals.m[m.key] {
-		if h.b == m.b && h.owner == owner {
+	for _, h := range locals.m[m.h.Key] {
+		if h.b == m.h.B && h.owner == owner {
 			removeLocked(h)
 			return
 		}
@@ -297,7 +346,7 @@ func (m *Mutex) dropHanded(address string) {
 	}
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for _, h := range locals.m[m.key] {
+	for _, h := range locals.m[m.h.Key] {
 		if h.address == address && h.lease == nil {
 			removeLocked(h)
 			return
@@ -310,8 +359,8 @@ func (m *Mutex) dropHanded(address string) {
 func (m *Mutex) dropAll() {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for _, h := range slices.Clone(locals.m[m.key]) {
-		if slices.Contains(h.reach, m.b) {
+	for _, h := range slices.Clone(locals.m[m.h.Key]) {
+		if slices.Contains(h.reach, m.h.B) {
 			removeLocked(h)
 		}
 	}

@@ -1,16 +1,13 @@
 package mutex
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/options"
 )
 
@@ -31,10 +28,9 @@ const (
 	handoffLease = 2 * time.Second
 
 	// FenceTTL is how long a mutex keeps its last fencing token on the
-	// server after the last acquisition. Tokens keep increasing after it
-	// expires (see the package documentation); the kept token only guards
-	// against the server clock stepping back meanwhile.
-	FenceTTL = time.Hour
+	// server after the last acquisition, unless WithFenceTTL says
+	// otherwise.
+	FenceTTL = options.DefaultFenceTTL
 )
 
 // An Option configures a Mutex.
@@ -52,6 +48,18 @@ func WithLease(d time.Duration) Option {
 // mutex within 30s. d must be at least 1ms.
 func WithWatchdog(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetWatchdog(d) }}
+}
+
+// WithFenceTTL sets how long the mutex keeps its last fencing token on
+// the server after the last acquisition: two small keys (the freed lock
+// key and the fence key, about 100 bytes together) for every name used
+// within d. The default is FenceTTL, an hour. Tokens keep increasing after
+// they expire, seeded from the server clock (see the package
+// documentation); a shorter d only leaves tokens exposed to a server clock
+// that steps back by more than the time since the last acquisition. d
+// must be at least 1s.
+func WithFenceTTL(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
 }
 
 // WithPrefix sets the first part of every key and channel name; the
@@ -72,15 +80,9 @@ func WithLogger(l *slog.Logger) Option {
 // usable. A Mutex is safe for concurrent use, and any number of Mutex
 // values, in any number of processes, may refer to the same name.
 type Mutex struct {
-	b    backend.Backend
-	name string
-	cfg  options.Common
-	err  error // invalid arguments, reported by every call
+	h core.Handle
 
-	key, waiters, fence, channel string
-
-	mu   sync.Mutex
-	anon string // owner of the ownerless hold taken through this handle
+	waiters, fence, channel string
 }
 
 var (
@@ -98,88 +100,13 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	m := &Mutex{b: b, name: name, cfg: cfg, err: cfg.Err}
-	if err := options.CheckBackend(b); err != nil {
-		m.err = err
-	}
-	base, err := keys.Base(cfg.Prefix, "mutex", name)
-	if m.err == nil && err != nil {
-		m.err = err
-	}
-	m.key = base
-	m.waiters = base + ":waiters"
-	m.fence = base + ":fence"
-	m.channel = base + ":wake"
-	if m.err != nil {
-		m.err = fmt.Errorf("mutex %q: %w", truncate(name), m.err)
-	}
+	m := &Mutex{}
+	m.h.Init(b, "mutex", name, cfg)
+	m.waiters = m.h.Companion("waiters")
+	m.fence = m.h.Companion("fence")
+	m.channel = m.h.Companion("wake")
 	return m
 }
 
 // Name returns the name the mutex was created with.
-func (m *Mutex) Name() string { return m.name }
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
-
-func (m *Mutex) check(ctx context.Context) error {
-	if m.key == "" && m.err == nil {
-		return fmt.Errorf("%w: zero Mutex; use mutex.New", dsync.ErrInvalidBackend)
-	}
-	if m.err != nil {
-		return m.err
-	}
-	return ctx.Err()
-}
-
-// wrap names the operation and the mutex in err, once.
-func (m *Mutex) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("mutex %q: %s: %w", truncate(m.name), op, err)
-}
-
-// lockOwner returns the owner an acquisition with ctx is made for: ctx's
-// owner, or a fresh one for an ownerless hold.
-func lockOwner(ctx context.Context) (owner string, anon bool) {
-	if id, ok := dsync.OwnerFrom(ctx); ok {
-		return id, false
-	}
-	return dsync.NewID(), true
-}
-
-// holder returns the owner that a release or query with ctx refers to:
-// ctx's owner, or the ownerless hold of this handle ("" if none).
-func (m *Mutex) holder(ctx context.Context) (owner string, anon bool) {
-	if id, ok := dsync.OwnerFrom(ctx); ok {
-		return id, false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.anon, true
-}
-
-func (m *Mutex) setAnon(owner string) {
-	m.mu.Lock()
-	m.anon = owner
-	m.mu.Unlock()
-}
-
-// clearAnon forgets the ownerless hold if it is still owner's: another
-// goroutine may already have taken a new one through this handle.
-func (m *Mutex) clearAnon(owner string) {
-	m.mu.Lock()
-	if m.anon == owner {
-		m.anon = ""
-	}
-	m.mu.Unlock()
-}
-
-func ms(d time.Duration) int64 { return d.Milliseconds() }
-
-var errLost = errors.New("the hold was lost")
+func (m *Mutex) Name() string { return m.h.Name }

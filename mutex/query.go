@@ -2,63 +2,30 @@ package mutex
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
-	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Token returns the fencing token of the hold of ctx's owner (or of the
-// ownerless hold taken through m). Tokens strictly increase from one hold
-// of the mutex to the next, whoever takes it; re-entering returns the same
-// token. It does no I/O, and returns an error matching dsync.ErrNotHeld if
-// there is no such hold or it was lost.
+// newest ownerless hold taken through m). Tokens strictly increase from
+// one hold of the mutex to the next, whoever takes it; re-entering returns
+// the same token. It does no I/O, and returns an error matching
+// dsync.ErrNotHeld if there is no such hold or it was lost.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
-	l, err := m.lease(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return l.Token(), nil
+	return m.h.Token(ctx, core.Exclusive)
 }
 
 // Done returns a channel that is closed when the hold of ctx's owner (or
-// the ownerless hold taken through m) ends: lost, because a renewal found
-// it gone or renewals failed until its lease ran out, or released by its
-// final unlock. If there is no such hold, the channel is already closed.
-// It does no I/O.
+// the newest ownerless hold taken through m) ends: lost, because a renewal
+// found it gone or renewals failed until its lease ran out, or released by
+// its final unlock. If there is no such hold, the channel is already
+// closed. It does no I/O.
 func (m *Mutex) Done(ctx context.Context) <-chan struct{} {
-	if l, _ := m.lease(ctx); l != nil {
-		return l.Done()
-	}
-	return closed
-}
-
-var closed = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
-func (m *Mutex) lease(ctx context.Context) (*lease.Lease, error) {
-	if err := m.check(context.WithoutCancel(ctx)); err != nil {
-		return nil, err
-	}
-	owner, _ := m.holder(ctx)
-	if owner == "" {
-		return nil, m.wrap("token", dsync.ErrNotHeld)
-	}
-	l := lease.Get(m.b, m.key, owner)
-	if l == nil {
-		return nil, m.wrap("token", dsync.ErrNotHeld)
-	}
-	if l.Lost() {
-		return l, m.wrap("token", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
-	}
-	return l, nil
+	return m.h.Done(ctx, core.Exclusive)
 }
 
 // State is a snapshot of a mutex on the server.
@@ -66,30 +33,61 @@ type State struct {
 	Locked    bool
 	HoldCount int           // holds of the asking owner; 0 for any other
 	TTL       time.Duration // remaining lease; -1 if the key has no expiry
+
+	Holder      string   // the holder's owner id; "" if free
+	HolderCount int      // the holder's hold count
+	Token       int64    // the holder's fencing token, or the last one if free (0 if none is known)
+	Waiters     int      // waiters registered on the server
+	NextWaiters []string // owner ids of the first few, in the order a release picks them
 }
 
+// stateWaiters is how many waiters State names.
+const stateWaiters = 5
+
 // State reads the mutex's state in one round trip: whether anyone holds it,
-// how many holds ctx's owner (or the ownerless hold taken through m) has,
-// and the remaining lease.
+// who, how many holds ctx's owner (or the newest ownerless hold taken
+// through m) has, the remaining lease, the fencing token and the waiters.
 func (m *Mutex) State(ctx context.Context) (State, error) {
-	if err := m.check(ctx); err != nil {
+	if err := m.h.Begin("state", ctx); err != nil {
 		return State{}, err
 	}
-	owner, _ := m.holder(ctx)
-	reply, err := m.b.Eval(ctx, inspectScript, []string{m.key}, owner)
+	owner, _ := m.h.Current(ctx, core.Exclusive)
+	reply, err := m.h.B.Eval(ctx, inspectScript, []string{m.h.Key, m.waiters}, owner, stateWaiters)
 	if err != nil {
-		return State{}, m.wrap("state", err)
+		return State{}, m.h.Wrap("state", err)
 	}
-	r, err := backend.Ints(reply, 3)
+	s, err := decodeState(reply)
+	return s, m.h.Wrap("state", err)
+}
+
+func decodeState(reply any) (State, error) {
+	r, err := backend.Array(reply, 7)
 	if err != nil {
-		return State{}, m.wrap("state", err)
+		return State{}, err
 	}
-	s := State{Locked: r[0] == 1, HoldCount: int(r[1])}
+	var n [7]int64
+	for _, i := range []int{0, 1, 2, 3, 5, 6} {
+		if n[i], err = backend.Int(r[i]); err != nil {
+			return State{}, err
+		}
+	}
+	holder, err := backend.String(r[4])
+	if err != nil {
+		return State{}, err
+	}
+	s := State{Locked: n[0] == 1, HoldCount: int(n[1]), Holder: holder, HolderCount: int(n[5]), Token: n[3], Waiters: int(n[6])}
 	switch {
-	case r[2] >= 0:
-		s.TTL = time.Duration(r[2]) * time.Millisecond
-	case r[2] == -1:
+	case n[2] >= 0:
+		s.TTL = time.Duration(n[2]) * time.Millisecond
+	case n[2] == -1:
 		s.TTL = -1
+	}
+	for _, v := range r[7:] {
+		w, err := backend.String(v)
+		if err != nil {
+			return State{}, err
+		}
+		s.NextWaiters = append(s.NextWaiters, w)
 	}
 	return s, nil
 }
@@ -100,8 +98,8 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 	return s.Locked, err
 }
 
-// HoldCount returns how many holds ctx's owner (or the ownerless hold
-// taken through m) has on the server: 0 when it holds none.
+// HoldCount returns how many holds ctx's owner (or the newest ownerless
+// hold taken through m) has on the server: 0 when it holds none.
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
 	s, err := m.State(ctx)
 	return s.HoldCount, err
@@ -120,14 +118,14 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 // next renewal, through Done. Use it to recover from a known-dead holder
 // that did not set a lease short enough.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	if err := m.check(ctx); err != nil {
+	if err := m.h.Begin("force unlock", ctx); err != nil {
 		return false, err
 	}
 	m.dropAll()
-	n, err := wait.HandOff(ctx, m.b, m.channel, forceScript, m.handedFrom(nil), []string{m.key, m.waiters, m.fence},
-		m.channel, ms(FenceTTL), hub.Process())
+	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
+		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
 	if err != nil {
-		return false, m.wrap("force unlock", err)
+		return false, m.h.Wrap("force unlock", err)
 	}
-	return n == 1, nil
+	return r.N == 1, nil
 }

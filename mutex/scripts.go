@@ -3,14 +3,11 @@ package mutex
 import (
 	_ "embed"
 
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
 )
 
 var (
-	//go:embed lua/state.lua
-	stateLua string
-	//go:embed lua/handoff.lua
-	handoffLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
 	//go:embed lua/release.lua
@@ -24,10 +21,17 @@ var (
 	//go:embed lua/renew.lua
 	renewLua string
 
-	acquireScript = script.New(stateLua + acquireLua)
-	releaseScript = script.New(stateLua + handoffLua + releaseLua)
-	abandonScript = script.New(stateLua + handoffLua + abandonLua)
-	forceScript   = script.New(stateLua + handoffLua + forceLua)
-	inspectScript = script.New(stateLua + inspectLua)
-	renewScript   = script.New(stateLua + renewLua)
+	acquireScript = newScript(acquireLua)
+	releaseScript = newScript(releaseLua)
+	abandonScript = newScript(abandonLua)
+	forceScript   = newScript(forceLua)
+	inspectScript = newScript(inspectLua)
+	renewScript   = newScript(renewLua)
 )
+
+// newScript builds a mutex script on the library parts every mutex script
+// may use: an exclusive hold's state and fencing, and a waiter set in the
+// order "longest without an attempt".
+func newScript(body string) *backend.Script {
+	return script.New(script.Fence, script.Waiters, script.Exclusive, body)
+}

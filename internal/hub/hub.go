@@ -24,6 +24,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -279,6 +280,21 @@ func (h *hub) serve(t *topic) {
 		m, err := sub.Receive(context.Background())
 		h.mu.Lock()
 		switch {
+		case err != nil && !t.gone && !errors.Is(err, dsync.ErrClosed):
+			// The subscription failed, not closed by us or with its
+			// backend: subscribe again, keeping the waiters on it, and
+			// wake them, since they may have missed their wake-ups.
+			t.sub = nil
+			for _, w := range t.waiters {
+				w.wake()
+			}
+			h.unlock()
+			sub.Close()
+			if sub = h.resubscribe(t); sub != nil {
+				continue
+			}
+			h.mu.Lock()
+			fallthrough
 		case err != nil:
 			// Closed by the last Leave, or the backend closed: wake
 			// everyone still here so they notice.
@@ -303,6 +319,45 @@ func (h *hub) serve(t *topic) {
 			}
 		}
 		h.unlock()
+	}
+}
+
+// resubscribe subscribes t's channel again after its subscription failed,
+// with capped backoff, until it succeeds, the topic is retired, or the
+// backend is closed. On success the waiters are woken once more, as for a
+// gap; otherwise it returns nil.
+func (h *hub) resubscribe(t *topic) backend.Subscription {
+	for n := 0; ; n++ {
+		if n > 0 {
+			time.Sleep(min(10*time.Millisecond<<min(n-1, 7), time.Second))
+		}
+		h.mu.Lock()
+		gone := t.gone
+		h.mu.Unlock()
+		if gone {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		sub, err := h.b.Subscribe(ctx, t.channel)
+		cancel()
+		if errors.Is(err, dsync.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			continue
+		}
+		h.mu.Lock()
+		if t.gone {
+			h.closing = append(h.closing, sub)
+			h.unlock()
+			return nil
+		}
+		t.sub = sub
+		for _, w := range t.waiters {
+			w.wake()
+		}
+		h.unlock()
+		return sub
 	}
 }
 

@@ -12,9 +12,10 @@
 // moment the acquiring (or renewing) call was sent, so the client always
 // gives up no later than the server expires the key.
 //
-// The scheduler also indexes the holds of this process by key and owner, so
-// that any handle on a lock can find its owner's hold, token and lost
-// signal.
+// The package also indexes the holds of this process by key, owner and
+// role, whatever backend value keeps them, so that any handle on a lock can
+// find its owner's hold, token and lost signal: a hold belongs to its
+// owner, not to a handle or a backend value.
 package lease
 
 import (
@@ -46,8 +47,10 @@ const (
 
 // Spec describes a hold to keep.
 type Spec struct {
-	Key   string // the primitive's main key; with Owner, identifies the hold
+	Key   string // the primitive's main key; with Owner and Role, indexes the hold
 	Owner string
+	Role  string // what the owner holds: "x" exclusive, "r" read, ...
+	ID    string // the hold's id on the server, unique across servers
 	Name  string // for log messages
 	TTL   time.Duration
 	Token int64
@@ -91,7 +94,8 @@ type Lease struct {
 	deadline  time.Time // lost when passed without a renewal
 	next      time.Time // when the scheduler next looks at it
 	retrying  bool      // the last renewal failed: next is a retry, not a due time
-	releasing bool      // its final release is under way
+	releasing int       // releases under way
+	gone      bool      // a renewal found it gone while a release was under way
 	index     int       // in s.queue, or -1
 }
 
@@ -101,6 +105,15 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Token returns the fencing token the hold was granted with.
 func (l *Lease) Token() int64 { return l.spec.Token }
+
+// ID returns the hold's id on the server.
+func (l *Lease) ID() string { return l.spec.ID }
+
+// Owner returns the owner id of the hold.
+func (l *Lease) Owner() string { return l.spec.Owner }
+
+// Backend returns the backend through which the hold is kept.
+func (l *Lease) Backend() backend.Backend { return l.s.b }
 
 // Lost reports whether the hold was lost rather than released or still
 // held.
@@ -127,7 +140,7 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	queue leaseHeap
-	index map[holdKey]*Lease
+	count int         // leases not yet ended
 	timer *time.Timer // runs tick
 	armed time.Time   // when timer fires; zero if stopped
 	busy  bool        // a round is running; it re-arms the timer when done
@@ -138,16 +151,54 @@ type Scheduler struct {
 	calls int64
 }
 
-type holdKey struct{ key, owner string }
+type holdKey struct{ key, owner, role string }
 
 var schedulers registry.Registry[*Scheduler]
 
+// held indexes the leases of this process that have not ended. Lock order:
+// a scheduler's mu, then held.mu.
+var held struct {
+	mu sync.Mutex
+	m  map[holdKey][]*Lease
+}
+
+func (l *Lease) holdKey() holdKey { return holdKey{l.spec.Key, l.spec.Owner, l.spec.Role} }
+
+func index(l *Lease) {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if held.m == nil {
+		held.m = make(map[holdKey][]*Lease)
+	}
+	k := l.holdKey()
+	held.m[k] = append(held.m[k], l)
+}
+
+func unindex(l *Lease) {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	k := l.holdKey()
+	ls := held.m[k]
+	for i, x := range ls {
+		if x == l {
+			ls = append(ls[:i:i], ls[i+1:]...)
+			break
+		}
+	}
+	if len(ls) == 0 {
+		delete(held.m, k)
+	} else {
+		held.m[k] = ls
+	}
+}
+
 // Start begins keeping a hold acquired by a call sent at sentAt. It
-// replaces any earlier lease of the same key and owner, which ends.
+// replaces any earlier lease of the same key, owner and role on b, which
+// ends.
 func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	var l *Lease
 	schedulers.Do(b, func() *Scheduler {
-		return &Scheduler{b: b, index: make(map[holdKey]*Lease), renewing: make(chan struct{}, MaxRenewing)}
+		return &Scheduler{b: b, renewing: make(chan struct{}, MaxRenewing)}
 	}, func(s *Scheduler) bool {
 		l = s.start(spec, sentAt)
 		return false
@@ -155,16 +206,45 @@ func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	return l
 }
 
-// Get returns the lease of key and owner on b, or nil.
-func Get(b backend.Backend, key, owner string) *Lease {
-	var l *Lease
-	schedulers.Do(b, nil, func(s *Scheduler) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		l = s.index[holdKey{key, owner}]
-		return false
-	})
-	return l
+// Find returns the leases of key, owner and role in this process, the one
+// kept through b (if any) first, then the others from the newest.
+func Find(b backend.Backend, key, owner, role string) []*Lease {
+	held.mu.Lock()
+	ls := held.m[holdKey{key, owner, role}]
+	out := make([]*Lease, 0, len(ls))
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.b == b {
+			out = append([]*Lease{ls[i]}, out...)
+		} else {
+			out = append(out, ls[i])
+		}
+	}
+	held.mu.Unlock()
+	return out
+}
+
+// Get returns the lease of key, owner and role kept through b, or nil.
+func Get(b backend.Backend, key, owner, role string) *Lease {
+	if ls := Find(b, key, owner, role); len(ls) > 0 && ls[0].s.b == b {
+		return ls[0]
+	}
+	return nil
+}
+
+// ByID returns the lease of key, owner and role whose hold has the given
+// id, through whichever backend value it is kept, or nil.
+func ByID(key, owner, role, id string) *Lease {
+	if id == "" {
+		return nil
+	}
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	for _, l := range held.m[holdKey{key, owner, role}] {
+		if l.spec.ID == id {
+			return l
+		}
+	}
+	return nil
 }
 
 // Stats reports, for b, the leases being kept and the renewal calls made
@@ -173,7 +253,7 @@ func Stats(b backend.Backend) (leases int, calls int64) {
 	schedulers.Do(b, nil, func(s *Scheduler) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		leases, calls = len(s.queue), s.calls
+		leases, calls = s.count, s.calls
 		return false
 	})
 	return leases, calls
@@ -183,11 +263,11 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 	l := &Lease{spec: spec, s: s, done: make(chan struct{}), index: -1}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := holdKey{spec.Key, spec.Owner}
-	if old := s.index[k]; old != nil {
+	if old := Get(s.b, spec.Key, spec.Owner, spec.Role); old != nil {
 		s.endLocked(old, released)
 	}
-	s.index[k] = l
+	s.count++
+	index(l)
 	ttl := spec.TTL
 	if spec.Initial > 0 && spec.Initial < ttl && spec.Renew != nil {
 		ttl = spec.Initial
@@ -226,38 +306,61 @@ func (l *Lease) Extend(sentAt time.Time) {
 	s.armLocked()
 }
 
-// SetReleasing records that a release of the hold is being sent (on), or
-// that it left the hold in place (off), so that a renewal crossing a final
-// release and finding the hold gone does not report a loss.
-func (l *Lease) SetReleasing(on bool) {
+// BeginRelease records that a release of the hold is being sent, so that
+// a renewal crossing a final release and finding the hold gone does not
+// report a loss. Each BeginRelease must be followed by Kept or Release.
+func (l *Lease) BeginRelease() {
 	l.s.mu.Lock()
-	l.releasing = on
+	l.releasing++
 	l.s.mu.Unlock()
 }
 
-// Release ends the lease because its hold was released, or forgets a lost
-// lease. Its Done channel is closed.
+// Kept records that a release left the hold in place (the owner has holds
+// left). If a renewal found the hold gone meanwhile, the hold is lost now.
+func (l *Lease) Kept() {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.releasing > 0 {
+		l.releasing--
+	}
+	if l.state != active || !l.gone || l.releasing > 0 {
+		return
+	}
+	s.loseLocked(l, "hold no longer on the server", nil)
+	s.idleLocked()
+}
+
+// Release ends the lease because its hold was released, or because a
+// release failed and the hold is left to expire by itself, or to forget a
+// lost lease. Renewals stop and its Done channel is closed.
 func (l *Lease) Release() {
 	s := l.s
 	s.mu.Lock()
 	s.endLocked(l, released)
-	if k := (holdKey{l.spec.Key, l.spec.Owner}); s.index[k] == l {
-		delete(s.index, k)
-	}
-	// With no lease left the timer is pulled in to retire the scheduler
-	// within idleRetire; a lock taken again meanwhile re-arms it without
-	// allocating. Without a timer, retire now.
-	retire := s.armed.IsZero() && !s.busy
-	if len(s.queue) == 0 && !retire {
-		if at := time.Now().Add(idleRetire); at.Before(s.armed) {
-			s.armed = at
-			s.timer.Reset(idleRetire)
-		}
-	}
+	retire := s.idleLocked()
 	s.mu.Unlock()
 	if retire {
 		s.forgetIfIdle()
 	}
+}
+
+// idleLocked pulls the timer in when no lease is left, so that the
+// scheduler retires within idleRetire (a lock taken again meanwhile
+// re-arms it without allocating), and reports whether there is no timer
+// to do so, in which case the caller retires it now.
+func (s *Scheduler) idleLocked() (retireNow bool) {
+	if s.count > 0 || s.busy {
+		return false
+	}
+	if s.armed.IsZero() {
+		return true
+	}
+	if at := time.Now().Add(idleRetire); at.Before(s.armed) {
+		s.armed = at
+		s.timer.Reset(idleRetire)
+	}
+	return false
 }
 
 // forgetIfIdle drops s from the registry once it has nothing to do.
@@ -268,11 +371,12 @@ func (s *Scheduler) forgetIfIdle() {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return !s.busy && len(s.index) == 0 && len(s.queue) == 0
+		return !s.busy && s.count == 0
 	})
 }
 
-// endLocked moves l to a final state, once.
+// endLocked moves l to a final state, once, and forgets it: its owner
+// learns of a loss from Done, and later finds nothing to release.
 func (s *Scheduler) endLocked(l *Lease, to state) {
 	if l.index >= 0 {
 		heap.Remove(&s.queue, l.index)
@@ -281,16 +385,13 @@ func (s *Scheduler) endLocked(l *Lease, to state) {
 		return
 	}
 	l.state = to
+	s.count--
+	unindex(l)
 	close(l.done)
 }
 
 func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
 	s.endLocked(l, lost)
-	// A lost hold is forgotten at once: its owner learns of the loss from
-	// Done, and later finds nothing to release.
-	if k := (holdKey{l.spec.Key, l.spec.Owner}); s.index[k] == l {
-		delete(s.index, k)
-	}
 	if log := l.spec.Logger; log != nil {
 		if err != nil {
 			log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason, "error", err)
@@ -337,7 +438,7 @@ func (s *Scheduler) tick() {
 	}
 	s.busy = false
 	s.armLocked()
-	idle := len(s.index) == 0 && len(s.queue) == 0
+	idle := s.count == 0
 	s.mu.Unlock()
 	if idle {
 		s.forgetIfIdle()
@@ -449,8 +550,11 @@ func (s *Scheduler) renewGroup(g *group) {
 		switch {
 		case err == nil && results[i] == 1:
 			l.renewedLocked(sent, l.spec.TTL)
-		case err == nil && l.releasing:
-			continue // the release got there first: not a loss
+		case err == nil && l.releasing > 0:
+			// A final release got there first, which is not a loss; if
+			// the release turns out partial, Kept reports the loss.
+			l.gone = true
+			continue
 		case err == nil:
 			s.loseLocked(l, "hold no longer on the server", nil)
 			continue

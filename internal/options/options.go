@@ -14,9 +14,15 @@ import (
 	"github.com/dsyncgo/dsync/internal/keys"
 )
 
-// DefaultWatchdogLease is the lease renewed by the watchdog unless a
-// primitive is given another.
-const DefaultWatchdogLease = 30 * time.Second
+const (
+	// DefaultWatchdogLease is the lease renewed by the watchdog unless a
+	// primitive is given another.
+	DefaultWatchdogLease = 30 * time.Second
+
+	// DefaultFenceTTL is how long a primitive keeps its last fencing
+	// token after the last acquisition unless given another.
+	DefaultFenceTTL = time.Hour
+)
 
 // Common are the shared settings. Errors in them are kept and reported by
 // the primitive's first call, before any I/O.
@@ -26,16 +32,26 @@ type Common struct {
 	Watchdog bool // renew the lease while held
 	Logger   *slog.Logger
 	Err      error
+
+	// FenceTTL is how long the last fencing token is kept after the
+	// last acquisition.
+	FenceTTL time.Duration
+
+	// WaiterTimeout is how long a waiter's place in a queue outlives its
+	// last heartbeat; 0 means the primitive's default.
+	WaiterTimeout time.Duration
 }
 
 // Defaults returns the documented defaults: prefix "dsync", a 30s lease
-// renewed by the watchdog, slog.Default for background events.
+// renewed by the watchdog, slog.Default for background events, the last
+// fencing token kept for an hour.
 func Defaults() Common {
 	return Common{
 		Prefix:   keys.DefaultPrefix,
 		Lease:    DefaultWatchdogLease,
 		Watchdog: true,
 		Logger:   slog.Default(),
+		FenceTTL: DefaultFenceTTL,
 	}
 }
 
@@ -52,6 +68,28 @@ func (c *Common) SetLease(d time.Duration) { c.setLease(d, false) }
 
 // SetWatchdog makes the lease d, renewed every d/3 while held.
 func (c *Common) SetWatchdog(d time.Duration) { c.setLease(d, true) }
+
+// SetFenceTTL sets how long the last fencing token is kept.
+func (c *Common) SetFenceTTL(d time.Duration) {
+	if d < time.Second {
+		c.fail(fmt.Errorf("%w: fence ttl %v (the minimum is 1s)", dsync.ErrInvalidLease, d))
+		return
+	}
+	c.FenceTTL = d
+}
+
+// MinWaiterTimeout is the shortest waiter timeout accepted.
+const MinWaiterTimeout = 10 * time.Millisecond
+
+// SetWaiterTimeout sets the waiter timeout: the lease of a waiter's place
+// in a queue, renewed by its heartbeat.
+func (c *Common) SetWaiterTimeout(d time.Duration) {
+	if d < MinWaiterTimeout {
+		c.fail(fmt.Errorf("%w: waiter timeout %v (the minimum is %v)", dsync.ErrInvalidLease, d, MinWaiterTimeout))
+		return
+	}
+	c.WaiterTimeout = d
+}
 
 // SetLogger sets the logger; nil discards background events.
 func (c *Common) SetLogger(l *slog.Logger) {

@@ -8,40 +8,19 @@ local function now()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
--- Waiter sets are sorted sets of waiter entries scored by the time the
--- entry expires, in ms. An entry starts with the waiter's address
--- ("hubid/waiterid", see package hub), which a primitive may follow with
--- '|' and what it needs to hand itself to that waiter. Entries are renewed
--- by each attempt of their waiter, so the entry with the lowest score is
--- the one that has gone longest without trying.
-
--- register adds or refreshes a waiter's entry, which expires after ttl ms.
-local function register(waiters_key, entry, now_ms, ttl)
-  redis.call('ZADD', waiters_key, now_ms + tonumber(ttl), entry)
-  redis.call('PEXPIRE', waiters_key, ttl)
+-- expire_at_least makes key expire ttl ms from now unless it already
+-- lives longer: a key shared by entries of different lifetimes lives as
+-- long as the longest.
+local function expire_at_least(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left ~= -1 and left < tonumber(ttl) then
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
 
--- pop_waiter removes and returns the entry with the lowest score among
--- those not expired, with the server time it read (ms, µs), or false if
--- none is left. With no waiter set it costs one ZPOPMIN; when the first
--- entry has expired (its waiter died), every expired entry is dropped at
--- once.
-local function pop_waiter(waiters_key)
-  local e = redis.call('ZPOPMIN', waiters_key)
-  if not e[1] then
-    return false
-  end
-  local now_ms, now_us = now()
-  if tonumber(e[2]) > now_ms then
-    return e[1], now_ms, now_us
-  end
-  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', now_ms)
-  e = redis.call('ZPOPMIN', waiters_key)
-  if e[1] and tonumber(e[2]) > now_ms then
-    return e[1], now_ms, now_us
-  end
-  return false
-end
+-- A waiter's entry starts with its address ("hubid/waiterid", see package
+-- hub), which a primitive may follow with '|' and what it needs to hand
+-- itself to that waiter.
 
 -- wake publishes a wake-up for the waiter of entry on its process's
 -- channel, channel_base/hubid; grant, unless nil, tells the waiter what
@@ -54,6 +33,12 @@ local function wake(channel_base, entry, grant)
     end
     redis.call('PUBLISH', channel_base .. '/' .. hub, id)
   end
+end
+
+-- unexpected is the error reply for a key that holds something dsync did
+-- not write there; callers report it as dsync.ErrUnexpectedReply.
+local function unexpected(key, what)
+  return redis.error_reply('DSYNC unexpected value at ' .. key .. ': ' .. tostring(what))
 end
 
 -- Operation ids make retries safe: an operation whose reply was lost is

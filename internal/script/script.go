@@ -1,18 +1,38 @@
-// Package script builds the primitives' Lua scripts on a small shared
-// library (lib.lua): server time, operation ids, and the waiter set that
-// targets wake-ups at one waiter.
+// Package script builds the primitives' Lua scripts from a small shared
+// library: lib.lua (server time, wake-ups, operation ids, errors) always,
+// then whichever parts a script needs, then its body.
+//
+// The parts, each a Lua file here with its own header:
+//
+//	Fence      fencing tokens: next_token, record_token
+//	Waiters    waiter set in the order "longest without an attempt"
+//	Queue      FIFO waiter queue by server arrival, apart from expiry
+//	Exclusive  the state of an exclusive hold, its hand-off and renewal
+//	           (needs Fence)
 package script
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 )
 
-//go:embed lib.lua
-var lib string
+var (
+	//go:embed lib.lua
+	lib string
 
-// New returns a script made of the library followed by body.
-func New(body string) *backend.Script {
-	return backend.NewScript(lib + body)
+	//go:embed fence.lua
+	Fence string
+	//go:embed waiters.lua
+	Waiters string
+	//go:embed queue.lua
+	Queue string
+	//go:embed exclusive.lua
+	Exclusive string
+)
+
+// New returns a script made of the library, then parts, in order.
+func New(parts ...string) *backend.Script {
+	return backend.NewScript(lib + strings.Join(parts, ""))
 }

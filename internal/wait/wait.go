@@ -20,7 +20,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,14 +34,28 @@ import (
 
 // Attempt makes one try. A failed try registers the waiter on the server
 // under a.Address, unless that is empty (the waiter has not joined the
-// channel yet, and will try again once it has). retryIn is how long the
-// current holder's claim lasts, if known, and negative when unknown.
-type Attempt func(ctx context.Context, a Try) (acquired bool, retryIn time.Duration, err error)
+// channel yet, and will try again once it has).
+type Attempt func(ctx context.Context, a Try) (Result, error)
 
 // Try describes an attempt.
 type Try struct {
 	Address string // the waiter's address (see hub), or ""
 	Prior   int    // attempts made before by the same acquisition
+}
+
+// Result is what an attempt that got a reply learned.
+type Result struct {
+	Acquired bool
+
+	// RetryIn is how long the current holder's claim lasts, if known, and
+	// negative when unknown.
+	RetryIn time.Duration
+
+	// Token is the fencing token of the primitive when the attempt
+	// failed: the current holder's, or the last one handed out. A grant
+	// carrying a token no greater than one seen so is older than that
+	// attempt, and refused (see Spec.Granted).
+	Token int64
 }
 
 // Spec describes one acquisition.
@@ -51,19 +68,31 @@ type Spec struct {
 
 	// Granted, if set, is called when a wake-up carries a hand-off (see
 	// hub.Waiter.Grant): the script that released the primitive gave it
-	// to this waiter. since is when the last attempt that failed with a
-	// reply (not an error) was sent: the server handled that attempt
-	// before the hand-off, or it would have succeeded, so the hold began
-	// after since. Granted reports whether the acquisition is complete.
-	// If not, the loop tries again, and the attempt finds the primitive
-	// already held for it.
-	Granted func(grant string, since time.Time) bool
+	// to this waiter, with the fencing token that the grant starts with
+	// (its first word, in decimal). A grant is current only if its token
+	// is above every token a failed attempt of this acquisition saw:
+	// then the server handled the latest failed attempt, sent at since,
+	// before the hand-off, so the hold began after since. Older grants
+	// (a wake-up delayed past the hold's expiry) are dropped without a
+	// call. Granted reports whether the acquisition is complete. If not,
+	// the loop tries again, and the attempt finds the primitive held for
+	// it if the grant still stands.
+	Granted func(grant string, token int64, since time.Time) bool
 
 	// Abandon undoes whatever the attempts may have left on the server
 	// (a registration, or an acquisition whose reply was lost). It runs
 	// when the acquisition fails, on a context of its own.
 	Abandon func(ctx context.Context) error
+
+	// Logger, if set, hears at Warn when the server cannot be reached,
+	// once and then every UnreachableLogEvery, naming Name.
+	Logger *slog.Logger
+	Name   string
 }
+
+// UnreachableLogEvery is how often a wait that keeps failing to reach the
+// server says so again.
+const UnreachableLogEvery = time.Minute
 
 // SettleGrace is how long an attempt still in flight when its context
 // ends may take to answer before it is cut off (see Detach).
@@ -121,8 +150,12 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 	}()
 
-	var lastErr error
-	failures := 0
+	var (
+		lastErr  error
+		failures int
+		warned   time.Time // when the server's absence was last logged
+		since    time.Time // when failures began
+	)
 	// fail decides what an error means: stop now, or back off and retry.
 	fail := func(err error) error {
 		if cerr := ctx.Err(); cerr != nil {
@@ -133,6 +166,15 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 		lastErr = err
 		failures++
+		now := time.Now()
+		if failures == 1 {
+			since = now
+		}
+		if s.Logger != nil && (warned.IsZero() || now.Sub(warned) >= UnreachableLogEvery) {
+			warned = now
+			s.Logger.Warn("dsync: cannot reach the server; retrying", "name", s.Name,
+				"failing_for", now.Sub(since).Round(time.Millisecond), "attempts", failures, "error", err)
+		}
 		if !Sleep(ctx, Backoff(failures)) {
 			return ctxError(ctx.Err(), lastErr)
 		}
@@ -141,10 +183,14 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 
 	attempts := 0
 	// sent is when the latest attempt was sent, and refused when the
-	// latest one that failed with a reply was.
-	var sent, refused time.Time
+	// latest one that failed with a reply was; seen is the highest token
+	// the failed attempts saw.
+	var (
+		sent, refused time.Time
+		seen          int64
+	)
 	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
-	try := func() (bool, time.Duration, error) {
+	try := func() (Result, error) {
 		a := Try{Prior: attempts}
 		if w != nil {
 			a.Address = w.Address()
@@ -167,8 +213,8 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 	}()
 	for {
-		ok, retryIn, err := try()
-		if ok {
+		r, err := try()
+		if err == nil && r.Acquired {
 			return nil
 		}
 		if err != nil {
@@ -179,6 +225,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 		failures = 0
 		refused = sent
+		seen = max(seen, r.Token)
 		if w == nil {
 			// Join, then try again at once: a release may have been
 			// announced before the subscription existed.
@@ -190,8 +237,8 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 			continue
 		}
 		sleep := s.Heartbeat
-		if retryIn >= 0 && retryIn < sleep {
-			sleep = retryIn + time.Millisecond // the server's expiry, then ours
+		if r.RetryIn >= 0 && r.RetryIn < sleep {
+			sleep = r.RetryIn + time.Millisecond // the server's expiry, then ours
 		}
 		if timer == nil {
 			timer = time.NewTimer(sleep)
@@ -201,14 +248,23 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		select {
 		case <-w.C():
 			timer.Stop()
-			if g := w.Grant(); g != "" && s.Granted != nil && s.Granted(g, refused) {
-				return nil
+			if g := w.Grant(); g != "" && s.Granted != nil {
+				if token, ok := GrantToken(g); ok && token > seen && s.Granted(g, token, refused) {
+					return nil
+				}
 			}
 		case <-timer.C:
 		case <-ctx.Done():
 			return ctxError(ctx.Err(), lastErr)
 		}
 	}
+}
+
+// GrantToken returns the fencing token a grant starts with.
+func GrantToken(grant string) (int64, bool) {
+	word, _, _ := strings.Cut(grant, " ")
+	t, err := strconv.ParseInt(word, 10, 64)
+	return t, err == nil && t > 0
 }
 
 func ctxError(cerr, last error) error {
@@ -266,21 +322,32 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 type Handed struct {
 	Address string          // the waiter's address (see hub)
 	Backend backend.Backend // the backend of the waiter's hub
-	Owner   string          // whom it was handed to, if the script says
+	Owner   string          // whom it was handed to
 }
 
-// HandOff runs a script that may hand a primitive to a waiter, and returns
-// the first element of its reply: {n}, or {n, waiter address, grant} with
-// the new holder's id as an optional fourth element. A script publishes
-// only to waiters of other processes (see hub.Process), so HandOff wakes
-// a waiter of this process with its grant (hub.Deliver).
-// If handed is not nil, it is told of such a waiter before the waiter is
-// woken, and told again, with gone true, if the waiter had left. When the
-// call fails, the script may still have run, handing the primitive to a
-// waiter here whom no one would wake: every waiter on channel in this
-// process is woken to try again. As with an attempt, the reply is awaited
-// for SettleGrace after ctx ends.
-func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, handed func(to Handed, gone bool), keys []string, args ...any) (int64, error) {
+// Reply is the reply of a script that may hand a primitive to waiters:
+//
+//	{n, hold id, address, grant, owner, address, grant, owner, ...}
+//
+// n and the hold id mean what the script says (a release replies with the
+// owner's remaining holds and the id of the hold it released); each
+// triple names a waiter it handed the primitive to, the grant it was
+// woken with and the owner that now holds it.
+type Reply struct {
+	N      int64
+	HoldID string
+}
+
+// HandOff runs a script that may hand a primitive to waiters and returns
+// the head of its Reply. A script publishes only to waiters of other
+// processes (see hub.Process), so HandOff wakes each waiter of this process
+// with its grant (hub.Deliver). If handed is not nil, it is told of such a
+// waiter before the waiter is woken, and told again, with gone true, if
+// the waiter had left. When the call fails, the script may still have
+// run, handing the primitive to a waiter here whom no one would wake:
+// every waiter on channel in this process is woken to try again. As with
+// an attempt, the reply is awaited for SettleGrace after ctx ends.
+func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, handed func(to Handed, gone bool), keys []string, args ...any) (Reply, error) {
 	// A hand-off whose reply went unread would leave its waiter here
 	// unwoken (see Detach).
 	actx, release := Detach(ctx)
@@ -288,26 +355,28 @@ func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.
 	release()
 	if err != nil {
 		hub.WakeLocal(channel)
-		return 0, err
+		return Reply{}, err
 	}
-	r, err := backend.Array(reply, 1)
-	if err != nil {
-		return 0, err
+	r, err := backend.Array(reply, 2)
+	if err != nil || (len(r)-2)%3 != 0 {
+		hub.WakeLocal(channel)
+		return Reply{}, errors.Join(err, fmt.Errorf("%w: hand-off reply %v", dsync.ErrUnexpectedReply, reply))
 	}
-	n, err := backend.Int(r[0])
-	if err != nil {
-		return 0, err
+	n, err1 := backend.Int(r[0])
+	id, err2 := backend.String(r[1])
+	if err := errors.Join(err1, err2); err != nil {
+		hub.WakeLocal(channel)
+		return Reply{}, err
 	}
-	if len(r) >= 3 {
-		address, err1 := backend.String(r[1])
-		grant, err2 := backend.String(r[2])
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, err
+	for i := 2; i < len(r); i += 3 {
+		address, err1 := backend.String(r[i])
+		grant, err2 := backend.String(r[i+1])
+		owner, err3 := backend.String(r[i+2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			hub.WakeLocal(channel)
+			return Reply{}, err
 		}
-		to := Handed{Address: address, Backend: hub.Backend(address)}
-		if len(r) >= 4 {
-			to.Owner, _ = backend.String(r[3])
-		}
+		to := Handed{Address: address, Backend: hub.Backend(address), Owner: owner}
 		if handed != nil && to.Backend != nil {
 			handed(to, false)
 		}
@@ -315,5 +384,5 @@ func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.
 			handed(to, true)
 		}
 	}
-	return n, nil
+	return Reply{N: n, HoldID: id}, nil
 }

@@ -3,28 +3,32 @@
 -- the mutex was handed to this waiter, passing the mutex on. A mutex found
 -- free is passed on too: its last hold expired, and the waiters may not
 -- know yet.
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key
--- (see grant).
+-- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition;
 -- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fence ttl
 -- ms (see free, grant); ARGV[6] the caller's process id (see hand_off).
--- Reply: {1 if an acquisition was undone, else 0}, followed by the
--- waiter's address, token and owner id if the mutex was handed to a waiter.
+-- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
+-- waiter's address, token and owner id if the mutex was handed to a
+-- waiter.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
+local pop = function() return pop_waiter(waiters) end
 redis.call('ZREM', waiters, ARGV[3])
 local s = load(lock)
+if s.foreign then
+  return {0, ''}
+end
 if s.owner == owner and seen(s.ops, op) then
   if s.count > 1 then
     -- Forgetting the id keeps a retried abandon from undoing another hold.
     s.count = s.count - 1
     s.ops = forget(s.ops, op)
     store(lock, s)
-    return {1}
+    return {1, ''}
   end
-  return {1, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}
+  return {1, '', hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}
 end
 if not s.owner then
-  return {0, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}
+  return {0, '', hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}
 end
-return {0}
+return {0, ''}

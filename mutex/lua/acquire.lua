@@ -1,21 +1,24 @@
 -- acquire: take or re-enter the mutex.
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key
--- (see grant).
+-- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
 -- ARGV[3] lease ms; ARGV[4] waiter entry (see hand_off), '' not to
 -- register on failure; ARGV[5] waiter entry ttl ms; ARGV[6] '1' if an
 -- earlier attempt registered the waiter, to remove it; ARGV[7] fence ttl
 -- ms.
--- Reply: {1, hold count, token} when held by the owner; {0, remaining ms
--- of the current hold (-1 if it has no expiry)} otherwise.
+-- Reply: {1, hold count, token, hold id} when held by the owner; {0,
+-- remaining ms of the current hold (-1 if it has no expiry), its token}
+-- otherwise.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op, entry, registered = ARGV[1], ARGV[2], ARGV[4], ARGV[6] == '1'
 local s = load(lock)
+if s.foreign then
+  return unexpected(lock, s.foreign)
+end
 if not s.owner then
   -- A waiter that registered was likely not alone, and waiters of a hold
   -- whose key went missing may be left unflagged: the release looks.
-  s = {token = next_token(s, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, ops = op}
+  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
   grant(lock, KEYS[3], s, ARGV[3], ARGV[7])
 elseif s.owner == owner then
   -- A re-entry, a retry whose first reply was lost, or a waiter's attempt
@@ -33,9 +36,9 @@ else
       store(lock, s)
     end
   end
-  return {0, redis.call('PTTL', lock)}
+  return {0, redis.call('PTTL', lock), s.token}
 end
 if registered then
   redis.call('ZREM', waiters, entry)
 end
-return {1, s.count, s.token}
+return {1, s.count, s.token, s.id}

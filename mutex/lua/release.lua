@@ -1,7 +1,6 @@
 -- release: undo one hold of the owner; the last one frees the mutex and
 -- hands it to the next waiter (see hand_off).
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key
--- (see grant).
+-- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
@@ -10,12 +9,16 @@
 -- entries of waiters of the caller's process queued behind this hold (see
 -- mutex/local.go), registered in order before anything else.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
--- nothing}, followed by the waiter's address, token and owner id when the
--- mutex was handed to a waiter, which the caller wakes if it is in its
--- process.
+-- nothing; the id of the hold ('' if none)}, followed by the waiter's
+-- address, token and owner id when the mutex was handed to a waiter,
+-- which the caller wakes if it is in its process.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op = ARGV[1], ARGV[2]
+local pop = function() return pop_waiter(waiters) end
 local s = load(lock)
+if s.foreign then
+  return unexpected(lock, s.foreign)
+end
 local queued = #ARGV > 7
 if queued then
   local now_ms = now()
@@ -24,10 +27,10 @@ if queued then
     -- Thousandths of a ms keep arrival order among equal expiries.
     redis.call('ZADD', waiters, string.format('%.3f', expiry + (i - 8) / 1000), ARGV[i])
   end
-  redis.call('PEXPIRE', waiters, ARGV[7])
+  expire_at_least(waiters, ARGV[7])
   if not s.owner then
     -- The hold is gone (its lease ran out): nobody else would wake them.
-    return {-1, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}
+    return {-1, '', hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}
   end
   s.waiting = true
 end
@@ -36,14 +39,14 @@ if s.owner ~= owner or seen(s.ops, op) then
     store(lock, s) -- whoever releases this hold must look for them
   end
   if s.owner ~= owner then
-    return {-1}
+    return {-1, ''}
   end
-  return {s.count}
+  return {s.count, s.id}
 end
 if s.count > 1 then
   s.count = s.count - 1
   s.ops = remember(s.ops, op)
   store_extending(lock, s, ARGV[3])
-  return {s.count}
+  return {s.count, s.id}
 end
-return {0, hand_off(lock, waiters, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6])}
+return {0, s.id, hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}

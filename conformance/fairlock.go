@@ -1,0 +1,166 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/fairlock"
+)
+
+// fairlockTests are the cases of the fair lock's own: the order it
+// promises, and what dead and cancelled waiters may cost.
+func (s *suite) fairlockTests(t *testing.T) {
+	s.test(t, "Order", true, s.testFairOrder)
+	s.test(t, "LongWaiterKeepsItsPlace", false, s.testFairLongWaiter)
+	s.test(t, "CancelledWaiterLeaves", false, s.testFairCancelledWaiter)
+	s.test(t, "DeadWaiterSkipped", false, s.testFairDeadWaiter)
+}
+
+// queueFair starts LockContext on m with ctx in the background, and returns
+// once the waiter is queued on the server (n waiters in all). On
+// acquisition the waiter holds for hold, unlocks and sends its number on
+// got (-1 if it gave up): sends come in the order of the holds, and after
+// the last one the waiter touches nothing.
+func queueFair(t *testing.T, ctx context.Context, probe *fairlock.Mutex, m *fairlock.Mutex, n, id int, hold time.Duration, got chan<- int) {
+	t.Helper()
+	go func() {
+		if err := m.LockContext(ctx); err != nil {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, dsync.ErrClosed) {
+				t.Errorf("waiter %d: %v", id, err)
+			}
+			got <- -1
+			return
+		}
+		time.Sleep(hold)
+		if err := m.UnlockContext(ctx); err != nil {
+			t.Errorf("waiter %d: unlock: %v", id, err)
+		}
+		got <- id
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		st, err := probe.State(ctx)
+		must(t, err, "state")
+		if st.Queued >= n {
+			return
+		}
+		if time.Now().After(deadline) || i > 5000 {
+			t.Fatalf("waiter %d not queued within 5s (%d queued)", id, st.Queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (s *suite) testFairOrder(t *testing.T, ctx context.Context) {
+	const waiters, rounds = 20, 2
+	p := prefix()
+	probe := fairlock.New(s.newBackend(t), "order", fairlock.WithPrefix(p))
+	for round := 0; round < rounds; round++ {
+		holder := fairlock.New(s.newBackend(t), "order", fairlock.WithPrefix(p))
+		must(t, holder.LockContext(ctx), "lock")
+		got := make(chan int, waiters)
+		owners := make([]context.Context, waiters)
+		for i := 0; i < waiters; i++ {
+			b := s.newBackend(t)
+			if i%2 == 1 {
+				b = elsewhere{b} // woken through pub/sub even in this process
+			}
+			owners[i] = dsync.WithOwner(ctx)
+			queueFair(t, owners[i], probe, fairlock.New(b, "order", fairlock.WithPrefix(p)), i+1, i, 0, got)
+		}
+		st, err := fairlock.New(s.newBackend(t), "order", fairlock.WithPrefix(p)).State(owners[5])
+		must(t, err, "state")
+		if st.Queued != waiters || st.Position != 6 {
+			t.Errorf("State of the 6th waiter's owner: %d queued, position %d; want %d, 6", st.Queued, st.Position, waiters)
+		}
+		must(t, holder.UnlockContext(ctx), "unlock")
+		for want := 0; want < waiters; want++ {
+			if id := within(t, 10*time.Second, got, "next waiter"); id != want {
+				t.Fatalf("round %d: waiter %d acquired in turn %d", round, id, want)
+			}
+		}
+	}
+}
+
+func (s *suite) testFairLongWaiter(t *testing.T, ctx context.Context) {
+	const timeout = 300 * time.Millisecond
+	p := prefix()
+	open := func() *fairlock.Mutex {
+		return fairlock.New(s.newBackend(t), "long", fairlock.WithPrefix(p), fairlock.WithWaiterTimeout(timeout))
+	}
+	probe, holder := open(), open()
+	must(t, holder.LockContext(ctx), "lock")
+	got := make(chan int, 2)
+	queueFair(t, ctx, probe, open(), 1, 0, 0, got)
+	queueFair(t, ctx, probe, open(), 2, 1, 0, got)
+	// Three waiter timeouts: the waiters' heartbeats keep their places.
+	time.Sleep(3 * timeout)
+	if st, err := probe.State(ctx); err != nil || st.Queued != 2 {
+		t.Fatalf("after 3 waiter timeouts: %+v, %v; want both waiters still queued", st, err)
+	}
+	must(t, holder.UnlockContext(ctx), "unlock")
+	for want := 0; want < 2; want++ {
+		if id := within(t, 5*time.Second, got, "waiter"); id != want {
+			t.Fatalf("waiter %d acquired in turn %d", id, want)
+		}
+	}
+}
+
+func (s *suite) testFairCancelledWaiter(t *testing.T, ctx context.Context) {
+	p := prefix()
+	open := func() *fairlock.Mutex { return fairlock.New(s.newBackend(t), "cancel", fairlock.WithPrefix(p)) }
+	probe, holder := open(), open()
+	must(t, holder.LockContext(ctx), "lock")
+	got := make(chan int, 2)
+	cctx, cancel := context.WithCancel(ctx)
+	queueFair(t, cctx, probe, open(), 1, 0, 0, got)
+	queueFair(t, ctx, probe, open(), 2, 1, 0, got)
+	cancel()
+	if id := within(t, 5*time.Second, got, "the cancelled waiter"); id != -1 {
+		t.Fatalf("the cancelled waiter acquired (%d)", id)
+	}
+	// It left the queue at once: only the other waiter is in it.
+	if st, err := probe.State(ctx); err != nil || st.Queued != 1 {
+		t.Fatalf("after the cancel: %+v, %v; want 1 queued", st, err)
+	}
+	released := time.Now()
+	must(t, holder.UnlockContext(ctx), "unlock")
+	if id := within(t, 5*time.Second, got, "the waiter behind"); id != 1 {
+		t.Fatalf("got %d", id)
+	}
+	if d := time.Since(released); d > 100*time.Millisecond {
+		t.Errorf("the waiter behind a cancelled one acquired %v after the release; want at once", d)
+	}
+}
+
+func (s *suite) testFairDeadWaiter(t *testing.T, ctx context.Context) {
+	const timeout = 500 * time.Millisecond
+	p := prefix()
+	open := func() *fairlock.Mutex {
+		return fairlock.New(s.newBackend(t), "dead", fairlock.WithPrefix(p), fairlock.WithWaiterTimeout(timeout))
+	}
+	probe, holder := open(), open()
+	must(t, holder.LockContext(ctx), "lock")
+	got := make(chan int, 2)
+	// The first waiter's process dies while queued: its backend closes
+	// under it, so it neither beats nor leaves the queue.
+	db := s.newBackend(t)
+	queueFair(t, ctx, probe, fairlock.New(db, "dead", fairlock.WithPrefix(p), fairlock.WithWaiterTimeout(timeout)), 1, 0, 0, got)
+	queueFair(t, ctx, probe, open(), 2, 1, 0, got)
+	db.Close()
+	if id := within(t, 5*time.Second, got, "the dead waiter's LockContext"); id != -1 {
+		t.Fatalf("the dead waiter acquired (%d)", id)
+	}
+	released := time.Now()
+	must(t, holder.UnlockContext(ctx), "unlock")
+	if id := within(t, 5*time.Second, got, "the live waiter"); id != 1 {
+		t.Fatalf("got %d", id)
+	}
+	if d := time.Since(released); d > timeout+200*time.Millisecond {
+		t.Errorf("the live waiter behind a dead one acquired %v after the release; want at most the waiter timeout %v + 200ms", d, timeout)
+	}
+	t.Logf("a dead waiter at the head delayed the queue by %v (waiter timeout %v)", time.Since(released), timeout)
+}

@@ -1,0 +1,188 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// vanishing deletes a lock key right after the next script call that
+// names it runs, and holds that call's reply back for a while, as a slow
+// network would: the hold vanishes while its release is in flight.
+type vanishing struct {
+	backend.Backend
+	key   string
+	hold  time.Duration
+	armed atomic.Bool
+}
+
+func (v *vanishing) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	reply, err := v.Backend.Eval(ctx, s, keys, args...)
+	// Renewals name one key; the release names the lock's companions too.
+	if len(keys) > 1 && keys[0] == v.key && v.armed.CompareAndSwap(true, false) {
+		if _, derr := v.Backend.Eval(ctx, delScript, []string{v.key}); derr != nil {
+			return nil, derr
+		}
+		time.Sleep(v.hold)
+	}
+	return reply, err
+}
+
+func (s *suite) testLostSignalDuringPartialRelease(t *testing.T, ctx context.Context, k lockKind) {
+	const leaseD = time.Second
+	p := prefix()
+	v := &vanishing{Backend: s.newBackend(t), key: k.key(p, "partial"), hold: leaseD / 2}
+	m := k.open(v, "partial", lockConfig{prefix: p, watchdog: leaseD})
+	o := dsync.WithOwner(ctx)
+	must(t, m.LockContext(o), "lock")
+	must(t, m.LockContext(o), "re-enter")
+	done := m.Done(o)
+	v.armed.Store(true)
+	// The partial release runs, then the hold vanishes, and a renewal
+	// (every lease/3) finds it gone while the release's reply is held.
+	must(t, m.UnlockContext(o), "partial unlock")
+	within(t, leaseD/3+200*time.Millisecond, done, "lost signal of a hold that vanished during a partial release")
+	if _, err := m.Token(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("Token after the loss: %v, want ErrNotHeld", err)
+	}
+	if err := m.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock after the loss: %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lockKind) {
+	p := prefix()
+	m := k.open(s.newBackend(t), "ended", lockConfig{prefix: p})
+	other := k.open(s.newBackend(t), "ended", lockConfig{prefix: p})
+	for _, ended := range []string{"cancelled", "past its deadline"} {
+		var octx context.Context
+		var cancel context.CancelFunc
+		if ended == "cancelled" {
+			octx, cancel = context.WithCancel(dsync.WithOwner(ctx))
+		} else {
+			octx, cancel = context.WithTimeout(dsync.WithOwner(ctx), 200*time.Millisecond)
+		}
+		must(t, m.LockContext(octx), "lock")
+		done := m.Done(octx)
+		if ended == "cancelled" {
+			cancel()
+		} else {
+			<-octx.Done()
+		}
+		// The deferred unlock of a request whose context has ended.
+		if err := m.UnlockContext(octx); err != nil {
+			t.Errorf("%s ctx: UnlockContext: %v, want the release done", ended, err)
+		}
+		cancel()
+		if locked, err := other.IsLocked(ctx); err != nil || locked {
+			t.Errorf("%s ctx: after UnlockContext the lock is held: %v, %v", ended, locked, err)
+		}
+		within(t, time.Second, done, "Done after the release")
+	}
+	// The ownerless hold, too.
+	m.Lock()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	must(t, m.UnlockContext(cctx), "ownerless UnlockContext with a cancelled ctx")
+	if locked, err := other.IsLocked(ctx); err != nil || locked {
+		t.Errorf("ownerless: after UnlockContext the lock is held: %v, %v", locked, err)
+	}
+}
+
+func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Context, k lockKind) {
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	m1 := k.open(sp, "twob", lockConfig{prefix: p, watchdog: time.Second})
+	m2 := k.open(s.newBackend(t), "twob", lockConfig{prefix: p, watchdog: time.Second})
+	o := dsync.WithOwner(ctx)
+
+	// Taken through one backend value, released through another.
+	must(t, m1.LockContext(o), "lock through the first backend")
+	done := m1.Done(o)
+	must(t, m2.UnlockContext(o), "unlock through the second backend")
+	if locked, err := m1.IsLocked(ctx); err != nil || locked {
+		t.Fatalf("after the unlock through the second backend: locked %v, %v", locked, err)
+	}
+	within(t, time.Second, done, "Done of the hold kept through the first backend")
+	// Its watchdog stopped: nothing touches the key for three renewals.
+	before := sp.touched(k.key(p, "twob"))
+	time.Sleep(time.Second)
+	if n := sp.touched(k.key(p, "twob")) - before; n != 0 {
+		t.Errorf("%d calls touched the key after the release; the watchdog must stop", n)
+	}
+
+	// Re-entered through the second: one hold, one lease, released by
+	// either, with no loss reported.
+	must(t, m1.LockContext(o), "lock through the first backend")
+	must(t, m2.LockContext(o), "re-enter through the second backend")
+	if n, err := m2.HoldCount(o); err != nil || n != 2 {
+		t.Fatalf("HoldCount after re-entering through another backend: %d, %v; want 2", n, err)
+	}
+	done = m2.Done(o)
+	must(t, m2.UnlockContext(o), "unlock through the second backend")
+	must(t, m1.UnlockContext(o), "unlock through the first backend")
+	within(t, time.Second, done, "Done after the final unlock")
+	if locked, err := m1.IsLocked(ctx); err != nil || locked {
+		t.Errorf("after two unlocks: locked %v, %v", locked, err)
+	}
+	if err := m2.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("a third unlock: %v, want ErrNotHeld", err)
+	}
+}
+
+var (
+	setScript = backend.NewScript(`-- KEYS[1] key; ARGV[1] value. Reply: OK.
+return redis.call('SET', KEYS[1], ARGV[1])`)
+	hsetScript = backend.NewScript(`-- KEYS[1] key; ARGV[1] field, ARGV[2] value. Reply: fields added.
+return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
+	typeScript = backend.NewScript(`-- KEYS[1] key. Reply: its type.
+return redis.call('TYPE', KEYS[1]).ok`)
+	getScript = backend.NewScript(`-- KEYS[1] key. Reply: its value.
+return redis.call('GET', KEYS[1])`)
+)
+
+func (s *suite) testForeignValue(t *testing.T, ctx context.Context, k lockKind) {
+	p := prefix()
+	b := s.newBackend(t)
+	for _, foreign := range []string{"string", "hash"} {
+		name := "foreign-" + foreign
+		key := k.key(p, name)
+		if foreign == "string" {
+			_, err := b.Eval(ctx, setScript, []string{key}, "hello")
+			must(t, err, "SET")
+		} else {
+			_, err := b.Eval(ctx, hsetScript, []string{key}, "f", "v")
+			must(t, err, "HSET")
+		}
+		m := k.open(b, name, lockConfig{prefix: p})
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
+		err := m.LockContext(lctx)
+		cancel()
+		if !errors.Is(err, dsync.ErrUnexpectedReply) {
+			t.Errorf("%s at the key: LockContext: %v, want ErrUnexpectedReply", foreign, err)
+		} else if d := time.Since(start); d > time.Second {
+			t.Errorf("%s at the key: LockContext took %v to fail; it must not retry", foreign, d)
+		}
+		if ok, err := m.TryLockContext(ctx); ok || !errors.Is(err, dsync.ErrUnexpectedReply) {
+			t.Errorf("%s at the key: TryLockContext: %v, %v; want ErrUnexpectedReply", foreign, ok, err)
+		}
+		typ, err := b.Eval(ctx, typeScript, []string{key})
+		must(t, err, "TYPE")
+		if typ != foreign {
+			t.Errorf("%s at the key: now a %v", foreign, typ)
+		}
+		if foreign == "string" {
+			v, err := b.Eval(ctx, getScript, []string{key})
+			must(t, err, "GET")
+			if v != "hello" {
+				t.Errorf("the foreign value was overwritten: %q", v)
+			}
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package fairlock
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/options"
+)
+
+const (
+	// DefaultWaiterTimeout is how long a waiter's place in the queue
+	// outlives its last heartbeat unless WithWaiterTimeout says otherwise.
+	DefaultWaiterTimeout = 5 * time.Second
+
+	// handoffLease bounds the first lease of a hold handed to a waiter
+	// while the watchdog is on: a waiter that died since its last
+	// heartbeat holds the lock up for at most this (and never longer than
+	// the waiter timeout). A live waiter's watchdog extends it at its
+	// first renewal.
+	handoffLease = 2 * time.Second
+)
+
+// An Option configures a Mutex.
+type Option struct{ apply func(*options.Common) }
+
+// WithLease makes every hold expire d after it was acquired, with no
+// renewal. A holder that needs longer must finish or lose the lock; Done
+// reports the expiry. d must be at least 1ms.
+func WithLease(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetLease(d) }}
+}
+
+// WithWatchdog sets the lease that the watchdog renews while the lock is
+// held, every d/3. The default is 30s, so a holder that crashes frees the
+// lock within 30s. d must be at least 1ms.
+func WithWatchdog(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetWatchdog(d) }}
+}
+
+// WithWaiterTimeout sets how long a waiter's place in the queue outlives
+// its last heartbeat; waiters beat every third of it, so a live waiter
+// keeps its place however long it waits, and one whose process died is
+// skipped at most d after its last beat. The default is
+// DefaultWaiterTimeout, 5s. d must be at least 10ms.
+func WithWaiterTimeout(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetWaiterTimeout(d) }}
+}
+
+// WithFenceTTL sets how long the lock keeps its last fencing token on the
+// server after the last acquisition; see the mutex package's option of the
+// same name. The default is an hour; d must be at least 1s.
+func WithFenceTTL(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
+}
+
+// WithPrefix sets the first part of every key and channel name; the
+// default is "dsync". It must not be empty or contain braces.
+func WithPrefix(p string) Option {
+	return Option{func(c *options.Common) { c.Prefix = p }}
+}
+
+// WithLogger sets where background events are logged: a hold lost (Warn),
+// a server that cannot be reached while waiting (Warn), lease renewals
+// retried (Debug). The default is slog.Default(); nil discards them.
+func WithLogger(l *slog.Logger) Option {
+	return Option{func(c *options.Common) { c.SetLogger(l) }}
+}
+
+// A Mutex is a reentrant mutual exclusion lock, shared through a
+// Redis-compatible server, that is granted in the order waiters reached
+// the server. Create one with New; the zero value is not usable. A Mutex
+// is safe for concurrent use, and any number of Mutex values, in any
+// number of processes, may refer to the same name.
+type Mutex struct {
+	h core.Handle
+
+	queue, expiry, fence, channel string
+}
+
+var (
+	_ sync.Locker  = (*Mutex)(nil)
+	_ dsync.Locker = (*Mutex)(nil)
+)
+
+// New returns a handle on the fair lock called name on b. It does no I/O.
+// Bad arguments (a nil backend, an empty name or one over 1 KiB, a lease
+// under 1ms, a bad prefix) are reported, matching dsync.ErrInvalidBackend,
+// ErrInvalidName or ErrInvalidLease, by every call on the handle; Lock and
+// Unlock panic with them.
+func New(b backend.Backend, name string, opts ...Option) *Mutex {
+	cfg := options.Defaults()
+	cfg.WaiterTimeout = DefaultWaiterTimeout
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	m := &Mutex{}
+	m.h.Init(b, "fairlock", name, cfg)
+	m.queue = m.h.Companion("queue")
+	m.expiry = m.h.Companion("expiry")
+	m.fence = m.h.Companion("fence")
+	m.channel = m.h.Companion("wake")
+	return m
+}
+
+// Name returns the name the lock was created with.
+func (m *Mutex) Name() string { return m.h.Name }
+
+func (m *Mutex) keys() []string { return []string{m.h.Key, m.queue, m.expiry, m.fence} }

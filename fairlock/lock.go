@@ -1,0 +1,90 @@
+package fairlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Lock locks m for a fresh ownerless hold, as sync.Mutex does: it is not
+// reentrant, and Unlock on m, from any goroutine, releases it. Lock waits
+// its turn, riding out backend errors that may pass with capped backoff
+// and logging at Warn while the server cannot be reached. It panics if the
+// handle is invalid (see New) or its backend is closed.
+func (m *Mutex) Lock() {
+	if err := m.LockContext(context.Background()); err != nil {
+		panic("dsync/fairlock: Lock: " + err.Error())
+	}
+}
+
+// LockContext locks m for ctx's owner (see dsync.WithOwner), re-entering at
+// once if the owner already holds it, and otherwise waits its turn: holds
+// are granted in the order waiters reached the server. With no owner in
+// ctx, it takes an ownerless hold as Lock does.
+//
+// The wait ends when the lock is acquired or ctx is done; ctx's deadline
+// is the longest wait. On failure the waiter leaves the queue at once,
+// nothing is left held, and the error matches ctx.Err(), or is the backend
+// error that cannot pass. An attempt on the server when ctx ends is still
+// awaited for at most half a second, as in package mutex.
+func (m *Mutex) LockContext(ctx context.Context) error {
+	return m.h.Lock(ctx, m.spec())
+}
+
+// TryLockContext makes one attempt to lock m for ctx's owner, without
+// waiting: it succeeds only if the owner holds the lock already, or the
+// lock is free and no live waiter is queued. It reports whether the lock is
+// now held by the owner.
+func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
+	return m.h.TryLock(ctx, m.spec())
+}
+
+// spec describes the fair lock's acquisitions to the lock core. It has no
+// core.Local: queueing in the process first would reorder waiters.
+func (m *Mutex) spec() core.LockSpec {
+	return core.LockSpec{
+		Role:      core.Exclusive,
+		Channel:   m.channel,
+		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
+		Handed:    m.handedLease(),
+		Try:       m.try,
+		Abandon:   m.abandon,
+		Hold: core.HoldSpec{
+			Role:  core.Exclusive,
+			Renew: renewScript,
+			Keys:  []string{m.h.Key},
+		},
+	}
+}
+
+// handedLease returns the lease of a hold handed to a waiter by a release:
+// the configured lease, or with the watchdog on, at most handoffLease and
+// the waiter timeout, so that a waiter that died meanwhile holds the lock
+// up only briefly. The waiter's first renewal extends it.
+func (m *Mutex) handedLease() time.Duration {
+	if m.h.Cfg.Watchdog {
+		return min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout)
+	}
+	return m.h.Cfg.Lease
+}
+
+func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+	sent := time.Now()
+	actx, release := wait.Detach(ctx)
+	reply, err := m.h.B.Eval(actx, acquireScript, m.keys(), owner, op, core.Ms(m.h.Cfg.Lease), entry,
+		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel)
+	release()
+	if err != nil {
+		return wait.Result{}, err
+	}
+	return core.AcquireReply(reply, sent, got)
+}
+
+func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
+	_, err := wait.HandOff(ctx, m.h.B, m.channel, abandonScript, nil, m.keys(),
+		owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+	return err
+}

@@ -1,0 +1,35 @@
+-- inspect: read the fair lock's state.
+-- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
+-- queue.lua).
+-- ARGV[1] owner id whose hold count and queue position to report ('' for
+-- none).
+-- Reply: {held (0/1), that owner's hold count, remaining ms (-2 if free,
+-- -1 if no expiry), token (the last one if free, 0 if none), holder's
+-- owner id ('' if free), holder's hold count, live waiters queued, that
+-- owner's position in the queue (1 at the head, 0 if not queued)}.
+local s = load(KEYS[1])
+if s.foreign then
+  return unexpected(KEYS[1], s.foreign)
+end
+local now_ms = now()
+local out = {0, 0, -2, s.token or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), 0}
+if s.owner then
+  out[1], out[3], out[5], out[6] = 1, redis.call('PTTL', KEYS[1]), s.owner, s.count
+  if s.owner == ARGV[1] then
+    out[2] = s.count
+  end
+end
+if ARGV[1] ~= '' and out[7] > 0 then
+  local pos = 0
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    local exp = redis.call('ZSCORE', KEYS[3], w)
+    if exp and tonumber(exp) > now_ms then
+      pos = pos + 1
+      if string.match(w, '|([^|]*)$') == ARGV[1] then
+        out[8] = pos
+        break
+      end
+    end
+  end
+end
+return out

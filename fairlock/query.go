@@ -1,0 +1,113 @@
+package fairlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Token returns the fencing token of the hold of ctx's owner (or of the
+// newest ownerless hold taken through m). Tokens strictly increase from
+// one hold to the next, whoever takes it; re-entering returns the same
+// token. It does no I/O, and returns an error matching dsync.ErrNotHeld if
+// there is no such hold or it was lost.
+func (m *Mutex) Token(ctx context.Context) (int64, error) {
+	return m.h.Token(ctx, core.Exclusive)
+}
+
+// Done returns a channel that is closed when the hold of ctx's owner (or
+// the newest ownerless hold taken through m) ends, lost or released by its
+// final unlock. If there is no such hold, the channel is already closed.
+// It does no I/O.
+func (m *Mutex) Done(ctx context.Context) <-chan struct{} {
+	return m.h.Done(ctx, core.Exclusive)
+}
+
+// State is a snapshot of a fair lock on the server.
+type State struct {
+	Locked    bool
+	HoldCount int           // holds of the asking owner; 0 for any other
+	TTL       time.Duration // remaining lease; -1 if the key has no expiry
+
+	Holder      string // the holder's owner id; "" if free
+	HolderCount int    // the holder's hold count
+	Token       int64  // the holder's fencing token, or the last one if free (0 if none is known)
+	Queued      int    // live waiters in the queue
+	Position    int    // the asking owner's place in the queue: 1 at the head, 0 if not queued
+}
+
+// State reads the lock's state in one round trip. Position is that of the
+// first waiter of ctx's owner, such as a LockContext with the same owner
+// waiting in another goroutine.
+func (m *Mutex) State(ctx context.Context) (State, error) {
+	if err := m.h.Begin("state", ctx); err != nil {
+		return State{}, err
+	}
+	owner, _ := m.h.Current(ctx, core.Exclusive)
+	reply, err := m.h.B.Eval(ctx, inspectScript, []string{m.h.Key, m.queue, m.expiry}, owner)
+	if err != nil {
+		return State{}, m.h.Wrap("state", err)
+	}
+	n, err := backend.Array(reply, 8)
+	if err != nil {
+		return State{}, m.h.Wrap("state", err)
+	}
+	var v [8]int64
+	for _, i := range []int{0, 1, 2, 3, 5, 6, 7} {
+		if v[i], err = backend.Int(n[i]); err != nil {
+			return State{}, m.h.Wrap("state", err)
+		}
+	}
+	holder, err := backend.String(n[4])
+	if err != nil {
+		return State{}, m.h.Wrap("state", err)
+	}
+	s := State{Locked: v[0] == 1, HoldCount: int(v[1]), Holder: holder, HolderCount: int(v[5]), Token: v[3], Queued: int(v[6]), Position: int(v[7])}
+	switch {
+	case v[2] >= 0:
+		s.TTL = time.Duration(v[2]) * time.Millisecond
+	case v[2] == -1:
+		s.TTL = -1
+	}
+	return s, nil
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	s, err := m.State(ctx)
+	return s.Locked, err
+}
+
+// HoldCount returns how many holds ctx's owner (or the newest ownerless
+// hold taken through m) has on the server: 0 when it holds none.
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
+	s, err := m.State(ctx)
+	return s.HoldCount, err
+}
+
+// TTL returns the remaining lease of the current hold, whoever holds it,
+// or 0 if the lock is free.
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
+	s, err := m.State(ctx)
+	return s.TTL, err
+}
+
+// ForceUnlock takes the lock from whoever holds it, however many times,
+// and hands it to the head of the queue, as a release does. It reports
+// whether the lock was held. The holder learns of the loss at its next
+// renewal, through Done.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.h.Begin("force unlock", ctx); err != nil {
+		return false, err
+	}
+	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys(),
+		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+	if err != nil {
+		return false, m.h.Wrap("force unlock", err)
+	}
+	return r.N == 1, nil
+}

@@ -1,0 +1,189 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Attempt is one try of an acquisition: it runs the primitive's acquire
+// script for owner with operation id op. Unless entry is empty, a failure
+// registers the waiter under it; registered says an earlier attempt may
+// have done so, and a success must remove the registration. On success it
+// fills in g.
+type Attempt func(ctx context.Context, owner, op, entry string, registered bool, g *Grant) (wait.Result, error)
+
+// Abandon undoes what the attempts of a failed acquisition may have left
+// on the server: the registration under entry (if not empty), and an
+// acquisition whose reply was lost or a hand-off to the waiter, which it
+// passes on.
+type Abandon func(ctx context.Context, owner, op, entry string) error
+
+// LockSpec describes the acquisitions of a primitive.
+type LockSpec struct {
+	Role      string
+	Channel   string        // the primitive's wake-up channel base
+	Heartbeat time.Duration // longest wait between attempts
+	Handed    time.Duration // the lease of a hold handed to a waiter
+	Try       Attempt
+	Abandon   Abandon
+	Hold      HoldSpec
+
+	// Local, if set, lets waiters queue behind holds of this process
+	// instead of asking the server (see package mutex). It reorders
+	// waiters relative to the server, so a primitive that promises an
+	// order must leave it nil.
+	Local Local
+}
+
+// Local is queueing behind holds of this process.
+type Local interface {
+	// Before runs before each attempt of the waiter with the given entry
+	// (empty until it joined the channel); if it reports queued, the
+	// attempt is not sent and the waiter waits up to lasts (-1: a
+	// heartbeat) for a wake-up.
+	Before(ctx context.Context, owner, entry string, a wait.Try) (queued bool, lasts time.Duration)
+	// Leave runs before the abandon of a failed acquisition by the waiter
+	// at address ("" if it never joined).
+	Leave(ctx context.Context, address string)
+	// Held records the hold that the waiter at address ("" if it did not
+	// wait) acquired.
+	Held(owner, address string, l *lease.Lease)
+}
+
+// Entry returns the waiter entry of a waiter at address for owner, which
+// asks for a hold of the given lease when handed one: the form hand_off
+// reads (see exclusive.lua).
+func Entry(address, owner string, lease time.Duration) string {
+	return address + "|" + strconv.FormatInt(Ms(lease), 10) + "|" + owner
+}
+
+// Lock acquires a hold of role for ctx's owner (or a fresh ownerless
+// one), waiting while it is held elsewhere, until ctx is done.
+func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
+	if err := h.Begin("lock", ctx); err != nil {
+		return err
+	}
+	owner, anon := LockOwner(ctx)
+	op := dsync.NewID()
+	var (
+		got     Grant
+		address string // the waiter's, once it joined the channel
+		entry   string // under which the waiter registers
+	)
+	err := wait.Acquire(ctx, wait.Spec{
+		Backend:   h.B,
+		Channel:   s.Channel,
+		WaiterID:  op, // a hand-off counts as the acquisition op
+		Heartbeat: s.Heartbeat,
+		Logger:    h.Cfg.Logger,
+		Name:      h.Name,
+		Try: func(ctx context.Context, a wait.Try) (wait.Result, error) {
+			if a.Address != "" && entry == "" {
+				address = a.Address
+				entry = Entry(address, owner, s.Handed)
+			}
+			if s.Local != nil {
+				if queued, lasts := s.Local.Before(ctx, owner, entry, a); queued {
+					return wait.Result{RetryIn: lasts}, nil
+				}
+			}
+			return s.Try(ctx, owner, op, entry, a.Prior > 0, &got)
+		},
+		Granted: func(_ string, token int64, since time.Time) bool {
+			// Without time to spare, the next attempt confirms the
+			// hold and restarts its lease.
+			if time.Since(since) >= s.Handed/2 {
+				return false
+			}
+			got = Grant{Count: 1, Token: token, ID: op, Sent: since, Initial: s.Handed}
+			return true
+		},
+		Abandon: func(ctx context.Context) error {
+			if s.Local != nil {
+				s.Local.Leave(ctx, address)
+			}
+			return s.Abandon(ctx, owner, op, entry)
+		},
+	})
+	if err != nil {
+		return h.Wrap("lock", err)
+	}
+	l := h.Keep(owner, anon, got, s.Hold)
+	if s.Local != nil {
+		s.Local.Held(owner, address, l)
+	}
+	return nil
+}
+
+// TryLock makes one attempt at a hold of role for ctx's owner, without
+// waiting for another holder, and reports whether it holds it now. When
+// the attempt fails with an error, nothing is left held.
+func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
+	if err := h.Begin("trylock", ctx); err != nil {
+		return false, err
+	}
+	owner, anon := LockOwner(ctx)
+	op := dsync.NewID()
+	var got Grant
+	r, err := s.Try(ctx, owner, op, "", false, &got)
+	if err != nil {
+		// The attempt may have succeeded with its reply lost.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
+		s.Abandon(actx, owner, op, "")
+		cancel()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = ctxError(cerr, err)
+		}
+		return false, h.Wrap("trylock", err)
+	}
+	if !r.Acquired {
+		return false, nil
+	}
+	l := h.Keep(owner, anon, got, s.Hold)
+	if s.Local != nil {
+		s.Local.Held(owner, "", l)
+	}
+	return true, nil
+}
+
+// AcquireReply decodes the reply of an acquire script sent at sent:
+//
+//	{1, hold count, token, hold id}         acquired (or re-entered)
+//	{0, remaining ms of the holder's claim   not acquired
+//	    (-1 unknown), the current token}
+func AcquireReply(reply any, sent time.Time, g *Grant) (wait.Result, error) {
+	r, err := backend.Array(reply, 3)
+	if err != nil {
+		return wait.Result{}, err
+	}
+	ok, err1 := backend.Int(r[0])
+	n, err2 := backend.Int(r[1])
+	token, err3 := backend.Int(r[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return wait.Result{}, err
+	}
+	if ok == 0 {
+		retry := time.Duration(-1)
+		if n >= 0 {
+			retry = time.Duration(n) * time.Millisecond
+		}
+		return wait.Result{RetryIn: retry, Token: token}, nil
+	}
+	if len(r) < 4 || n < 1 || token < 1 {
+		return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
+	}
+	id, err := backend.String(r[3])
+	if err != nil {
+		return wait.Result{}, err
+	}
+	*g = Grant{Count: n, Token: token, ID: id, Sent: sent}
+	return wait.Result{Acquired: true}, nil
+}

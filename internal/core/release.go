@@ -1,0 +1,132 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// ReleaseTimeout bounds a release, whatever the caller's context: a
+// release runs detached from the caller's cancellation, so that an unlock
+// deferred in a request whose context has ended still releases.
+const ReleaseTimeout = 5 * time.Second
+
+// errGone is wrapped in the error about a hold that a release did not
+// find on the server.
+var errGone = errors.New("it is no longer on the server")
+
+// Release runs one release of the hold l of owner, in role, through h's
+// backend, and returns the owner's holds left. attempt sends the
+// primitive's release script once (first is true for the first attempt),
+// with the same operation id on every retry, and returns its reply: the
+// holds left (-1 if the owner held nothing) and the id of the hold.
+//
+// The release does not depend on ctx's cancellation: it is bounded by
+// ReleaseTimeout and by l's lease, and errors that may pass are retried
+// until then. On failure the lease ends (renewals stop, Done closes) and
+// the hold expires by itself on the server.
+//
+// l may be kept through another backend value of the process than h's;
+// the outcome is applied to it only if the release reached the hold it
+// keeps, which the hold id tells.
+func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool) (wait.Reply, error)) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	l.BeginRelease()
+	deadline := l.Deadline()
+	ambiguous := false
+	for failures := 1; ; failures++ {
+		r, err := attempt(ctx, failures == 1)
+		if err == nil {
+			if r.N < 0 && ambiguous {
+				// An earlier attempt released the last hold.
+				r = wait.Reply{N: 0, HoldID: l.ID()}
+			}
+			return h.settle(role, owner, l, r)
+		}
+		if !wait.Transient(err) || time.Now().After(deadline) {
+			l.Release()
+			return 0, err
+		}
+		ambiguous = true
+		if !wait.Sleep(ctx, wait.Backoff(failures)) {
+			l.Release()
+			return 0, errors.Join(ctx.Err(), err)
+		}
+	}
+}
+
+// settle applies the reply of a release to the lease it concerns.
+func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64, error) {
+	if r.N < 0 {
+		if l.Backend() == h.B {
+			l.Release()
+			return r.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone)
+		}
+		// Another server, perhaps: the lease's own renewals will tell.
+		l.Kept()
+		return r.N, dsync.ErrNotHeld
+	}
+	target := l
+	if r.HoldID != l.ID() {
+		l.Kept()
+		target = lease.ByID(h.Key, owner, role, r.HoldID)
+		if target == nil {
+			return r.N, nil
+		}
+		target.BeginRelease()
+	}
+	if r.N == 0 {
+		target.Release()
+	} else {
+		target.Kept()
+	}
+	return r.N, nil
+}
+
+// Releaser runs one release of owner's hold l through the handle, usually
+// with Handle.Release, and returns the owner's holds left.
+type Releaser func(ctx context.Context, owner string, l *lease.Lease) (int64, error)
+
+// Unlock releases one hold of role that ctx refers to (see Take) with
+// release. lost, if not nil, is told of an owner whose hold was lost. It
+// reports whether there was no hold at all to release, in which case it
+// did no I/O.
+func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost func(owner string)) (err error, none bool) {
+	if err := h.Check(); err != nil {
+		return err, false
+	}
+	owner, l := h.Take(ctx, role)
+	if l == nil {
+		return h.Wrap("unlock", dsync.ErrNotHeld), true
+	}
+	if l.Lost() {
+		if lost != nil {
+			lost(owner)
+		}
+		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
+	}
+	_, err = release(ctx, owner, l)
+	return h.Wrap("unlock", err), false
+}
+
+// MustUnlock is the sync.Locker form of Unlock, for the oldest ownerless
+// hold: it panics on an invalid handle or when there is no hold to release,
+// as sync.Mutex does, and logs any other failure, a lost hold included.
+func (h *Handle) MustUnlock(role string, release Releaser, lost func(owner string)) {
+	err, none := h.Unlock(context.Background(), role, release, lost)
+	if cerr := h.Check(); cerr != nil {
+		panic("dsync/" + h.Kind + ": Unlock: " + cerr.Error())
+	}
+	if none {
+		panic(fmt.Sprintf("dsync/%s: unlock of unlocked %s %q", h.Kind, h.Kind, truncate(h.Name)))
+	}
+	if err != nil {
+		h.Cfg.Logger.Warn("dsync: unlock failed", "name", h.Name, "error", err)
+	}
+}
