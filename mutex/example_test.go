@@ -7,25 +7,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// newBackend starts an embedded server for the examples; in production,
-// pass the *redis.Pool your service already has.
+// newBackend starts a private redis-server for an example; in production,
+// pass the *redis.Pool your service already has. Without redis-server on
+// PATH the examples do not run (see testserver.Main).
 func newBackend() (backend.Backend, func()) {
-	srv, err := miniredis.Run()
+	srv, err := testserver.StartRedis()
 	if err != nil {
 		log.Fatal(err)
 	}
 	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
 	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Close() }
+	return b, func() { b.Close(); pool.Close(); srv.Stop() }
 }
 
 func Example() {

@@ -1,6 +1,7 @@
 package redigo_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/dsyncgo/dsync/backend"
@@ -10,30 +11,24 @@ import (
 
 func TestMain(m *testing.M) { testserver.Main(m) }
 
-func hooks(s *testserver.Server) conformance.Hooks {
-	h := conformance.Hooks{FlushScripts: s.FlushScripts}
-	if s.Restartable() {
-		h.Restart = s.Restart
-	}
-	if s.Kind == "redis" {
-		h.KillPubSub = s.KillPubSub
-		h.PubSubClients = s.PubSubClients
-	}
-	return h
+// TestConformance runs the suite on a real redis-server (skipped, or
+// failed with DSYNC_REQUIRE_REDIS=1, when there is none); the tests module
+// runs it on miniredis too.
+func TestConformance(t *testing.T) {
+	srv := testserver.Real(t)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		return srv.NewBackend(t)
+	}, conformance.WithHooks(conformance.Hooks{
+		FlushScripts:  srv.FlushScripts,
+		KillPubSub:    srv.KillPubSub,
+		PubSubClients: srv.PubSubClients,
+		Restart:       restartable(srv),
+	}))
 }
 
-func TestConformance(t *testing.T) {
-	for _, kind := range []string{"redis", "miniredis"} {
-		t.Run(kind, func(t *testing.T) {
-			var srv *testserver.Server
-			if kind == "redis" {
-				srv = testserver.Real(t)
-			} else {
-				srv = testserver.Mini(t)
-			}
-			conformance.Run(t, func(t *testing.T) backend.Backend {
-				return srv.NewBackend(t)
-			}, conformance.WithHooks(hooks(srv)), conformance.WithLeakOptions(testserver.LeakOptions()...))
-		})
+func restartable(srv *testserver.Server) func(ctx context.Context) error {
+	if !srv.Restartable() {
+		return nil
 	}
+	return srv.Restart
 }

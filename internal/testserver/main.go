@@ -10,9 +10,10 @@ import (
 
 // Main runs a package's tests: most of dsync's tests wait on the server or
 // the clock rather than the CPU, so unless -test.parallel is given it lets
-// 16 parallel tests run at once. It stops the shared servers afterwards and
-// fails the run if a goroutine was left behind.
-func Main(m *testing.M) {
+// 16 parallel tests run at once. It stops the shared servers afterwards,
+// then runs stop (for servers of the caller's own), and fails the run if a
+// goroutine was left behind.
+func Main(m *testing.M, stop ...func()) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) {
@@ -23,8 +24,17 @@ func Main(m *testing.M) {
 	if !set {
 		flag.Set("test.parallel", "16")
 	}
+	// Examples run against a private redis-server, and cannot skip: without
+	// one, only tests run (they skip, or fail under DSYNC_REQUIRE_REDIS=1).
+	if run := flag.Lookup("test.run"); !RedisAvailable() && !RequireRedis() && run != nil && run.Value.String() == "" {
+		flag.Set("test.run", "^Test")
+		os.Stderr.WriteString("testserver: redis-server is not on PATH; examples do not run\n")
+	}
 	code := m.Run()
 	StopShared()
+	for _, f := range stop {
+		f()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
@@ -32,13 +42,4 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// LeakOptions ignores the goroutines of an embedded server that a test
-// restarted.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).serve"),
-		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
-	}
 }

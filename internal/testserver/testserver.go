@@ -1,11 +1,12 @@
-// Package testserver starts the Redis-compatible servers dsync's tests run
-// against, and injects faults into them.
+// Package testserver starts the real redis-server that dsync's tests run
+// against, and injects faults into it.
 //
 // Real starts a redis-server on a free loopback port in a temporary
 // directory, with persistence off and DEBUG enabled for local clients, or
-// uses the server at $DSYNC_REDIS_ADDR. Mini starts an embedded miniredis
-// on loopback whose TTLs run on the clock. When redis-server is not on PATH,
-// Real skips the test, or fails it when $DSYNC_REQUIRE_REDIS=1.
+// uses the server at $DSYNC_REDIS_ADDR. When redis-server is not on PATH,
+// Real skips the test, or fails it when $DSYNC_REQUIRE_REDIS=1. Embedded
+// servers (miniredis, in real or fake time) are in the tests module's
+// package fake, so that this module does not require miniredis.
 //
 // Tests use it only; nothing here is part of dsync's API.
 package testserver
@@ -22,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync/backend"
@@ -31,14 +31,12 @@ import (
 
 // Server is a server the tests may talk to and, where supported, disturb.
 type Server struct {
-	Kind string // "redis" or "miniredis"
 	addr string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd // a redis-server we started; nil otherwise
-	dir  string
-	mini *miniredis.Miniredis
-	ext  bool // $DSYNC_REDIS_ADDR: ours to use, not to restart
+	mu  sync.Mutex
+	cmd *exec.Cmd // a redis-server we started; nil otherwise
+	dir string
+	ext bool // $DSYNC_REDIS_ADDR: ours to use, not to restart
 }
 
 // Addr returns host:port.
@@ -61,7 +59,7 @@ func RedisAvailable() bool {
 // $DSYNC_REDIS_ADDR. The caller stops it with Stop.
 func StartRedis() (*Server, error) {
 	if addr := os.Getenv("DSYNC_REDIS_ADDR"); addr != "" {
-		return &Server{Kind: "redis", addr: addr, ext: true}, nil
+		return &Server{addr: addr, ext: true}, nil
 	}
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -76,7 +74,7 @@ func StartRedis() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Kind: "redis", addr: net.JoinHostPort("127.0.0.1", port), dir: dir}
+	s := &Server{addr: net.JoinHostPort("127.0.0.1", port), dir: dir}
 	if err := s.startProcess(path, port); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -130,17 +128,6 @@ func (s *Server) startProcess(path, port string) error {
 	}
 }
 
-// StartMini starts an embedded miniredis on loopback whose TTLs follow the
-// wall clock.
-func StartMini() (*Server, error) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, err
-	}
-	m.ClockTTL(true)
-	return &Server{Kind: "miniredis", addr: m.Addr(), mini: m}, nil
-}
-
 // Stop stops a server that Start* started. It is idempotent.
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -153,9 +140,6 @@ func (s *Server) Stop() {
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
 		s.dir = ""
-	}
-	if s.mini != nil {
-		s.mini.Close()
 	}
 }
 
@@ -175,12 +159,6 @@ func Real(t testing.TB) *Server {
 		t.Skip("testserver: redis-server is not on PATH; set DSYNC_REQUIRE_REDIS=1 to fail instead")
 	}
 	return sharedServer(t, "redis", StartRedis)
-}
-
-// Mini returns the package's shared embedded miniredis.
-func Mini(t testing.TB) *Server {
-	t.Helper()
-	return sharedServer(t, "miniredis", StartMini)
 }
 
 func sharedServer(t testing.TB, kind string, start func() (*Server, error)) *Server {
@@ -247,21 +225,14 @@ func (s *Server) FlushScripts(ctx context.Context) error {
 	return err
 }
 
-// KillPubSub closes every pub/sub client connection, or returns an error on
-// miniredis, which cannot.
+// KillPubSub closes every pub/sub client connection.
 func (s *Server) KillPubSub(ctx context.Context) error {
-	if s.mini != nil {
-		return fmt.Errorf("testserver: miniredis cannot kill clients")
-	}
 	_, err := s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub")
 	return err
 }
 
 // PubSubClients counts the connections in pub/sub mode.
 func (s *Server) PubSubClients(ctx context.Context) (int, error) {
-	if s.mini != nil {
-		return 0, fmt.Errorf("testserver: miniredis has no CLIENT LIST")
-	}
 	reply, err := redis.String(s.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub"))
 	if err != nil {
 		return 0, err
@@ -278,9 +249,6 @@ func (s *Server) PubSubClients(ctx context.Context) (int, error) {
 // Pause makes the server unresponsive for d with DEBUG SLEEP, and returns
 // when the pause is over.
 func (s *Server) Pause(ctx context.Context, d time.Duration) error {
-	if s.mini != nil {
-		return fmt.Errorf("testserver: miniredis cannot pause")
-	}
 	_, err := s.Do(ctx, "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds()))
 	return err
 }
@@ -289,16 +257,12 @@ func (s *Server) Pause(ctx context.Context, d time.Duration) error {
 // did not start.
 func (s *Server) Restartable() bool { return !s.ext }
 
-// Restart stops the server and starts it again on the same address. A real
-// server comes back empty; miniredis keeps its data. Either way every
-// client connection is dropped.
+// Restart stops the server and starts it again on the same address. It
+// comes back empty, and every client connection is dropped.
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.mini != nil:
-		s.mini.Close()
-		return s.mini.Restart()
 	case s.cmd != nil:
 		path := s.cmd.Path
 		s.cmd.Process.Kill()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
-	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,8 +30,8 @@ func woken(w *hub.Waiter) bool {
 
 func TestTargetedAndBroadcastWakeUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := context.Background()
 		if hub.Joined(b, "base", "x") != nil {
 			t.Fatal("Joined before any subscription returned a waiter")
@@ -100,8 +100,8 @@ func TestTargetedAndBroadcastWakeUps(t *testing.T) {
 
 func TestLingerThenRetire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		w, err := hub.Join(context.Background(), b, "base", "a")
 		if err != nil {
 			t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // Same owner re-enters through a handle with a shorter fixed lease: the
@@ -17,8 +17,8 @@ import (
 // while the holder's Done is still open.
 func TestFakeTimeShorterLeaseReentryKeepsLongerExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := dsync.WithOwner(context.Background())
 		long := mutex.New(b, "mix")
 		short := mutex.New(b, "mix", mutex.WithLease(time.Second))
@@ -29,7 +29,7 @@ func TestFakeTimeShorterLeaseReentryKeepsLongerExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		other := mutex.New(testserver.FakeBackend(t, srv), "mix")
+		other := mutex.New(fake.FakeBackend(t, srv), "mix")
 		ok, err := other.TryLockContext(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // The pub/sub connection is unresponsive (silently dead peer, not yet
@@ -23,8 +23,8 @@ import (
 // context.DeadlineExceeded from the hub's private 10s subscribe timeout.
 func TestFakeTimeStalledPubSubDoesNotFailLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		holder := mutex.New(testserver.FakeBackend(t, srv), "x")
+		srv := fake.Fake(t)
+		holder := mutex.New(fake.FakeBackend(t, srv), "x")
 		holder.Lock()
 
 		var blackhole atomic.Bool

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // counting counts script calls, and delays each, as a longer network path
@@ -44,12 +44,12 @@ func queue(t *testing.T, ctx context.Context, m *mutex.Mutex) <-chan error {
 
 func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		// A client that releases and re-locks at once would win every
 		// race against a woken waiter, which has a round trip to make
 		// first. A hand-off leaves no race to win.
-		greedy := mutex.New(testserver.FakeBackend(t, srv), "hot")
+		greedy := mutex.New(fake.FakeBackend(t, srv), "hot")
 		greedy.Lock()
 		first, _ := greedy.Token(ctx)
 		stop := make(chan struct{})
@@ -68,7 +68,7 @@ func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 				}
 			}
 		}()
-		wb := &counting{Backend: testserver.FakeBackend(t, srv), delay: 200 * time.Microsecond}
+		wb := &counting{Backend: fake.FakeBackend(t, srv), delay: 200 * time.Microsecond}
 		waiter := mutex.New(wb, "hot")
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -102,11 +102,11 @@ func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 
 func TestFakeTimeHandedHoldIsRenewedToFullLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "renew")
+		holder := mutex.New(fake.FakeBackend(t, srv), "renew")
 		holder.Lock()
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "renew")
+		waiter := mutex.New(fake.FakeBackend(t, srv), "renew")
 		got := queue(t, ctx, waiter)
 		holder.Unlock()
 		if err := <-got; err != nil {
@@ -135,11 +135,11 @@ func TestFakeTimeHandedHoldIsRenewedToFullLease(t *testing.T) {
 
 func TestFakeTimeLateHandOffIsConfirmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "late")
+		holder := mutex.New(fake.FakeBackend(t, srv), "late")
 		holder.Lock()
-		wb := &counting{Backend: testserver.FakeBackend(t, srv)}
+		wb := &counting{Backend: fake.FakeBackend(t, srv)}
 		waiter := mutex.New(wb, "late")
 		got := queue(t, ctx, waiter)
 		// The waiter's last attempt was 3s ago when the hand-off comes:
@@ -168,11 +168,11 @@ func TestFakeTimeLateHandOffIsConfirmed(t *testing.T) {
 
 func TestFakeTimeHandOffWithFixedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
+		holder := mutex.New(fake.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
 		holder.Lock()
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
+		waiter := mutex.New(fake.FakeBackend(t, srv), "fixed", mutex.WithLease(5*time.Second))
 		got := queue(t, ctx, waiter)
 		time.Sleep(100 * time.Millisecond)
 		released := time.Now()
@@ -196,9 +196,9 @@ func TestFakeTimeHandOffWithFixedLease(t *testing.T) {
 
 func TestFakeTimeHandOffToDeadWaiterLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "y")
+		holder := mutex.New(fake.FakeBackend(t, srv), "y")
 		holder.Lock()
 		// The entry a waiter leaves when its process dies (see
 		// lua/handoff.lua): it expires in 15s, and asks for a 2s lease.
@@ -211,7 +211,7 @@ func TestFakeTimeHandOffToDeadWaiterLapses(t *testing.T) {
 		released := time.Now()
 		holder.Unlock() // handed to the dead waiter
 
-		other := mutex.New(testserver.FakeBackend(t, srv), "y")
+		other := mutex.New(fake.FakeBackend(t, srv), "y")
 		if ok, err := other.TryLockContext(ctx); ok || err != nil {
 			t.Fatalf("TryLock while handed to another: %v, %v; want false", ok, err)
 		}
@@ -257,18 +257,18 @@ func (s deafSub) Receive(ctx context.Context) (backend.Message, error) {
 
 func TestFakeTimeGivenUpWaiterPassesHandOffOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(remote{testserver.FakeBackend(t, srv)}, "pass")
+		holder := mutex.New(remote{fake.FakeBackend(t, srv)}, "pass")
 		holder.Lock()
 		// The first waiter never hears that the mutex was handed to it,
 		// and gives up at its deadline.
-		first := mutex.New(deaf{testserver.FakeBackend(t, srv)}, "pass")
+		first := mutex.New(deaf{fake.FakeBackend(t, srv)}, "pass")
 		fctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		firstGot := queue(t, fctx, first)
 		time.Sleep(10 * time.Millisecond)
-		second := mutex.New(testserver.FakeBackend(t, srv), "pass")
+		second := mutex.New(fake.FakeBackend(t, srv), "pass")
 		secondGot := queue(t, ctx, second)
 
 		holder.Unlock() // handed to the first waiter, which does not hear it
@@ -323,13 +323,13 @@ func handOff(reply any) bool {
 
 func TestFakeTimeHandOffInProcessSkipsPubSub(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "local")
+		holder := mutex.New(fake.FakeBackend(t, srv), "local")
 		holder.Lock()
 		// The waiter's subscription delivers nothing; the releaser, in the
 		// same process, wakes it from the release's reply.
-		waiter := mutex.New(deaf{testserver.FakeBackend(t, srv)}, "local")
+		waiter := mutex.New(deaf{fake.FakeBackend(t, srv)}, "local")
 		got := queue(t, ctx, waiter)
 		released := time.Now()
 		holder.Unlock()
@@ -360,14 +360,14 @@ func (l *loseHandOff) Eval(ctx context.Context, s *backend.Script, keys []string
 
 func TestFakeTimeLostReleaseReplyStillWakesLocalWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		lb := &loseHandOff{Backend: testserver.FakeBackend(t, srv)}
+		lb := &loseHandOff{Backend: fake.FakeBackend(t, srv)}
 		holder := mutex.New(lb, "lost")
 		holder.Lock()
 		// In the holder's process: the script leaves its wake-up to the
 		// holder, which never hears whom the mutex went to.
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		waiter := mutex.New(fake.FakeBackend(t, srv), "lost")
 		got := queue(t, ctx, waiter)
 		released := time.Now()
 		holder.Unlock()

@@ -11,8 +11,8 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // These tests run in a synctest bubble on an in-process miniredis whose
@@ -21,8 +21,8 @@ import (
 
 func TestFakeTimeDefaultWatchdogKeepsHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := context.Background()
 		m := mutex.New(b, "long")
 		m.Lock()
@@ -62,8 +62,8 @@ func TestFakeTimeDefaultWatchdogKeepsHold(t *testing.T) {
 
 func TestFakeTimeCrashedHolderFreesAfterLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		crashed := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		crashed := fake.FakeBackend(t, srv)
 		ctx := context.Background()
 		holder := mutex.New(crashed, "crash")
 		holder.Lock()
@@ -73,7 +73,7 @@ func TestFakeTimeCrashedHolderFreesAfterLease(t *testing.T) {
 		crashed.Close()
 		<-holder.Done(ctx)
 
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "crash")
+		waiter := mutex.New(fake.FakeBackend(t, srv), "crash")
 		if err := waiter.LockContext(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -86,8 +86,8 @@ func TestFakeTimeCrashedHolderFreesAfterLease(t *testing.T) {
 
 func TestFakeTimeFixedLeaseExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := dsync.WithOwner(context.Background())
 		m := mutex.New(b, "fixed", mutex.WithLease(45*time.Second))
 		if err := m.LockContext(ctx); err != nil {
@@ -109,8 +109,8 @@ func TestFakeTimeFixedLeaseExpires(t *testing.T) {
 
 func TestFakeTimeRenewalsFailUntilLeaseRunsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := context.Background()
 		m := mutex.New(b, "failing")
 		m.Lock()
@@ -127,14 +127,14 @@ func TestFakeTimeRenewalsFailUntilLeaseRunsOut(t *testing.T) {
 
 func TestFakeTimeDeadWaiterCostsAtMostAHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(testserver.FakeBackend(t, srv), "dead")
+		holder := mutex.New(fake.FakeBackend(t, srv), "dead")
 		holder.Lock()
 
 		// A waiter whose process dies while queued: its registration
 		// stays on the server, and the release's wake-up goes to it.
-		deadB := testserver.FakeBackend(t, srv)
+		deadB := fake.FakeBackend(t, srv)
 		deadCtx, kill := context.WithCancel(ctx)
 		deadDone := make(chan struct{})
 		go func() {
@@ -148,7 +148,7 @@ func TestFakeTimeDeadWaiterCostsAtMostAHeartbeat(t *testing.T) {
 
 		// The live waiter queues later, so the dead one is first in line.
 		time.Sleep(time.Second)
-		live := mutex.New(testserver.FakeBackend(t, srv), "dead")
+		live := mutex.New(fake.FakeBackend(t, srv), "dead")
 		acquired := make(chan time.Time)
 		go func() {
 			if err := live.LockContext(ctx); err != nil {
@@ -171,8 +171,8 @@ func TestFakeTimeDeadWaiterCostsAtMostAHeartbeat(t *testing.T) {
 func TestFakeTimeManyHeldLocks(t *testing.T) {
 	const held = 2000
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := testserver.FakeBackend(t, srv)
+		srv := fake.Fake(t)
+		b := fake.FakeBackend(t, srv)
 		ctx := context.Background()
 		before := runtime.NumGoroutine()
 		ms := make([]*mutex.Mutex, held)

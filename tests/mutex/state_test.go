@@ -10,8 +10,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // state reads the lock key as the scripts store it (lua/state.lua): the
@@ -79,9 +79,9 @@ func assertOnlyToken(t *testing.T, srv *miniredis.Miniredis, name string) {
 
 func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		m := mutex.New(testserver.FakeBackend(t, srv), "tok")
+		m := mutex.New(fake.FakeBackend(t, srv), "tok")
 		var last int64
 		for i := range 3 {
 			m.Lock()
@@ -123,7 +123,7 @@ func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 func registeredWaiter(t *testing.T, srv *miniredis.Miniredis, holder *mutex.Mutex, name string) (*mutex.Mutex, <-chan error) {
 	t.Helper()
 	holder.Lock()
-	waiter := mutex.New(testserver.FakeBackend(t, srv), name)
+	waiter := mutex.New(fake.FakeBackend(t, srv), name)
 	got := queue(t, context.Background(), waiter)
 	synctest.Wait()
 	return waiter, got
@@ -131,8 +131,8 @@ func registeredWaiter(t *testing.T, srv *miniredis.Miniredis, holder *mutex.Mute
 
 func TestFakeTimeWaiterFlagsTheHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		holder := mutex.New(testserver.FakeBackend(t, srv), "flag")
+		srv := fake.Fake(t)
+		holder := mutex.New(fake.FakeBackend(t, srv), "flag")
 		waiter, got := registeredWaiter(t, srv, holder, "flag")
 		if _, _, waiting, _ := state(t, srv, "dsync:mutex:{flag}"); !waiting {
 			t.Fatal("a waiter registered, the hold is not flagged")
@@ -152,9 +152,9 @@ func TestFakeTimeWaiterFlagsTheHold(t *testing.T) {
 
 func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		m := mutex.New(testserver.FakeBackend(t, srv), "exp", mutex.WithLease(time.Second))
+		m := mutex.New(fake.FakeBackend(t, srv), "exp", mutex.WithLease(time.Second))
 		m.Lock()
 		last, err := m.Token(ctx)
 		if err != nil {
@@ -167,7 +167,7 @@ func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
 		// Even with the server clock stepped back an hour, the next token
 		// follows the last.
 		srv.SetTime(time.Now().Add(-time.Hour))
-		other := mutex.New(testserver.FakeBackend(t, srv), "exp")
+		other := mutex.New(fake.FakeBackend(t, srv), "exp")
 		other.Lock()
 		defer other.Unlock()
 		if tok, err := other.Token(ctx); err != nil || tok != last+1 {
@@ -178,13 +178,13 @@ func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
 
 func TestFakeTimeWaiterOfLostKeyIsHandedOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		holder := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		srv := fake.Fake(t)
+		holder := mutex.New(fake.FakeBackend(t, srv), "lost")
 		waiter, got := registeredWaiter(t, srv, holder, "lost") // asleep until its heartbeat
 		// The lock key is lost (a flush, a failover), and with it the
 		// flag that says a waiter registered.
 		srv.Del("dsync:mutex:{lost}")
-		other := mutex.New(testserver.FakeBackend(t, srv), "lost")
+		other := mutex.New(fake.FakeBackend(t, srv), "lost")
 		other.Lock()
 		start := time.Now()
 		other.Unlock()

@@ -8,14 +8,14 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // crashWaiters starts n waiters on name in one process that register and
 // heartbeat once, then dies without leaving the queue.
 func crashWaiters(t *testing.T, srv *miniredis.Miniredis, name string, n int) {
-	dead := testserver.FakeBackend(t, srv)
+	dead := fake.FakeBackend(t, srv)
 	ctx, kill := context.WithCancel(context.Background())
 	done := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
@@ -35,12 +35,12 @@ func crashWaiters(t *testing.T, srv *miniredis.Miniredis, name string, n int) {
 
 func TestFakeTimeExpiredDeadWaitersDoNotHideLiveOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		holder := mutex.New(testserver.FakeBackend(t, srv), "x")
+		srv := fake.Fake(t)
+		holder := mutex.New(fake.FakeBackend(t, srv), "x")
 		holder.Lock()
 		crashWaiters(t, srv, "x", 20)
 
-		live := mutex.New(testserver.FakeBackend(t, srv), "x")
+		live := mutex.New(fake.FakeBackend(t, srv), "x")
 		acquired := make(chan time.Time)
 		go func() {
 			if err := live.LockContext(context.Background()); err != nil {

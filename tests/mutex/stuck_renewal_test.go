@@ -9,8 +9,8 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // stall makes every Eval hang until its ctx is done once set (a
@@ -33,8 +33,8 @@ func (s *stall) Eval(ctx context.Context, sc *backend.Script, keys []string, arg
 // own deadline, long after the server freed the key.
 func TestFakeTimeStuckRenewalDelaysNoLostSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
-		b := &stall{Backend: testserver.FakeBackend(t, srv)}
+		srv := fake.Fake(t)
+		b := &stall{Backend: fake.FakeBackend(t, srv)}
 		ctx := dsync.WithOwner(context.Background())
 		wd := mutex.New(b, "wd")
 		if err := wd.LockContext(ctx); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // warm has one goroutine wait for m's name once, so that the process is
@@ -32,9 +32,9 @@ func warm(t *testing.T, ctx context.Context, holder, waiter *mutex.Mutex) {
 
 func TestFakeTimeQueuedBehindLocalHoldInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := &counting{Backend: testserver.FakeBackend(t, srv)}
+		b := &counting{Backend: fake.FakeBackend(t, srv)}
 		holder := mutex.New(b, "local")
 		waiters := []*mutex.Mutex{mutex.New(b, "local"), mutex.New(b, "local"), mutex.New(b, "local")}
 		warm(t, ctx, holder, waiters[0])
@@ -79,14 +79,14 @@ func TestFakeTimeQueuedBehindLocalHoldInOrder(t *testing.T) {
 
 func TestFakeTimeReleaserQueuesBehindItsHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		// Two clients of one server, each with its own backend: the
 		// hand-off from one to the other shows they reach the same
 		// server, and the releaser, locking again, queues behind it.
-		ab := &counting{Backend: testserver.FakeBackend(t, srv)}
+		ab := &counting{Backend: fake.FakeBackend(t, srv)}
 		a := mutex.New(ab, "pair")
-		bb := &counting{Backend: testserver.FakeBackend(t, srv)}
+		bb := &counting{Backend: fake.FakeBackend(t, srv)}
 		b := mutex.New(bb, "pair")
 		warm(t, ctx, b, a)
 		a.Lock()
@@ -116,11 +116,11 @@ func TestFakeTimeOtherServerIsNotQueuedBehind(t *testing.T) {
 		ctx := context.Background()
 		// One name on two independent servers, as in a multi-lock: a
 		// hold on one says nothing about the other.
-		s1, s2 := testserver.Fake(t), testserver.Fake(t)
-		b1 := testserver.FakeBackend(t, s1)
+		s1, s2 := fake.Fake(t), fake.Fake(t)
+		b1 := fake.FakeBackend(t, s1)
 		on1, on1too := mutex.New(b1, "multi"), mutex.New(b1, "multi")
 		warm(t, ctx, on1, on1too)
-		b2 := testserver.FakeBackend(t, s2)
+		b2 := fake.FakeBackend(t, s2)
 		on2, on2too := mutex.New(b2, "multi"), mutex.New(b2, "multi")
 		warm(t, ctx, on2too, on2)
 		on1.Lock()
@@ -136,9 +136,9 @@ func TestFakeTimeOtherServerIsNotQueuedBehind(t *testing.T) {
 
 func TestFakeTimeQueuedWaiterGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := testserver.FakeBackend(t, srv)
+		b := fake.FakeBackend(t, srv)
 		holder, waiter := mutex.New(b, "quit"), mutex.New(b, "quit")
 		warm(t, ctx, holder, waiter)
 		holder.Lock()
@@ -172,9 +172,9 @@ func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, 
 
 func TestFakeTimeQueuedWaiterGivesUpDuringRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		sb := &stalling{Backend: fake.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
 		holder, waiter := mutex.New(sb, "race"), mutex.New(sb, "race")
 		warm(t, ctx, holder, waiter)
 		holder.Lock()
@@ -210,9 +210,9 @@ func TestFakeTimeQueuedWaiterGivesUpDuringRelease(t *testing.T) {
 
 func TestFakeTimeQueuedWaiterOutlivesLostHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := testserver.FakeBackend(t, srv)
+		b := fake.FakeBackend(t, srv)
 		holder, waiter := mutex.New(b, "gone"), mutex.New(b, "gone")
 		warm(t, ctx, holder, waiter)
 		holder.Lock()
@@ -240,9 +240,9 @@ func TestFakeTimeQueuedWaiterOutlivesLostHold(t *testing.T) {
 
 func TestFakeTimeReleaseOfVanishedHoldPassesQueueOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := testserver.FakeBackend(t, srv)
+		b := fake.FakeBackend(t, srv)
 		holder, waiter := mutex.New(b, "vanish"), mutex.New(b, "vanish")
 		warm(t, ctx, holder, waiter)
 		holder.Lock()
@@ -267,9 +267,9 @@ func TestFakeTimeReleaseOfVanishedHoldPassesQueueOn(t *testing.T) {
 
 func TestFakeTimeQueuedWaiterTakesExpiredFixedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := testserver.FakeBackend(t, srv)
+		b := fake.FakeBackend(t, srv)
 		holder := mutex.New(b, "fixed", mutex.WithLease(300*time.Millisecond))
 		waiter := mutex.New(b, "fixed")
 		warm(t, ctx, holder, waiter)
@@ -304,9 +304,9 @@ func (l *loseArmed) Eval(ctx context.Context, s *backend.Script, keys []string, 
 
 func TestFakeTimeRetriedReleaseDoesNotQueueAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		lb := &loseArmed{Backend: testserver.FakeBackend(t, srv)}
+		lb := &loseArmed{Backend: fake.FakeBackend(t, srv)}
 		holder, waiter := mutex.New(lb, "retry"), mutex.New(lb, "retry")
 		warm(t, ctx, holder, waiter)
 		holder.Lock()
@@ -335,11 +335,11 @@ func TestFakeTimeRetriedReleaseDoesNotQueueAgain(t *testing.T) {
 
 func TestFakeTimeOwnerReentersHoldHandedToIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		b := testserver.FakeBackend(t, srv)
+		b := fake.FakeBackend(t, srv)
 		releaser := mutex.New(b, "self")
-		waiter := mutex.New(testserver.FakeBackend(t, srv), "self")
+		waiter := mutex.New(fake.FakeBackend(t, srv), "self")
 		warm(t, ctx, releaser, waiter)
 		warm(t, ctx, waiter, releaser) // both clients subscribed
 		octx := dsync.WithOwner(ctx)
@@ -368,9 +368,9 @@ func TestFakeTimeOwnerReentersHoldHandedToIt(t *testing.T) {
 
 func TestFakeTimeQueuedWaiterWokenDuringReleaseWaitsForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
-		sb := &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
+		sb := &stalling{Backend: fake.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}
 		cb := &counting{Backend: sb}
 		holder, waiter := mutex.New(cb, "woken"), mutex.New(cb, "woken")
 		warm(t, ctx, holder, waiter)
@@ -421,7 +421,7 @@ type twoHolds struct {
 func releaseTwice(t *testing.T, srv *miniredis.Miniredis, name string, wctx context.Context) twoHolds {
 	t.Helper()
 	ctx := context.Background()
-	h := twoHolds{sb: &stalling{Backend: testserver.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}}
+	h := twoHolds{sb: &stalling{Backend: fake.FakeBackend(t, srv), stalled: make(chan struct{}), release: make(chan struct{})}}
 	h.holder, h.waiter = mutex.New(h.sb, name), mutex.New(h.sb, name)
 	warm(t, ctx, h.holder, h.waiter)
 	h.owner = dsync.WithOwner(ctx)
@@ -443,7 +443,7 @@ func releaseTwice(t *testing.T, srv *miniredis.Miniredis, name string, wctx cont
 
 func TestFakeTimeConcurrentReleasesOfOneOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		h := releaseTwice(t, srv, "twice", ctx)
 		select {
@@ -472,7 +472,7 @@ func TestFakeTimeConcurrentReleasesOfOneOwner(t *testing.T) {
 
 func TestFakeTimeQuitterWaitsForTheReleaseCarryingIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		wctx, cancel := context.WithCancel(ctx)
 		h := releaseTwice(t, srv, "quit2", wctx)

@@ -23,6 +23,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/tests/fake"
 )
 
 // Regression tests, one per defect. Each names its defect in the comment
@@ -171,16 +172,16 @@ func regressName(prefix string) string { return prefix + "-" + dsync.NewID()[:12
 // TestRegressLateGrantRefused: defect 1, a hand-off wake-up arriving after the handed hold expired and another owner took the mutex is accepted, so two owners hold it.
 func TestRegressLateGrantRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "lategrant"
 		// The holder's lease is 2.5s, so the waiter's retry timer (the
 		// holder's remaining TTL) has it try again at 2.5s.
-		holder := mutex.New(regressElsewhere{testserver.FakeBackend(t, srv)}, name,
+		holder := mutex.New(regressElsewhere{fake.FakeBackend(t, srv)}, name,
 			mutex.WithWatchdog(2500*time.Millisecond))
 		holder.Lock()
 		// The waiter is told of the hand-off 3s late.
-		wb := &slowWake{Backend: testserver.FakeBackend(t, srv), delay: 3 * time.Second, stop: make(chan struct{})}
+		wb := &slowWake{Backend: fake.FakeBackend(t, srv), delay: 3 * time.Second, stop: make(chan struct{})}
 		t.Cleanup(func() { close(wb.stop) })
 		waiter := mutex.New(wb, name, mutex.WithLogger(nil))
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -203,7 +204,7 @@ func TestRegressLateGrantRefused(t *testing.T) {
 
 		start := time.Now()
 		holder.Unlock() // handed to the waiter on a 2s lease; wake-up published
-		other := mutex.New(testserver.FakeBackend(t, srv), name)
+		other := mutex.New(fake.FakeBackend(t, srv), name)
 		if ttl, err := other.TTL(ctx); err != nil || ttl <= 0 || ttl > 2*time.Second {
 			t.Fatalf("TTL right after the release = %v, %v; want the waiter's 2s hand-off hold", ttl, err)
 		}
@@ -223,7 +224,7 @@ func TestRegressLateGrantRefused(t *testing.T) {
 		}
 		expired := time.Since(start)
 		// C takes the free mutex.
-		c := mutex.New(testserver.FakeBackend(t, srv), name)
+		c := mutex.New(fake.FakeBackend(t, srv), name)
 		if ok, err := c.TryLockContext(ctx); !ok || err != nil {
 			t.Fatalf("C's TryLock on the free mutex: %v, %v", ok, err)
 		}
@@ -332,10 +333,10 @@ func (v *vanishOnRelease) Eval(ctx context.Context, s *backend.Script, keys []st
 // TestRegressHoldVanishedDuringPartialReleaseIsLost: defect 3, a renewal that finds the hold gone while a partial release is in flight drops the lease without reporting the loss.
 func TestRegressHoldVanishedDuringPartialReleaseIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		const name = "vanish"
 		const lease = 30 * time.Second // the default: renewed every 10s
-		b := &vanishOnRelease{Backend: testserver.FakeBackend(t, srv), srv: srv,
+		b := &vanishOnRelease{Backend: fake.FakeBackend(t, srv), srv: srv,
 			key: "dsync:mutex:{" + name + "}", pause: lease/3 + time.Second}
 		o := dsync.WithOwner(context.Background())
 		m := mutex.New(b, name, mutex.WithLogger(nil))
@@ -372,13 +373,13 @@ func TestRegressHoldVanishedDuringPartialReleaseIsLost(t *testing.T) {
 // TestRegressUnlockThroughAnotherBackend: defect 4, a hold belongs to the backend value it was taken through: another handle of the process on the same server cannot release it, and the first backend's watchdog keeps it forever.
 func TestRegressUnlockThroughAnotherBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "twobackends"
 		o := dsync.WithOwner(ctx)
-		m1 := mutex.New(testserver.FakeBackend(t, srv), name, mutex.WithLogger(nil))
-		m2 := mutex.New(testserver.FakeBackend(t, srv), name, mutex.WithLogger(nil))
-		other := mutex.New(testserver.FakeBackend(t, srv), name)
+		m1 := mutex.New(fake.FakeBackend(t, srv), name, mutex.WithLogger(nil))
+		m2 := mutex.New(fake.FakeBackend(t, srv), name, mutex.WithLogger(nil))
+		other := mutex.New(fake.FakeBackend(t, srv), name)
 		if err := m1.LockContext(o); err != nil {
 			t.Fatal(err)
 		}
@@ -411,14 +412,14 @@ func TestRegressReentryThroughAnotherBackend(t *testing.T) {
 	for _, order := range []string{"m1 then m2", "m2 then m1"} {
 		t.Run(order, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := testserver.Fake(t)
+				srv := fake.Fake(t)
 				ctx := context.Background()
 				const name = "reentertwo"
 				logs := &logRecords{}
 				o := dsync.WithOwner(ctx)
-				m1 := mutex.New(testserver.FakeBackend(t, srv), name, mutex.WithLogger(logs.logger()))
-				m2 := mutex.New(testserver.FakeBackend(t, srv), name, mutex.WithLogger(logs.logger()))
-				other := mutex.New(testserver.FakeBackend(t, srv), name)
+				m1 := mutex.New(fake.FakeBackend(t, srv), name, mutex.WithLogger(logs.logger()))
+				m2 := mutex.New(fake.FakeBackend(t, srv), name, mutex.WithLogger(logs.logger()))
+				other := mutex.New(fake.FakeBackend(t, srv), name)
 				if err := m1.LockContext(o); err != nil {
 					t.Fatal(err)
 				}
@@ -466,13 +467,13 @@ func TestRegressReentryThroughAnotherBackend(t *testing.T) {
 // TestRegressLateAnonymousUnlockKeepsNextHold: defect 5, a late ownerless Unlock, for a hold whose lease ran out, releases the next ownerless hold taken through the same handle.
 func TestRegressLateAnonymousUnlockKeepsNextHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "lateanon"
 		logs := &logRecords{}
-		m := mutex.New(testserver.FakeBackend(t, srv), name, mutex.WithLease(100*time.Millisecond),
+		m := mutex.New(fake.FakeBackend(t, srv), name, mutex.WithLease(100*time.Millisecond),
 			mutex.WithLogger(logs.logger()))
-		other := mutex.New(testserver.FakeBackend(t, srv), name)
+		other := mutex.New(fake.FakeBackend(t, srv), name)
 
 		g1Locked, g1Unlock, g1Done := make(chan struct{}), make(chan struct{}), make(chan any, 1)
 		go func() {
@@ -628,12 +629,12 @@ func (s *boomSub) Close() error {
 // TestRegressWaiterReattachesAfterSubscriptionError: defect 8, when the hub's subscription ends with an error its waiters stay on the dead topic and hear of a release only at their 5s heartbeat.
 func TestRegressWaiterReattachesAfterSubscriptionError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.Fake(t)
+		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "boom"
-		holder := mutex.New(testserver.FakeBackend(t, srv), name)
+		holder := mutex.New(fake.FakeBackend(t, srv), name)
 		holder.Lock()
-		wb := &boomFirst{Backend: testserver.FakeBackend(t, srv), boom: make(chan struct{}), stop: make(chan struct{})}
+		wb := &boomFirst{Backend: fake.FakeBackend(t, srv), boom: make(chan struct{}), stop: make(chan struct{})}
 		t.Cleanup(func() { close(wb.stop) })
 		waiter := mutex.New(wb, name)
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -702,7 +703,7 @@ func TestRegressUnreachableServerIsLogged(t *testing.T) {
 
 // TestRegressContextErrorsNameOperation: defect 10, an ended ctx makes LockContext, TryLockContext and State return a bare ctx.Err() that names neither the operation nor the mutex.
 func TestRegressContextErrorsNameOperation(t *testing.T) {
-	b := testserver.Mini(t).NewBackend(t)
+	b := fake.Mini(t).NewBackend(t)
 	name := regressName("ctxerr")
 	m := mutex.New(b, name)
 	cancelled, cancel := context.WithCancel(context.Background())

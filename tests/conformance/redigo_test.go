@@ -1,0 +1,25 @@
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/conformance"
+	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/tests/fake"
+)
+
+func TestMain(m *testing.M) { testserver.Main(m, fake.StopShared) }
+
+// TestRedigoOnMiniredis runs the suite with the redigo adapter on an
+// embedded miniredis, which cannot kill clients or count them: those cases
+// skip.
+func TestRedigoOnMiniredis(t *testing.T) {
+	srv := fake.Mini(t)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		return srv.NewBackend(t)
+	}, conformance.WithHooks(conformance.Hooks{
+		FlushScripts: srv.FlushScripts,
+		Restart:      srv.Restart,
+	}), conformance.WithLeakOptions(fake.LeakOptions()...))
+}
