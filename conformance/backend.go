@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +49,70 @@ func (s *suite) backendTests(t *testing.T) {
 	s.test(t, "Restart", true, s.testRestart)
 	s.test(t, "ContextCancelled", true, s.testContextCancelled)
 	s.test(t, "Close", false, s.testClose)
+	s.test(t, "IdlePubSubStaysOneConnection", true, s.testIdlePubSub)
+}
+
+var infoStatsScript = backend.NewScript(`-- KEYS: none. Reply: INFO stats.
+return redis.call('INFO', 'stats')`)
+
+// connectionsReceived reads the server's count of connections accepted so
+// far, if it reports one to scripts.
+func connectionsReceived(ctx context.Context, b backend.Backend) (int64, bool) {
+	v, err := b.Eval(ctx, infoStatsScript, nil)
+	if err != nil {
+		return 0, false
+	}
+	info, _ := v.(string)
+	for _, line := range strings.Split(info, "\n") {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			c, err := strconv.ParseInt(n, 10, 64)
+			return c, err == nil
+		}
+	}
+	return 0, false
+}
+
+// testIdlePubSub checks that a backend whose last subscription ended keeps
+// its connections while idle: its health checks must not fail on a
+// connection with no subscription left and redial every interval.
+func (s *suite) testIdlePubSub(t *testing.T, ctx context.Context) {
+	const idle = 15 * time.Second
+	b := s.newBackend(t)
+	if _, ok := connectionsReceived(ctx, b); !ok {
+		t.Skip("the server reports no total_connections_received to scripts (INFO stats)")
+	}
+	ch := prefix() + ":idle"
+	sub, err := b.Subscribe(ctx, ch)
+	must(t, err, "subscribe")
+	must(t, sub.Close(), "close")
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		n, err := publish(ctx, b, ch, "x")
+		must(t, err, "publish")
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) || i > 1000 {
+			t.Fatal("the channel is still subscribed after its last subscription closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before, _ := connectionsReceived(ctx, b)
+	time.Sleep(idle) // time is what is tested: several health-check intervals
+	after, _ := connectionsReceived(ctx, b)
+	if n := after - before; n > 0 {
+		t.Errorf("the server accepted %d connections in %v while the backend was idle: it redials", n, idle)
+	}
+	// And it still subscribes and delivers.
+	sub, err = b.Subscribe(ctx, ch)
+	must(t, err, "subscribe after idling")
+	defer sub.Close()
+	if n, err := publish(ctx, b, ch, "again"); err != nil || n != 1 {
+		t.Fatalf("publish after idling: %d receivers, %v", n, err)
+	}
+	if m, err := receive(ctx, sub, 5*time.Second); err != nil || m.Payload != "again" {
+		t.Fatalf("receive after idling: %+v, %v", m, err)
+	}
 }
 
 func (s *suite) testReplyNormalization(t *testing.T, ctx context.Context) {
