@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
@@ -41,6 +42,7 @@ const peerExpiry = 8 * time.Second
 func Impls() []Impl {
 	return []Impl{
 		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups)", New: newDsync},
+		{Name: "dsync-fair", Note: "fairlock, default options: strict FIFO by server arrival, 5s waiter timeout", New: newDsyncFair},
 		{Name: "redsync", Note: "redsync v4 defaults: 32 tries, 50-250ms random retry delay, 8s expiry", New: newRedsync(nil)},
 		{Name: "redsync-1ms", Note: "redsync v4, 1ms retry delay, tries unlimited in practice", New: newRedsync([]redsync.Option{
 			redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1 << 30)})},
@@ -68,6 +70,22 @@ func newDsync(addr, name string, c *counter) Client {
 func (d *dsyncClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
 func (d *dsyncClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
 func (d *dsyncClient) Close()                           { d.b.Close(); d.pool.Close() }
+
+type dsyncFairClient struct {
+	pool *redis.Pool
+	b    *bredigo.Backend
+	m    *fairlock.Mutex
+}
+
+func newDsyncFair(addr, name string, c *counter) Client {
+	pool := redigoPool(addr, c)
+	b := bredigo.New(pool)
+	return &dsyncFairClient{pool: pool, b: b, m: fairlock.New(b, name)}
+}
+
+func (d *dsyncFairClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
+func (d *dsyncFairClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
+func (d *dsyncFairClient) Close()                           { d.b.Close(); d.pool.Close() }
 
 type redsyncClient struct {
 	pool *redis.Pool

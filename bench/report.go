@@ -338,6 +338,19 @@ func (r *Report) writeTargets(w io.Writer) {
 	h, idle := percentile(hd.Waits, 0.5), percentile(hd.IdlePings, 0.5)
 	check(idle > 0 && float64(h) <= 2*float64(idle), "handoff median %s = %.1f round trips of %s from idle, measured in the same rounds (target <= 2; %.1f of %s in a busy loop)",
 		us(h), float64(h)/float64(max(1, idle)), us(idle), float64(h)/float64(r.RoundTrip), us(r.RoundTrip))
+	if f, ok := r.ContHold["dsync-fair"]; ok && f.Acquisitions > 0 {
+		// Under strict FIFO every contender, queued again right after its
+		// release, waits for the other contenders' holds and hand-offs:
+		// contenders-1 cycles of this run's own mean cycle.
+		ideal := time.Duration(float64(r.Config.Contenders-1) * float64(time.Second) / f.Rate())
+		fp, fm := percentile(f.Waits, 0.99), percentile(f.Waits, 1)
+		check(float64(fp) <= 1.3*float64(ideal), "fairlock, %d contenders, %v hold: p99 wait %s = %.2fx the FIFO ideal %s (%d cycles of %s; target <= 1.3x)",
+			r.Config.Contenders, r.Config.Hold, us(fp), float64(fp)/float64(ideal), us(ideal), r.Config.Contenders-1, us(time.Duration(float64(time.Second)/f.Rate())))
+		check(float64(fm) <= 2*float64(ideal), "fairlock, %d contenders, %v hold: max wait %s = %.2fx the FIFO ideal (target <= 2x)",
+			r.Config.Contenders, r.Config.Hold, us(fm), float64(fm)/float64(ideal))
+		check(f.Rate() >= 0.95*d.Rate(), "fairlock, %d contenders, %v hold: throughput %.2fx the dsync mutex's (target >= 0.95x)",
+			r.Config.Contenders, r.Config.Hold, f.Rate()/max(1, d.Rate()))
+	}
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)
 	}

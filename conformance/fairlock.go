@@ -80,7 +80,7 @@ func (o *order) check(t *testing.T, n int) {
 }
 
 func (s *suite) testFairOrder(t *testing.T, ctx context.Context) {
-	const waiters, rounds = 20, 2
+	const waiters, rounds = 20, 5
 	p := prefix()
 	probe := fairlock.New(s.newBackend(t), "order", fairlock.WithPrefix(p))
 	for round := 0; round < rounds; round++ {
