@@ -320,15 +320,18 @@ func (l *Lease) BeginRelease() {
 func (l *Lease) Kept() {
 	s := l.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if l.releasing > 0 {
 		l.releasing--
 	}
-	if l.state != active || !l.gone || l.releasing > 0 {
-		return
+	retire := false
+	if l.state == active && l.gone && l.releasing == 0 {
+		s.loseLocked(l, "hold no longer on the server", nil)
+		retire = s.idleLocked()
 	}
-	s.loseLocked(l, "hold no longer on the server", nil)
-	s.idleLocked()
+	s.mu.Unlock()
+	if retire {
+		s.forgetIfIdle()
+	}
 }
 
 // Release ends the lease because its hold was released, or because a
@@ -503,24 +506,100 @@ func (s *Scheduler) renew(due []*Lease) {
 		}
 		g.leases = append(g.leases, l)
 	}
-	go func() {
-		for _, g := range order {
-			s.renewing <- struct{}{}
+	go s.dispatch(order)
+}
+
+// dispatch sends the groups' renewals, at most MaxRenewing at a time. While
+// it waits for a call to end, the leases still waiting are watched: one
+// whose deadline passes is lost then, as the server expires its key,
+// however long the calls in flight take.
+func (s *Scheduler) dispatch(pending []*group) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for len(pending) > 0 {
+		earliest, ok := s.earliestDeadline(pending)
+		if !ok {
+			return // every lease waiting ended meanwhile
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(earliest))
+		} else {
+			timer.Reset(time.Until(earliest))
+		}
+		select {
+		case s.renewing <- struct{}{}:
+			timer.Stop()
+			g := pending[0]
+			pending = pending[1:]
 			go func() {
 				defer func() { <-s.renewing }()
 				s.renewGroup(g)
 			}()
+		case <-timer.C:
+			s.expire(pending)
 		}
-	}()
+	}
+}
+
+// earliestDeadline returns the earliest deadline among the active leases
+// of groups, and false if none is active.
+func (s *Scheduler) earliestDeadline(groups []*group) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var earliest time.Time
+	for _, g := range groups {
+		for _, l := range g.leases {
+			if l.state == active && l.index < 0 && (earliest.IsZero() || l.deadline.Before(earliest)) {
+				earliest = l.deadline
+			}
+		}
+	}
+	return earliest, !earliest.IsZero()
+}
+
+// expire loses the leases of groups whose deadline has passed before their
+// renewal could be sent.
+func (s *Scheduler) expire(groups []*group) {
+	s.mu.Lock()
+	now := time.Now()
+	for _, g := range groups {
+		for _, l := range g.leases {
+			if l.state == active && l.index < 0 && !now.Before(l.deadline) {
+				s.loseLocked(l, "renewals failed until the lease ran out", nil)
+			}
+		}
+	}
+	retire := s.idleLocked()
+	s.mu.Unlock()
+	if retire {
+		s.forgetIfIdle()
+	}
 }
 
 func (s *Scheduler) renewGroup(g *group) {
-	ks := make([]string, 0, len(g.leases)*g.nkeys)
-	args := make([]any, 0, 2+len(g.leases)*g.nargs)
-	args = append(args, g.nkeys, g.nargs)
 	s.mu.Lock()
-	earliest := g.leases[0].deadline
+	// Leases that ended, or were lost at their deadline, while the group
+	// waited for its turn are left out.
+	now := time.Now()
+	leases := make([]*Lease, 0, len(g.leases))
 	for _, l := range g.leases {
+		if l.state == active && l.index < 0 && now.Before(l.deadline) {
+			leases = append(leases, l)
+		}
+	}
+	if len(leases) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	ks := make([]string, 0, len(leases)*g.nkeys)
+	args := make([]any, 0, 2+len(leases)*g.nargs)
+	args = append(args, g.nkeys, g.nargs)
+	earliest := leases[0].deadline
+	for _, l := range leases {
 		ks = append(ks, l.spec.Keys...)
 		args = append(args, l.spec.Args...)
 		if l.deadline.Before(earliest) {
@@ -536,20 +615,24 @@ func (s *Scheduler) renewGroup(g *group) {
 	cancel()
 	var results []int64
 	if err == nil {
-		results, err = backend.Ints(reply, len(g.leases))
+		results, err = backend.Ints(reply, len(leases))
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.armLocked()
-	now := time.Now()
-	for i, l := range g.leases {
+	now = time.Now()
+	for i, l := range leases {
 		if l.state != active || l.index >= 0 {
 			continue // released, or re-acquired and rescheduled, meanwhile
 		}
 		switch {
 		case err == nil && results[i] == 1:
-			l.renewedLocked(sent, l.spec.TTL)
+			// An Extend while the call was in flight may have moved the
+			// deadline further than this renewal does.
+			if d := sent.Add(l.spec.TTL); d.After(l.deadline) {
+				l.renewedLocked(sent, l.spec.TTL)
+			} else {
+				l.retrying = false
+			}
 		case err == nil && l.releasing > 0:
 			// A final release got there first, which is not a loss; if
 			// the release turns out partial, Kept reports the loss.
@@ -573,6 +656,12 @@ func (s *Scheduler) renewGroup(g *group) {
 			}
 		}
 		heap.Push(&s.queue, l)
+	}
+	s.armLocked()
+	retire := s.idleLocked()
+	s.mu.Unlock()
+	if retire {
+		s.forgetIfIdle()
 	}
 }
 
