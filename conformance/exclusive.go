@@ -559,6 +559,7 @@ func (s *suite) testUnlockMisuse(t *testing.T, ctx context.Context, k lockKind) 
 	}
 	// Double Unlock too.
 	fresh.Lock()
+	//lint:ignore SA2001 the lock is taken only to be unlocked twice
 	fresh.Unlock()
 	msg = func() (msg any) {
 		defer func() { msg = recover() }()
