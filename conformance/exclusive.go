@@ -83,8 +83,9 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 	}
 }
 
-// assertNoKeys fails t if keys under p remain, other than freed lock keys
-// that keep only the last fencing token, with a TTL no longer than limit.
+// assertNoKeys fails t if keys under p remain, other than the two that
+// keep the last fencing token of a free lock ("<token> free" at the lock
+// key, "<token>" at the fence key), with a TTL no longer than limit.
 func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p string, limit time.Duration) {
 	t.Helper()
 	reply, err := b.Eval(ctx, keysScript, nil, p+":*")
@@ -95,7 +96,7 @@ func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p string
 		k, _ := a[i].(string)
 		ttl, _ := backend.Int(a[i+1])
 		v, _ := a[i+2].(string)
-		if token, err := strconv.ParseInt(v, 10, 64); err == nil && token > 0 && ttl > 0 && ttl <= limit.Milliseconds() {
+		if token, err := strconv.ParseInt(strings.TrimSuffix(v, " free"), 10, 64); err == nil && token > 0 && ttl > 0 && ttl <= limit.Milliseconds() {
 			continue
 		}
 		t.Errorf("key %s = %q left behind (pttl %dms)", k, v, ttl)

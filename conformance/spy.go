@@ -81,7 +81,8 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 	}
 	reply, err := e.Backend.Eval(ctx, s, keys, args...)
 	if a, ok := reply.([]any); ok && len(a) >= 5 {
-		if _, address := a[2].(string); address {
+		_, id := a[1].(string) // not an acquisition's hold count
+		if _, address := a[2].(string); id && address {
 			reply = a[:2]
 		}
 	}

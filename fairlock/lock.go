@@ -61,14 +61,12 @@ func (m *Mutex) spec() core.LockSpec {
 }
 
 // handedLease returns the lease of a hold handed to a waiter by a release:
-// the configured lease, or with the watchdog on, at most handoffLease and
-// the waiter timeout, so that a waiter that died meanwhile holds the lock
-// up only briefly. The waiter's first renewal extends it.
+// at most handoffLease and the waiter timeout, so that a waiter that died
+// meanwhile holds the lock up only briefly. The waiter's first renewal
+// extends it to the configured lease; a waiter on a longer fixed lease
+// extends it with one more attempt when woken.
 func (m *Mutex) handedLease() time.Duration {
-	if m.h.Cfg.Watchdog {
-		return min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout)
-	}
-	return m.h.Cfg.Lease
+	return min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout)
 }
 
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {

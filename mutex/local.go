@@ -233,25 +233,31 @@ func (m *Mutex) addLocked(h *localHold) {
 	locals.m[m.h.Key] = append(locals.m[m.h.Key], h)
 }
 
-// takeQueued closes owner's hold through m to new waiters for a release,
-// and returns it and the entries queued behind it, which the release's
-// first attempt registers. The release must call registered after that
-// attempt, and end with settle.
-func (m *Mutex) takeQueued(owner string) (*localHold, []string) {
+// takeQueued returns the record of the hold kept by l, closed to new
+// waiters for a release, and the entries queued behind it, which the
+// release's first attempt registers. The release must call registered
+// after that attempt, and end with settle. If m's backend is not known to
+// reach the hold's server, the entries stay queued: the release, should it
+// end the hold, wakes them to ask the server themselves.
+func (m *Mutex) takeQueued(l *lease.Lease) (*localHold, []string) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	for _, h := range locals.m[m.h.Key] {
-		if h.b == m.h.B && h.owner == owner {
-			if h.closed {
-				return nil, nil // another release of the owner's is under way
-			}
-			q := h.queued
-			h.queued, h.closed = nil, true
-			if len(q) > 0 {
-				h.inflight = make(chan struct{})
-			}
-			return h, q
+		if h.lease != l {
+			continue
 		}
+		if h.closed {
+			return nil, nil // another release of the owner's is under way
+		}
+		if !l.Reaches(m.h.B) {
+			return h, nil
+		}
+		q := h.queued
+		h.queued, h.closed = nil, true
+		if len(q) > 0 {
+			h.inflight = make(chan struct{})
+		}
+		return h, q
 	}
 	return nil, nil
 }
@@ -325,13 +331,13 @@ func compactBackends(bs []backend.Backend) []backend.Backend {
 	return out
 }
 
-// forget drops the record of owner's hold through m, which ended without
-// a release (it was lost).
-func (m *Mutex) forget(owner string) {
+// forget drops the record of the hold kept by l, which ended without a
+// release (it was lost), and wakes whoever queued behind it.
+func (m *Mutex) forget(l *lease.Lease) {
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
 	for _, h := range locals.m[m.h.Key] {
-		if h.b == m.h.B && h.owner == owner {
+		if h.lease == l {
 			removeLocked(h)
 			return
 		}

@@ -67,14 +67,12 @@ func (m *Mutex) spec() core.LockSpec {
 }
 
 // handedLease returns the lease of a hold handed to a waiter by a release:
-// the configured lease, or with the watchdog on, at most handoffLease, so
-// that a waiter that died meanwhile holds the mutex up only briefly. The
-// waiter's first renewal extends it to the configured lease.
+// at most handoffLease, so that a waiter that died meanwhile holds the
+// mutex up only briefly. The waiter's first renewal extends it to the
+// configured lease; a waiter on a longer fixed lease extends it with one
+// more attempt when woken.
 func (m *Mutex) handedLease() time.Duration {
-	if m.h.Cfg.Watchdog {
-		return min(m.h.Cfg.Lease, handoffLease)
-	}
-	return m.h.Cfg.Lease
+	return min(m.h.Cfg.Lease, handoffLease)
 }
 
 // try makes one attempt for owner with operation id op (see core.Attempt).

@@ -48,7 +48,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 // first attempt.
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left int64, err error) {
 	op := dsync.NewID()
-	h, queued := m.takeQueued(owner)
+	h, queued := m.takeQueued(l)
 	args := make([]any, 0, 7+len(queued))
 	args = append(args, owner, op, core.Ms(m.h.Cfg.Lease), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL))
 	for _, e := range queued {
@@ -57,7 +57,7 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 	defer func() {
 		settle(h, err == nil && left > 0)
 		if err != nil || left <= 0 {
-			m.forget(owner)
+			m.forget(l)
 		}
 	}()
 	keys := []string{m.h.Key, m.waiters, m.fence}

@@ -7,7 +7,8 @@
 -- on failure; ARGV[5] waiter timeout ms; ARGV[6] '1' if an earlier
 -- attempt queued the waiter; ARGV[7] fence ttl ms; ARGV[8] wake channel
 -- base.
--- Reply: {1, hold count, token, hold id} when held by the owner; {0,
+-- Reply: {1, hold count, token, hold id, remaining ms of the hold} when
+-- held by the owner; {0,
 -- remaining ms of the current hold (-1 if free or no expiry), the current
 -- or last token ('0' if none)} otherwise.
 --
@@ -26,25 +27,27 @@ if s.owner == owner then
   -- lost, or a waiter's attempt after a hand-off to it.
   if not seen(s.ops, op) then
     s.count = s.count + 1
-    s.ops = remember(s.ops, op)
   end
+  s.ops = remember(s.ops, op, now_s())
   store_extending(lock, s, ARGV[3])
   if registered then
     dequeue(queue, expiry, entry)
   end
-  return {1, s.count, s.token, s.id}
+  return {1, s.count, s.token, s.id, redis.call('PTTL', lock)}
 end
 local now_ms = now()
 local h = false
 if not s.owner then
   h = head(queue, expiry, now_ms)
   if not h or h == entry then
+    -- The token first: a foreign fence key fails before any write.
+    local token = next_token(s.token, KEYS[4])
     if h then
       dequeue(queue, expiry, h)
     end
-    s = {token = next_token(s.token, KEYS[4]), count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
+    s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = remember(nil, op, math.floor(now_ms / 1000))}
     grant(lock, KEYS[4], s, ARGV[3], ARGV[7])
-    return {1, 1, s.token, s.id}
+    return {1, 1, s.token, s.id, tonumber(ARGV[3])}
   end
 end
 if entry ~= '' then

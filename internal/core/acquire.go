@@ -99,11 +99,12 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		},
 		Granted: func(_ string, token int64, since time.Time) bool {
 			// Without time to spare, the next attempt confirms the
-			// hold and restarts its lease.
-			if time.Since(since) >= s.Handed/2 {
+			// hold and restarts its lease; so does a waiter on a fixed
+			// lease handed a shorter one, to extend it to its own.
+			if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) {
 				return false
 			}
-			got = Grant{Count: 1, Token: token, ID: op, Sent: since, Initial: s.Handed}
+			got = Grant{Count: 1, Token: token, ID: op, Sent: since, TTL: s.Handed}
 			return true
 		},
 		Abandon: func(ctx context.Context) error {
@@ -156,7 +157,8 @@ func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
 
 // AcquireReply decodes the reply of an acquire script sent at sent:
 //
-//	{1, hold count, token, hold id}         acquired (or re-entered)
+//	{1, hold count, token, hold id,          acquired (or re-entered)
+//	    remaining ms of the hold}
 //	{0, remaining ms of the holder's claim   not acquired
 //	    (-1 unknown), the current token}
 func AcquireReply(reply any, sent time.Time, g *Grant) (wait.Result, error) {
@@ -177,13 +179,14 @@ func AcquireReply(reply any, sent time.Time, g *Grant) (wait.Result, error) {
 		}
 		return wait.Result{RetryIn: retry, Token: token}, nil
 	}
-	if len(r) < 4 || n < 1 || token < 1 {
+	if len(r) < 5 || n < 1 || token < 1 {
 		return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
 	}
-	id, err := backend.String(r[3])
-	if err != nil {
+	id, err1 := backend.String(r[3])
+	ttl, err2 := backend.Int(r[4])
+	if err := errors.Join(err1, err2); err != nil {
 		return wait.Result{}, err
 	}
-	*g = Grant{Count: n, Token: token, ID: id, Sent: sent}
+	*g = Grant{Count: n, Token: token, ID: id, Sent: sent, TTL: time.Duration(ttl) * time.Millisecond}
 	return wait.Result{Acquired: true}, nil
 }

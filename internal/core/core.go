@@ -123,7 +123,7 @@ func foreign(err error) bool {
 	if !errors.As(err, &se) || errors.Is(err, dsync.ErrUnexpectedReply) {
 		return false
 	}
-	return se.Prefix() == "DSYNC" || strings.Contains(se.Message, "WRONGTYPE")
+	return strings.Contains(se.Message, "DSYNC unexpected value") || strings.Contains(se.Message, "WRONGTYPE")
 }
 
 // LockOwner returns the owner an acquisition with ctx is made for: ctx's
@@ -136,11 +136,11 @@ func LockOwner(ctx context.Context) (owner string, anon bool) {
 }
 
 // Current returns the hold of role that a query with ctx refers to: ctx's
-// owner's (the one kept through h's backend if any, else one kept through
-// another backend value of the process), or with no owner in ctx, the
-// newest ownerless hold taken through h. It returns the owner, and a nil
-// lease if there is no such hold; a lost ownerless hold is returned until
-// it is released.
+// owner's hold on h's server (kept through h's backend, or through another
+// backend value of the process known to reach the same server), or with no
+// owner in ctx, the newest ownerless hold taken through h. It returns the
+// owner, and a nil lease if there is no such hold; a lost ownerless hold is
+// returned until it is released.
 func (h *Handle) Current(ctx context.Context, role string) (string, *lease.Lease) {
 	if id, ok := dsync.OwnerFrom(ctx); ok {
 		if ls := lease.Find(h.B, h.Key, id, role); len(ls) > 0 {
@@ -158,11 +158,20 @@ func (h *Handle) Current(ctx context.Context, role string) (string, *lease.Lease
 }
 
 // Take returns the hold of role that a release with ctx refers to, as
-// Current does, except that with no owner in ctx it takes the oldest
-// ownerless hold off the handle.
+// Current does, with two differences. With no owner in ctx it takes the
+// oldest ownerless hold off the handle. With an owner that has no hold
+// known to be on h's server, it returns one kept through any backend value
+// of the process: the release is sent through h's backend, and applied to
+// that hold only if the server names its id.
 func (h *Handle) Take(ctx context.Context, role string) (string, *lease.Lease) {
-	if _, ok := dsync.OwnerFrom(ctx); ok {
-		return h.Current(ctx, role)
+	if id, ok := dsync.OwnerFrom(ctx); ok {
+		if _, l := h.Current(ctx, role); l != nil {
+			return id, l
+		}
+		if ls := lease.Anywhere(h.Key, id, role); len(ls) > 0 {
+			return id, ls[len(ls)-1]
+		}
+		return id, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -178,11 +187,11 @@ func (h *Handle) Take(ctx context.Context, role string) (string, *lease.Lease) {
 
 // Grant is what a successful acquisition reports.
 type Grant struct {
-	Count   int64  // the owner's holds now
-	Token   int64  // the fencing token
-	ID      string // the hold's id on the server
-	Sent    time.Time
-	Initial time.Duration // its lease at first, if shorter than the configured one
+	Count int64  // the owner's holds now
+	Token int64  // the fencing token
+	ID    string // the hold's id on the server
+	Sent  time.Time
+	TTL   time.Duration // the hold's lease left on the server after the acquisition
 }
 
 // HoldSpec is what Keep needs to keep a hold alive.
@@ -190,7 +199,7 @@ type HoldSpec struct {
 	Role  string
 	Renew *backend.Script // nil for a fixed lease
 	Keys  []string        // of one hold, for Renew
-	Args  []any           // of one hold, for Renew, after its owner and lease ms
+	Args  []any           // of one hold, for Renew, after its owner, lease ms and hold id
 }
 
 // Keep records a successful acquisition of owner: the hold it started, or
@@ -200,23 +209,30 @@ type HoldSpec struct {
 func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Lease {
 	l := lease.ByID(h.Key, owner, hs.Role, g.ID)
 	if l != nil && !l.Lost() {
-		l.Extend(g.Sent)
+		// A re-entry: the server kept the hold's expiry, or extended
+		// it, and h's backend is now known to reach the hold's server.
+		l.Extend(g.Sent, g.TTL)
+		l.Reach(h.B)
 	} else {
 		spec := lease.Spec{
-			Key:     h.Key,
-			Owner:   owner,
-			Role:    hs.Role,
-			ID:      g.ID,
-			Name:    h.Name,
-			TTL:     h.Cfg.Lease,
-			Token:   g.Token,
-			Initial: g.Initial,
-			Keys:    hs.Keys,
-			Args:    append([]any{owner, Ms(h.Cfg.Lease)}, hs.Args...),
-			Logger:  h.Cfg.Logger,
+			Key:    h.Key,
+			Owner:  owner,
+			Role:   hs.Role,
+			ID:     g.ID,
+			Name:   h.Name,
+			TTL:    h.Cfg.Lease,
+			Token:  g.Token,
+			Keys:   hs.Keys,
+			Args:   append([]any{owner, Ms(h.Cfg.Lease), g.ID}, hs.Args...),
+			Logger: h.Cfg.Logger,
 		}
 		if h.Cfg.Watchdog {
 			spec.Renew = hs.Renew
+			if g.TTL > 0 && g.TTL < h.Cfg.Lease {
+				spec.Initial = g.TTL
+			}
+		} else if g.TTL > 0 && g.TTL < h.Cfg.Lease {
+			spec.TTL = g.TTL
 		}
 		l = lease.Start(h.B, spec, g.Sent)
 	}

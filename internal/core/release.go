@@ -43,8 +43,9 @@ func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease
 	for failures := 1; ; failures++ {
 		r, err := attempt(ctx, failures == 1)
 		if err == nil {
-			if r.N < 0 && ambiguous {
-				// An earlier attempt released the last hold.
+			if r.N < 0 && ambiguous && l.Reaches(h.B) {
+				// An earlier attempt released the last hold: only a hold
+				// known to be on this server can be said to be released.
 				r = wait.Reply{N: 0, HoldID: l.ID()}
 			}
 			return h.settle(role, owner, l, r)
@@ -64,7 +65,7 @@ func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease
 // settle applies the reply of a release to the lease it concerns.
 func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64, error) {
 	if r.N < 0 {
-		if l.Backend() == h.B {
+		if l.Reaches(h.B) {
 			l.Release()
 			return r.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone)
 		}
@@ -79,7 +80,10 @@ func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64
 		if target == nil {
 			return r.N, nil
 		}
+		target.Reach(h.B)
 		target.BeginRelease()
+	} else {
+		l.Reach(h.B)
 	}
 	if r.N == 0 {
 		target.Release()
@@ -94,10 +98,10 @@ func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64
 type Releaser func(ctx context.Context, owner string, l *lease.Lease) (int64, error)
 
 // Unlock releases one hold of role that ctx refers to (see Take) with
-// release. lost, if not nil, is told of an owner whose hold was lost. It
+// release. lost, if not nil, is told of a hold found lost. It
 // reports whether there was no hold at all to release, in which case it
 // did no I/O.
-func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost func(owner string)) (err error, none bool) {
+func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost func(l *lease.Lease)) (err error, none bool) {
 	if err := h.Check(); err != nil {
 		return err, false
 	}
@@ -107,7 +111,7 @@ func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost
 	}
 	if l.Lost() {
 		if lost != nil {
-			lost(owner)
+			lost(l)
 		}
 		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
 	}
@@ -118,7 +122,7 @@ func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost
 // MustUnlock is the sync.Locker form of Unlock, for the oldest ownerless
 // hold: it panics on an invalid handle or when there is no hold to release,
 // as sync.Mutex does, and logs any other failure, a lost hold included.
-func (h *Handle) MustUnlock(role string, release Releaser, lost func(owner string)) {
+func (h *Handle) MustUnlock(role string, release Releaser, lost func(l *lease.Lease)) {
 	err, none := h.Unlock(context.Background(), role, release, lost)
 	if cerr := h.Check(); cerr != nil {
 		panic("dsync/" + h.Kind + ": Unlock: " + cerr.Error())

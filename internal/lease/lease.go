@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,6 +89,8 @@ type Lease struct {
 	spec Spec
 	s    *Scheduler
 	done chan struct{}
+
+	reach []backend.Backend // guarded by held.mu: other backend values known to reach its server
 
 	// Guarded by s.mu.
 	state     state
@@ -206,29 +209,60 @@ func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	return l
 }
 
-// Find returns the leases of key, owner and role in this process, the one
-// kept through b (if any) first, then the others from the newest.
+// Find returns the leases of key, owner and role kept through b, or
+// through another backend value known to reach the same server (see
+// Reach), the one kept through b first.
 func Find(b backend.Backend, key, owner, role string) []*Lease {
 	held.mu.Lock()
-	ls := held.m[holdKey{key, owner, role}]
-	out := make([]*Lease, 0, len(ls))
-	for i := len(ls) - 1; i >= 0; i-- {
-		if ls[i].s.b == b {
-			out = append([]*Lease{ls[i]}, out...)
-		} else {
-			out = append(out, ls[i])
+	defer held.mu.Unlock()
+	var own, others []*Lease
+	for _, l := range held.m[holdKey{key, owner, role}] {
+		switch {
+		case l.s.b == b:
+			own = append(own, l)
+		case slices.Contains(l.reach, b):
+			others = append(others, l)
 		}
 	}
-	held.mu.Unlock()
-	return out
+	return append(own, others...)
+}
+
+// Anywhere returns the leases of key, owner and role in this process,
+// whatever backend value keeps them: holds that may be on b's server, or on
+// another with a lock of the same name.
+func Anywhere(key, owner, role string) []*Lease {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	return slices.Clone(held.m[holdKey{key, owner, role}])
 }
 
 // Get returns the lease of key, owner and role kept through b, or nil.
 func Get(b backend.Backend, key, owner, role string) *Lease {
-	if ls := Find(b, key, owner, role); len(ls) > 0 && ls[0].s.b == b {
-		return ls[0]
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	for _, l := range held.m[holdKey{key, owner, role}] {
+		if l.s.b == b {
+			return l
+		}
 	}
 	return nil
+}
+
+// Reach records that b reaches the server of l's hold, which a script run
+// through b proved by naming the hold's id.
+func (l *Lease) Reach(b backend.Backend) {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if l.s.b != b && !slices.Contains(l.reach, b) {
+		l.reach = append(l.reach, b)
+	}
+}
+
+// Reaches reports whether b is known to reach the server of l's hold.
+func (l *Lease) Reaches(b backend.Backend) bool {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	return l.s.b == b || slices.Contains(l.reach, b)
 }
 
 // ByID returns the lease of key, owner and role whose hold has the given
@@ -278,28 +312,33 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 	return l
 }
 
-// renewedLocked records a successful acquisition or renewal sent at t,
-// which made the hold expire ttl later.
+// renewedLocked records a successful acquisition, renewal or re-entry sent
+// at t, after which the hold had ttl left on the server. No script
+// shortens a hold's expiry, so each such reply bounds the expiry from
+// below for the rest of the hold: the deadline only moves forward, and
+// never past what the server keeps.
 func (l *Lease) renewedLocked(t time.Time, ttl time.Duration) {
 	l.retrying = false
-	l.deadline = t.Add(ttl)
-	if l.spec.Renew == nil {
-		l.next = l.deadline
-	} else {
-		l.next = t.Add(ttl / 3)
+	if d := t.Add(ttl); l.deadline.IsZero() || d.After(l.deadline) {
+		l.deadline = d
+		if l.spec.Renew == nil {
+			l.next = l.deadline
+		} else {
+			l.next = t.Add(ttl / 3)
+		}
 	}
 }
 
-// Extend records that the hold was re-acquired by a call sent at sentAt,
-// which reset its expiry on the server.
-func (l *Lease) Extend(sentAt time.Time) {
+// Extend records that the hold was re-acquired, or released in part, by a
+// call sent at sentAt, after which it had ttl left on the server.
+func (l *Lease) Extend(sentAt time.Time, ttl time.Duration) {
 	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.state != active || !sentAt.Add(l.spec.TTL).After(l.deadline) {
+	if l.state != active || !sentAt.Add(ttl).After(l.deadline) {
 		return
 	}
-	l.renewedLocked(sentAt, l.spec.TTL)
+	l.renewedLocked(sentAt, ttl)
 	if l.index >= 0 {
 		heap.Fix(&s.queue, l.index)
 	}
@@ -627,12 +666,8 @@ func (s *Scheduler) renewGroup(g *group) {
 		switch {
 		case err == nil && results[i] == 1:
 			// An Extend while the call was in flight may have moved the
-			// deadline further than this renewal does.
-			if d := sent.Add(l.spec.TTL); d.After(l.deadline) {
-				l.renewedLocked(sent, l.spec.TTL)
-			} else {
-				l.retrying = false
-			}
+			// deadline further than this renewal does: it stays.
+			l.renewedLocked(sent, l.spec.TTL)
 		case err == nil && l.releasing > 0:
 			// A final release got there first, which is not a loss; if
 			// the release turns out partial, Kept reports the loss.

@@ -1049,11 +1049,11 @@ func TestExtendQueued(t *testing.T) {
 		sleepUntil(t0.Add(9 * time.Second))
 		t1 := time.Now()
 		f.acquire("extend:a", t1, ttl)
-		a.Extend(t1) // a now due t0+19s, after b
+		a.Extend(t1, ttl) // a now due t0+19s, after b
 		if got := a.Deadline(); !got.Equal(t1.Add(ttl)) {
 			t.Errorf("Deadline = t0+%v, want t0+%v", got.Sub(t0), t1.Add(ttl).Sub(t0))
 		}
-		a.Extend(t0) // older: ignored
+		a.Extend(t0, ttl) // older: ignored
 		if got := a.Deadline(); !got.Equal(t1.Add(ttl)) {
 			t.Errorf("an older Extend moved the deadline to t0+%v", got.Sub(t0))
 		}
@@ -1091,7 +1091,7 @@ func TestExtendDuringInflightRenewal(t *testing.T) {
 		sleepUntil(t0.Add(interval + 500*time.Millisecond))
 		t1 := time.Now()
 		f.acquire("extend:f", t1, ttl)
-		l.Extend(t1)
+		l.Extend(t1, ttl)
 		if got := l.Deadline(); !got.Equal(t1.Add(ttl)) {
 			t.Errorf("Deadline after Extend = t0+%v, want t0+%v", got.Sub(t0), t1.Add(ttl).Sub(t0))
 		}
@@ -1144,7 +1144,7 @@ func TestExtendDuringInflightRenewalKeepsLaterDeadline(t *testing.T) {
 		sleepUntil(t0.Add(ttl/3 + 500*time.Millisecond))
 		t1 := time.Now()
 		f.acquire("extend:m", t1, ttl)
-		l.Extend(t1)
+		l.Extend(t1, ttl)
 		extended := l.Deadline()
 		open()
 		synctest.Wait()
@@ -1170,7 +1170,7 @@ func TestExtendDuringStuckRenewal(t *testing.T) {
 		sleepUntil(t0.Add(2 * time.Second))
 		t1 := time.Now()
 		f.acquire("extend:s", t1, ttl)
-		l.Extend(t1)
+		l.Extend(t1, ttl)
 		sleepUntil(t0.Add(ttl)) // the stuck call's context ends
 		assertActive(t, f, l)
 		f.unblock()
@@ -1306,12 +1306,20 @@ func TestIndexAcrossBackends(t *testing.T) {
 				}
 			}
 		}
-		check("Find(b1)", Find(b1, "index:k", "owner", "x"), l1, l3, l2)
-		check("Find(b2)", Find(b2, "index:k", "owner", "x"), l2, l3, l1)
-		check("Find(b3)", Find(b3, "index:k", "owner", "x"), l3, l2, l1)
-		check("Find(none)", Find(none, "index:k", "owner", "x"), l3, l2, l1)
+		// Find sees only what a backend is known to reach: its own lease,
+		// then those of backends proved to reach the same server.
+		check("Find(b1)", Find(b1, "index:k", "owner", "x"), l1)
+		check("Find(b2)", Find(b2, "index:k", "owner", "x"), l2)
+		check("Find(none)", Find(none, "index:k", "owner", "x"))
 		check("Find(other owner)", Find(b1, "index:k", "someone", "x"))
 		check("Find(other role)", Find(b1, "index:k", "owner", "r"))
+		check("Anywhere", Anywhere("index:k", "owner", "x"), l1, l2, l3)
+		l3.Reach(b1)
+		if !l3.Reaches(b1) || l3.Reaches(b2) || !l3.Reaches(b3) {
+			t.Errorf("Reach(b1) on l3: Reaches b1 %v, b2 %v, b3 %v; want true, false, true", l3.Reaches(b1), l3.Reaches(b2), l3.Reaches(b3))
+		}
+		check("Find(b1) once l3 is known to reach b1's server", Find(b1, "index:k", "owner", "x"), l1, l3)
+		check("Find(b3)", Find(b3, "index:k", "owner", "x"), l3)
 
 		if Get(b2, "index:k", "owner", "x") != l2 || Get(b1, "index:k", "owner", "x") != l1 {
 			t.Errorf("Get does not return the backend's own lease")
@@ -1331,7 +1339,8 @@ func TestIndexAcrossBackends(t *testing.T) {
 
 		// Ending one leaves the others.
 		l2.Release()
-		check("Find(b2) after release", Find(b2, "index:k", "owner", "x"), l3, l1)
+		check("Find(b2) after release", Find(b2, "index:k", "owner", "x"))
+		check("Anywhere after release", Anywhere("index:k", "owner", "x"), l1, l3)
 		if Get(b2, "index:k", "owner", "x") != nil || ByID("index:k", "owner", "x", "id2") != nil {
 			t.Errorf("the released lease is still found")
 		}
@@ -1369,8 +1378,11 @@ func TestStartReplacesSameBackend(t *testing.T) {
 		assertEnded(t, b1, old, false)
 		assertActive(t, b1, nu)
 		assertActive(t, b2, elsewhere)
-		if got := Find(b1, "replace:k", "owner", "x"); len(got) != 2 || got[0] != nu || got[1] != elsewhere {
-			t.Errorf("Find(b1) = %d leases, want new then elsewhere", len(got))
+		if got := Find(b1, "replace:k", "owner", "x"); len(got) != 1 || got[0] != nu {
+			t.Errorf("Find(b1) = %d leases, want the new one", len(got))
+		}
+		if got := Anywhere("replace:k", "owner", "x"); len(got) != 2 || got[0] != elsewhere || got[1] != nu {
+			t.Errorf("Anywhere = %d leases, want elsewhere then new", len(got))
 		}
 		if leases, _ := Stats(b1); leases != 1 {
 			t.Errorf("Stats(b1) leases = %d, want 1", leases)

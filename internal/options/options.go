@@ -55,12 +55,14 @@ func Defaults() Common {
 	}
 }
 
+// setLease sets the lease, in whole milliseconds as the server keeps it:
+// a client that counted the fraction would outlive the server's expiry.
 func (c *Common) setLease(d time.Duration, watchdog bool) {
 	if d < time.Millisecond {
 		c.fail(fmt.Errorf("%w: %v (the minimum is 1ms)", dsync.ErrInvalidLease, d))
 		return
 	}
-	c.Lease, c.Watchdog = d, watchdog
+	c.Lease, c.Watchdog = d.Truncate(time.Millisecond), watchdog
 }
 
 // SetLease makes the lease fixed: d, not renewed.
@@ -88,7 +90,7 @@ func (c *Common) SetWaiterTimeout(d time.Duration) {
 		c.fail(fmt.Errorf("%w: waiter timeout %v (the minimum is %v)", dsync.ErrInvalidLease, d, MinWaiterTimeout))
 		return
 	}
-	c.WaiterTimeout = d
+	c.WaiterTimeout = d.Truncate(time.Millisecond)
 }
 
 // SetLogger sets the logger; nil discards background events.

@@ -12,9 +12,10 @@
 -- unique across servers, which tells a process's handles on different
 -- servers apart; ops: the recent operation ids (see seen).
 --
--- Freed, it reads "<token>": the last token handed out, so that the next
--- one is one more without another read. It then expires after the fence
--- ttl. Anything else there was not written by dsync, and is left alone.
+-- Freed, it reads "<token> free": the last token handed out, so that the
+-- next one is one more without another read. It then expires after the
+-- fence ttl. Anything else there was not written by dsync, and is left
+-- alone.
 
 -- load reads the state at lock: a table with token (a string), count,
 -- waiting, owner, id and ops while held, with token alone while free,
@@ -32,8 +33,9 @@ local function load(lock)
   if token then
     return {token = token, count = tonumber(count), waiting = waiting == '1', owner = owner, id = id, ops = ops}
   end
-  if string.match(v, '^%d+$') then
-    return {token = v}
+  token = string.match(v, '^(%d+) free$')
+  if token then
+    return {token = token}
   end
   return {foreign = 'not a dsync state'}
 end
@@ -71,7 +73,7 @@ end
 -- free leaves only the last token of state s at lock, for fence_ttl ms.
 local function free(lock, s, fence_ttl)
   if s.token then
-    redis.call('SET', lock, s.token, 'PX', fence_ttl)
+    redis.call('SET', lock, s.token .. ' free', 'PX', fence_ttl)
   else
     redis.call('DEL', lock)
   end
@@ -79,15 +81,19 @@ end
 
 -- renew_holds extends many holds in one call (the lease scheduler's
 -- batch): KEYS holds one main key per hold, ARGV[1] = keys per hold (1),
--- ARGV[2] = args per hold (2), then per hold its owner id and lease ms.
--- It replies per hold 1 if still held by that owner and extended, else 0.
--- A key that is not a dsync state costs only its own hold.
+-- ARGV[2] = args per hold, then per hold its owner id, lease ms and hold
+-- id. It replies per hold 1 if that very hold (owner and hold id) is still
+-- there and now expires no sooner than its lease, else 0. A key that is not a dsync state costs
+-- only its own hold.
 local function renew_holds()
-  local out = {}
+  local out, per = {}, tonumber(ARGV[2])
   for i = 1, #KEYS do
-    local base = 2 + (i - 1) * 2
-    if load(KEYS[i]).owner == ARGV[base + 1] then
-      redis.call('PEXPIRE', KEYS[i], ARGV[base + 2])
+    local base = 2 + (i - 1) * per
+    local s = load(KEYS[i])
+    if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
+      -- Never shorten a hold that a re-entry through a handle with a
+      -- longer lease extended: the client counts on no script doing so.
+      expire_at_least(KEYS[i], ARGV[base + 2])
       out[i] = 1
     else
       out[i] = 0
@@ -117,19 +123,20 @@ local function hand_off(lock, fence, s, channel, fence_ttl, process, pop)
     free(lock, s, fence_ttl)
     return
   end
-  local w, _, now_us = pop()
+  local w, now_ms, now_us = pop()
   while w do
     local op, ttl, owner = string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
     if op then
       local token = next_token(s.token, fence, now_us)
       -- More waiters may be left: the next release looks again.
-      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, fence_ttl)
+      local ops = remember(nil, op, math.floor(now_ms / 1000))
+      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = ops}, ttl, fence_ttl)
       if string.sub(w, 1, #process + 1) ~= process .. '.' then
         wake(channel, w, token)
       end
       return string.match(w, '^[^|]+'), token, owner
     end
-    w, _, now_us = pop() -- not a waiter's entry: skip it
+    w, now_ms, now_us = pop() -- not a waiter's entry: skip it
   end
   free(lock, s, fence_ttl)
 end

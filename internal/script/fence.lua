@@ -12,8 +12,13 @@
 -- next_token returns the token that follows last (a string or nil, the
 -- last token the main key knows), reading the fence key if last is nil;
 -- now_us, if known, spares reading the clock.
+-- A fence key that holds something else fails the script before it wrote
+-- anything: callers take the token first.
 local function next_token(last, fence, now_us)
-  last = last or redis.call('GET', fence)
+  last = last or redis.pcall('GET', fence)
+  if type(last) == 'table' or (last and not tonumber(last)) then
+    error('DSYNC unexpected value at ' .. fence)
+  end
   if last then
     return string.format('%d', tonumber(last) + 1)
   end

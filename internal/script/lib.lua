@@ -12,8 +12,7 @@ end
 -- lives longer: a key shared by entries of different lifetimes lives as
 -- long as the longest.
 local function expire_at_least(key, ttl)
-  local left = redis.call('PTTL', key)
-  if left ~= -1 and left < tonumber(ttl) then
+  if redis.call('PTTL', key) < tonumber(ttl) then
     redis.call('PEXPIRE', key, ttl)
   end
 end
@@ -42,37 +41,48 @@ local function unexpected(key, what)
 end
 
 -- Operation ids make retries safe: an operation whose reply was lost is
--- retried with the same id, and a primitive applies an id once. A few
--- recent ids are kept per lock, space-separated, so that a retry is still
--- recognised when the same owner ran other operations meanwhile.
-local recent_ops = 8
+-- retried with the same id, and a primitive applies an id once. The ids of
+-- an owner's recent operations on a lock are kept with it, space-separated,
+-- each as "<id>@<server time in s>", for op_memory seconds (a release is
+-- retried for a few seconds at most; an acquisition retries within a
+-- second of its last attempt, which refreshes its id), and at most
+-- max_ops of them, so that a retry is still recognised when the same owner
+-- ran other operations meanwhile.
+local op_memory, max_ops = 30, 64
 
--- seen reports whether op is among the recent ids ops (false for none).
+-- seen reports whether op is among the ids ops (false for none).
 local function seen(ops, op)
   return ops ~= false and ops ~= nil and string.find(ops, op, 1, true) ~= nil
 end
 
--- remember returns ops with op added and the oldest beyond recent_ops gone.
-local function remember(ops, op)
-  local out, n = op, 1
-  if ops then
-    for id in string.gmatch(ops, '%S+') do
-      if n == recent_ops then
-        break
-      end
-      out, n = out .. ' ' .. id, n + 1
+-- remember returns ops with op added (or refreshed) at server time now_s,
+-- and without the ids older than op_memory or beyond max_ops.
+local function remember(ops, op, now_s)
+  local out, n = {op .. '@' .. now_s}, 1
+  for id, at in string.gmatch(ops or '', '(%x+)@(%d+)') do
+    if n == max_ops then
+      break
+    end
+    if id ~= op and tonumber(at) >= now_s - op_memory then
+      out[#out + 1] = id .. '@' .. at
+      n = n + 1
     end
   end
-  return out
+  return table.concat(out, ' ')
 end
 
 -- forget returns ops without op.
 local function forget(ops, op)
   local out = {}
-  for id in string.gmatch(ops or '', '%S+') do
-    if id ~= op then
-      out[#out + 1] = id
+  for entry in string.gmatch(ops or '', '%S+') do
+    if string.sub(entry, 1, #op) ~= op then
+      out[#out + 1] = entry
     end
   end
   return table.concat(out, ' ')
+end
+
+-- now_s returns the server time in whole seconds.
+local function now_s()
+  return math.floor(redis.call('TIME')[1])
 end

@@ -6,7 +6,8 @@
 -- register on failure; ARGV[5] waiter entry ttl ms; ARGV[6] '1' if an
 -- earlier attempt registered the waiter, to remove it; ARGV[7] fence ttl
 -- ms.
--- Reply: {1, hold count, token, hold id} when held by the owner; {0,
+-- Reply: {1, hold count, token, hold id, remaining ms of the hold} when
+-- held by the owner; {0,
 -- remaining ms of the current hold (-1 if it has no expiry), its token}
 -- otherwise.
 local lock, waiters = KEYS[1], KEYS[2]
@@ -15,19 +16,21 @@ local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
+local ttl = tonumber(ARGV[3])
 if not s.owner then
   -- A waiter that registered was likely not alone, and waiters of a hold
   -- whose key went missing may be left unflagged: the release looks.
-  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
+  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = remember(nil, op, now_s())}
   grant(lock, KEYS[3], s, ARGV[3], ARGV[7])
 elseif s.owner == owner then
   -- A re-entry, a retry whose first reply was lost, or a waiter's attempt
   -- after a hand-off to it (see hand_off).
   if not seen(s.ops, op) then
     s.count = s.count + 1
-    s.ops = remember(s.ops, op)
   end
+  s.ops = remember(s.ops, op, now_s())
   store_extending(lock, s, ARGV[3])
+  ttl = redis.call('PTTL', lock)
 else
   if entry ~= '' then
     register(waiters, entry, now(), ARGV[5])
@@ -41,4 +44,4 @@ end
 if registered then
   redis.call('ZREM', waiters, entry)
 end
-return {1, s.count, s.token, s.id}
+return {1, s.count, s.token, s.id, ttl}

@@ -45,7 +45,7 @@ if s.owner ~= owner or seen(s.ops, op) then
 end
 if s.count > 1 then
   s.count = s.count - 1
-  s.ops = remember(s.ops, op)
+  s.ops = remember(s.ops, op, now_s())
   store_extending(lock, s, ARGV[3])
   return {s.count, s.id}
 end

@@ -317,8 +317,9 @@ func handOff(reply any) bool {
 	if !ok || len(a) < 5 {
 		return false
 	}
+	_, id := a[1].(string) // not an acquisition's hold count
 	_, address := a[2].(string)
-	return address
+	return id && address
 }
 
 func TestFakeTimeHandOffInProcessSkipsPubSub(t *testing.T) {

@@ -28,10 +28,10 @@ func state(t *testing.T, srv *miniredis.Miniredis, key string) (token int64, own
 	if err != nil {
 		t.Fatalf("lock key %s = %q: no token", key, v)
 	}
-	switch len(f) {
-	case 1:
+	switch {
+	case len(f) == 2 && f[1] == "free":
 		return token, "", false, true
-	case 5:
+	case len(f) == 5:
 		return token, f[3], f[2] == "1", true
 	}
 	t.Fatalf("lock key %s = %q: neither held nor free", key, v)
