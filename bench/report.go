@@ -86,8 +86,14 @@ type Report struct {
 	HeldSmall HeldResult
 }
 
-// Run measures everything in cfg.
+// Run measures everything in cfg. The implementations' calls run with a
+// context that cannot be cancelled, as the peers ignore theirs for I/O and
+// a cancellable one costs dsync's redigo adapter a goroutine per call; ctx
+// ending is noticed between steps, and Run then returns what it measured
+// so far with ctx's error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	stop := ctx
+	ctx = context.WithoutCancel(ctx)
 	progress := cfg.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -99,9 +105,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
 		return nil, err
 	}
-	progress("round trips and pub/sub delivery from idle")
-	if rep.Floor, err = ad.floor(ctx, 40); err != nil {
+	// fail returns the partial report if the error came of stop's end,
+	// which the worker processes are stopped by too.
+	fail := func(err error) (*Report, error) {
+		if cerr := stop.Err(); cerr != nil {
+			return rep, cerr
+		}
 		return nil, err
+	}
+	// step reports stop's end, after which Run returns the partial report.
+	step := func(what string) error {
+		if err := stop.Err(); err != nil {
+			return err
+		}
+		progress(what)
+		return nil
+	}
+	if err := step("round trips and pub/sub delivery from idle"); err != nil {
+		return rep, err
+	}
+	if rep.Floor, err = ad.floor(ctx, 40); err != nil {
+		return fail(err)
 	}
 	// Uncontended runs are short and this kind of machine drifts between
 	// fast and slow spells, so they are interleaved: every implementation
@@ -114,10 +138,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			slices.Reverse(order)
 		}
 		for _, impl := range order {
-			progress(fmt.Sprintf("uncontended lock+unlock, round %d of %d: %s", i+1, uncontendedRounds, impl.Name))
+			if err := step(fmt.Sprintf("uncontended lock+unlock, round %d of %d: %s", i+1, uncontendedRounds, impl.Name)); err != nil {
+				return rep, err
+			}
 			u, err := Uncontended(ctx, cfg.Addr, impl, max(1, cfg.Uncontended/uncontendedRounds))
 			if err != nil {
-				return nil, fmt.Errorf("%s uncontended: %w", impl.Name, err)
+				return fail(fmt.Errorf("%s uncontended: %w", impl.Name, err))
 			}
 			acc := rep.Uncont[impl.Name]
 			acc.add(u)
@@ -137,47 +163,59 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				slices.Reverse(order)
 			}
 			for _, impl := range order {
-				progress(fmt.Sprintf("%d contenders, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name))
+				if err := step(fmt.Sprintf("%d contenders, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name)); err != nil {
+					return rep, err
+				}
 				r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0, cfg.Spawn)
 				if err != nil {
-					return nil, fmt.Errorf("%s contended: %w", impl.Name, err)
+					return fail(fmt.Errorf("%s contended: %w", impl.Name, err))
 				}
 				acc := sc.into[impl.Name]
 				acc.add(r)
 				sc.into[impl.Name] = acc
 			}
 			if sc.hold == cfg.Hold && cfg.Hold > 0 && cfg.Contenders > 1 {
-				progress(fmt.Sprintf("%d contenders, %v hold, round %d of %d: hand-off ring", cfg.Contenders, sc.hold, i+1, rounds))
+				if err := step(fmt.Sprintf("%d contenders, %v hold, round %d of %d: hand-off ring", cfg.Contenders, sc.hold, i+1, rounds)); err != nil {
+					return rep, err
+				}
 				ring, err := Ring(ctx, cfg.Addr, cfg.Contenders, sc.hold, cfg.Duration/rounds, cfg.Spawn)
 				if err != nil {
-					return nil, fmt.Errorf("hand-off ring: %w", err)
+					return fail(fmt.Errorf("hand-off ring: %w", err))
 				}
 				rep.Ring += ring / rounds
 			}
 		}
 	}
 	for _, impl := range rep.Impls {
-		progress(fmt.Sprintf("handoff, %d rounds: %s", cfg.Handoffs, impl.Name))
+		if err := step(fmt.Sprintf("handoff, %d rounds: %s", cfg.Handoffs, impl.Name)); err != nil {
+			return rep, err
+		}
 		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs, cfg.Spawn); err != nil {
-			return nil, fmt.Errorf("%s handoff: %w", impl.Name, err)
+			return fail(fmt.Errorf("%s handoff: %w", impl.Name, err))
 		}
 	}
 	if cfg.Waiters > 0 {
-		progress(fmt.Sprintf("dsync: %d waiters on one lock", cfg.Waiters))
+		if err := step(fmt.Sprintf("dsync: %d waiters on one lock", cfg.Waiters)); err != nil {
+			return rep, err
+		}
 		if rep.Waiters, err = ManyWaiters(ctx, cfg.Addr, cfg.Waiters); err != nil {
-			return nil, fmt.Errorf("waiters: %w", err)
+			return fail(fmt.Errorf("waiters: %w", err))
 		}
 	}
 	if cfg.Held > 0 {
 		// A quarter as many: still enough batches to keep every renewal
 		// slot busy, so a difference would come from the number held.
-		progress(fmt.Sprintf("dsync: %d locks held", cfg.Held/4))
-		if rep.HeldSmall, err = ManyHeld(ctx, cfg.Addr, cfg.Held/4, 3*time.Second, 3); err != nil {
-			return nil, fmt.Errorf("held: %w", err)
+		if err := step(fmt.Sprintf("dsync: %d locks held", cfg.Held/4)); err != nil {
+			return rep, err
 		}
-		progress(fmt.Sprintf("dsync: %d locks held", cfg.Held))
+		if rep.HeldSmall, err = ManyHeld(ctx, cfg.Addr, cfg.Held/4, 3*time.Second, 3); err != nil {
+			return fail(fmt.Errorf("held: %w", err))
+		}
+		if err := step(fmt.Sprintf("dsync: %d locks held", cfg.Held)); err != nil {
+			return rep, err
+		}
 		if rep.Held, err = ManyHeld(ctx, cfg.Addr, cfg.Held, 3*time.Second, 3); err != nil {
-			return nil, fmt.Errorf("held: %w", err)
+			return fail(fmt.Errorf("held: %w", err))
 		}
 	}
 	return rep, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,12 +14,26 @@ import (
 // benchWorker is the hidden command that runs one contender of bench.
 const benchWorker = "bench-worker"
 
+// workerMain runs one contender of bench on standard input and output.
+func workerMain(ctx context.Context, e *env) error {
+	return bench.Worker(ctx, e.stdin, e.stdout)
+}
+
+const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock) side by side on
+one server and prints the comparison and the targets of DESIGN.md §7:
+uncontended lock+unlock, contended runs with each contender in a process of
+its own, the hand-off from a release to a waiter, and for dsync many
+waiters on one lock and many locks held at once. Without -redis it starts a
+private redis-server from PATH on a free loopback port. Progress is shown
+on standard error when it is a terminal. An interrupt (Ctrl-C) stops the
+run and lists the steps it completed.`
+
 // runBench runs dsync and its peers side by side on one server and prints the
 // comparison.
-func runBench(args []string) error {
+func runBench(ctx context.Context, e *env, args []string) error {
 	cfg := bench.DefaultConfig()
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	addr := fs.String("redis", "", "address of a Redis server; default: start a private redis-server from PATH on a free loopback port")
+	fs := newFlagSet(e, "bench", benchDoc)
+	addr := fs.String("redis", "", "`host:port` of a Redis server; default: start a private redis-server from PATH on a free loopback port")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each contended scenario per implementation, run in 5 interleaved rounds")
 	fs.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "contending clients")
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "critical section of the second contended scenario")
@@ -29,9 +42,19 @@ func runBench(args []string) error {
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "dsync waiters on one lock (0 to skip)")
 	fs.IntVar(&cfg.Held, "held", cfg.Held, "dsync locks held at once (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
-	fs.Parse(args)
+	timeout := fs.Duration("timeout", defaultTimeout, "give up on a -redis server that does not connect or answer a PING within this `duration`")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected arguments %q", pos)
+	}
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
-		return fmt.Errorf("bench: -contenders, -duration, -uncontended and -handoffs must be positive")
+		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
+	}
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || *timeout <= 0 {
+		return usagef("-waiters, -held and -hold must not be negative, -timeout must be positive")
 	}
 
 	if *addr == "" {
@@ -41,31 +64,73 @@ func runBench(args []string) error {
 		}
 		defer srv.Stop()
 		*addr = srv.Addr()
+	} else {
+		// Fail fast on a server that does not answer. (The benchmark's
+		// own clients are the bench package's.)
+		srv, err := openServer(ctx, *addr, *timeout)
+		if err != nil {
+			return err
+		}
+		srv.close()
 	}
 	cfg.Addr = *addr
 	if !*inProcess {
 		self, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("bench: cannot start contender processes (%w); try -inprocess", err)
+			return fmt.Errorf("cannot start contender processes (%w); try -inprocess", err)
 		}
 		cfg.Spawn = func() *exec.Cmd {
-			cmd := exec.Command(self, benchWorker)
-			cmd.Stderr = os.Stderr
+			// An interrupt reaches the contenders too, even when only
+			// this process got it: they stop as it does, and are killed
+			// if they do not within a few seconds.
+			cmd := exec.CommandContext(ctx, self, benchWorker)
+			cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+			cmd.WaitDelay = 5 * time.Second
+			cmd.Stderr = e.stderr
 			return cmd
 		}
 	}
 	start := time.Now()
-	step := 0
+	var steps []string // the steps begun, the last one in progress
+	tty := stderrIsTerminal(e.stderr)
 	cfg.Progress = func(s string) {
-		step++
-		fmt.Fprintf(os.Stderr, "\r\033[K[%3ds] %d: %s", int(time.Since(start).Seconds()), step, s)
+		steps = append(steps, s)
+		if tty {
+			fmt.Fprintf(e.stderr, "\r\033[K[%3ds] %d: %s", int(time.Since(start).Seconds()), len(steps), s)
+		}
 	}
-	rep, err := bench.Run(context.Background(), cfg)
-	fmt.Fprint(os.Stderr, "\r\033[K")
+	rep, err := bench.Run(ctx, cfg)
+	if tty {
+		fmt.Fprint(e.stderr, "\r\033[K")
+	}
+	if err != nil && ctx.Err() != nil {
+		benchInterrupted(e, rep, steps, time.Since(start))
+		return ctx.Err()
+	}
 	if err != nil {
 		return err
 	}
-	rep.Write(out)
-	fmt.Fprintf(out, "\nrun took %v\n", time.Since(start).Round(time.Second))
+	rep.Write(e.stdout)
+	fmt.Fprintf(e.stdout, "\nrun took %v\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// benchInterrupted reports what an interrupted run got done: the steps,
+// then what they measured.
+func benchInterrupted(e *env, rep *bench.Report, steps []string, took time.Duration) {
+	fmt.Fprintf(e.stdout, "bench interrupted after %v\n", took.Round(time.Second))
+	if len(steps) == 0 {
+		fmt.Fprintln(e.stdout, "no step had begun")
+		return
+	}
+	n := len(steps) - 1
+	fmt.Fprintf(e.stdout, "%d steps completed\n", n)
+	if n > 0 {
+		fmt.Fprintf(e.stdout, "last completed: %s\n", steps[n-1])
+	}
+	fmt.Fprintf(e.stdout, "interrupted during: %s\n", steps[n])
+	if rep != nil {
+		fmt.Fprint(e.stdout, "\nwhat the completed steps measured (empty cells were not reached):\n\n")
+		rep.Write(e.stdout)
+	}
 }

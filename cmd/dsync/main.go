@@ -1,57 +1,359 @@
-// Command dsync demonstrates and measures dsync's primitives.
+// Command dsync demonstrates, inspects and measures dsync's locks.
 //
 // Usage:
 //
-//	dsync demo  [-redis host:port] [-workers n] [-rounds n] [-hold d]
-//	dsync inspect -redis host:port [-prefix p] name
-//	dsync bench [flags]
+//	dsync <command> [flags] [arguments]
 //
-// demo runs on an embedded server unless -redis names a real one.
+// The commands are:
+//
+//	demo          workers contend on a mutex; report what happened
+//	inspect       show the state of one lock
+//	list          list the held locks on a server
+//	force-unlock  free a lock, whoever holds it
+//	bench         measure dsync against redsync and bsm/redislock
+//
+// Run "dsync <command> -h" for a command's flags. Flags may come before or
+// after a command's arguments: "dsync inspect orders:42 -redis host:6379".
+//
+// # demo
+//
+//	dsync demo [-redis host:port] [-workers n] [-rounds n] [-hold d]
+//
+// Workers, each with a connection pool of its own as separate processes
+// would have, take turns on a mutex with a random name; the demo reports
+// the waits, that no two held it at once and that the fencing tokens
+// increased, then shows re-entry and a fixed lease running out. It runs on
+// an embedded miniredis unless -redis names a real server. On a real server
+// it deletes the keys it created when it ends (the freed lock keys and
+// fence keys would otherwise stay for an hour, the fencing token's
+// lifetime), and says so.
+//
+// # inspect
+//
+//	dsync inspect -redis host:port [-kind mutex|fairlock] [-prefix p] [-json] name
+//
+// inspect prints the state of the lock called name: the holder's owner id,
+// its hold count, its fencing token (the last one if the lock is free),
+// the remaining lease, and the waiters (for a mutex, how many and the owner
+// ids of the first few in the order a release picks them; for a fair lock,
+// the length of its queue). With -json it prints one JSON object with the
+// fields
+//
+//	kind          "mutex" or "fairlock"
+//	name          the lock's name
+//	key           its main key on the server, e.g. "dsync:mutex:{orders:42}"
+//	locked        whether any owner holds it
+//	holder        the holder's owner id; "" if free
+//	hold_count    the holder's hold count; 0 if free
+//	token         the holder's fencing token, or the last one if free; 0 if none known
+//	lease_ms      remaining lease in milliseconds; 0 if free, -1 if the key has no expiry
+//	waiters       mutex: waiters registered on the server; fairlock: live waiters queued
+//	next_waiters  mutex only: owner ids of the first few waiters, next first
+//
+// for example
+//
+//	{"kind": "mutex", "name": "orders:42", "key": "dsync:mutex:{orders:42}",
+//	 "locked": true, "holder": "5f0c9e…", "hold_count": 2, "token": 17,
+//	 "lease_ms": 29513, "waiters": 1, "next_waiters": ["9a41d2…"]}
+//
+// # list
+//
+//	dsync list -redis host:port [-kind mutex|fairlock] [-prefix p] [-json]
+//
+// list finds the locks of one kind under the prefix with SCAN (it does not
+// block the server) and prints those that are held, by name: holder, hold
+// count, remaining lease, waiters. Keys of free locks (a freed lock key
+// keeps only the last fencing token) and companion keys are skipped. With
+// -json it prints a JSON array of objects like inspect's, sorted by name.
+//
+// # force-unlock
+//
+//	dsync force-unlock -redis host:port [-kind mutex|fairlock] [-prefix p] [-yes] name
+//
+// force-unlock takes the lock from whoever holds it, however many times,
+// and hands it to the next waiter, as a release would; the holder learns
+// of the loss at its next renewal. Unless -yes is given it first asks, on
+// standard error,
+//
+//	force-unlock mutex "NAME" held by OWNER? [y/N]
+//
+// and reads the answer from standard input; anything but y or yes leaves
+// the lock alone and exits with status 1. It refuses if the holder changed
+// while it asked. A lock that is not held is reported and left alone, with
+// status 0.
+//
+// # bench
+//
+//	dsync bench [-redis host:port] [flags]
+//
+// bench runs dsync and its peers side by side on one server, by default a
+// private redis-server started from PATH; see "dsync bench -h" and
+// bench/README.md. Progress is shown on standard error when it is a
+// terminal.
+//
+// # Timeouts, interrupts and exit status
+//
+// Every connection is dialed, read and written under a timeout (-timeout,
+// 3s by default), and every call to the server is bounded by it, so a
+// server that does not answer is an error within seconds, never a hang.
+// (The library rides out an unreachable server for as long as a lock
+// acquisition may wait; demo stops at the library's first warning
+// instead.) An interrupt (Ctrl-C) stops demo and bench: demo
+// prints what it measured so far and cleans up, bench what it completed.
+//
+// dsync exits with status 0 on success and after -h, 2 on a usage error
+// (unknown command, bad flag, missing or extra arguments), 130 when
+// interrupted, and 1 on any other failure.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/dsyncgo/dsync/bench"
+	"os/signal"
+	"strings"
+	"time"
 )
 
-// out receives the commands' reports; tests capture it.
-var out io.Writer = os.Stdout
-
-func usage() {
-	fmt.Fprint(os.Stderr, `usage:
-  dsync demo    [-redis host:port] [-workers n] [-rounds n] [-hold d]
-  dsync inspect -redis host:port [-prefix p] name
-  dsync bench   [-redis host:port] [flags]   (see dsync bench -h)
-`)
-	os.Exit(2)
-}
-
 func main() {
-	if len(os.Args) < 2 {
-		usage()
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report it
+)
+
+// env is what a command reads and writes.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// A command is one of dsync's subcommands.
+type command struct {
+	name    string
+	summary string
+	hidden  bool
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// synopses are the commands' arguments, as usage shows them.
+var synopses = map[string]string{
+	"demo":         "[-redis host:port] [-workers n] [-rounds n] [-hold d]",
+	"inspect":      "-redis host:port [-kind k] [-prefix p] [-json] name",
+	"list":         "-redis host:port [-kind k] [-prefix p] [-json]",
+	"force-unlock": "-redis host:port [-kind k] [-prefix p] [-yes] name",
+	"bench":        "[-redis host:port] [flags]",
+}
+
+// commands lists the subcommands in the order usage shows them.
+var commands = []command{
+	{name: "demo", summary: "workers contend on a mutex; report what happened", run: demo},
+	{name: "inspect", summary: "show the state of one lock", run: inspect},
+	{name: "list", summary: "list the held locks on a server", run: list},
+	{name: "force-unlock", summary: "free a lock, whoever holds it", run: forceUnlock},
+	{name: "bench", summary: "measure dsync against redsync and bsm/redislock", run: runBench},
+	{name: benchWorker, hidden: true, run: func(ctx context.Context, e *env, _ []string) error {
+		return workerMain(ctx, e)
+	}},
+}
+
+// run runs dsync with the arguments after the program name and returns
+// its exit status. An interrupt (SIGINT) cancels the command's context.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return runContext(ctx, args, stdin, stdout, stderr)
+}
+
+// runContext is run with the interrupt as ctx's cancellation: the command
+// counts as interrupted if ctx ends before it returns.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		topUsage(stderr)
+		return exitUsage
 	}
-	var err error
-	switch os.Args[1] {
-	case "demo":
-		err = demo(os.Args[2:])
-	case "inspect":
-		err = inspect(os.Args[2:])
-	case "bench":
-		err = runBench(os.Args[2:])
-	case benchWorker: // started by bench, one per contender
-		err = bench.Worker(context.Background(), os.Stdin, os.Stdout)
+	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage()
-	default:
-		fmt.Fprintf(os.Stderr, "dsync: unknown command %q\n", os.Args[1])
-		usage()
+		if len(args) > 1 && args[0] == "help" {
+			if c := lookup(args[1]); c != nil {
+				return runCommand(ctx, e, c, []string{"-h"})
+			}
+			fmt.Fprintf(stderr, "dsync help: unknown command %q\n", args[1])
+			topUsage(stderr)
+			return exitUsage
+		}
+		topUsage(stdout)
+		return exitOK
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dsync:", err)
-		os.Exit(1)
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "dsync: unknown command %q\n", args[0])
+		topUsage(stderr)
+		return exitUsage
+	}
+	return runCommand(ctx, e, c, args[1:])
+}
+
+func runCommand(ctx context.Context, e *env, c *command, args []string) int {
+	err := c.run(ctx, e, args)
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "dsync %s: %s\n", c.name, ue.msg)
+		fmt.Fprintf(e.stderr, "usage: dsync %s %s\nRun 'dsync %s -h' for details.\n", c.name, synopses[c.name], c.name)
+		return exitUsage
+	case ctx.Err() != nil:
+		fmt.Fprintf(e.stderr, "dsync %s: interrupted\n", c.name)
+		return exitInterrupted
+	}
+	fmt.Fprintf(e.stderr, "dsync %s: %v\n", c.name, err)
+	return exitFailure
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprint(w, "dsync demonstrates, inspects and measures dsync's distributed locks.\n\nusage:\n\n")
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(w, "  dsync %-12s %s\n", c.name, synopses[c.name])
+		}
+	}
+	fmt.Fprint(w, "\ncommands:\n\n")
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-12s  %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprint(w, "\nRun 'dsync <command> -h' for a command's flags.\n"+
+		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.\n")
+}
+
+// usageError is a command line that a command cannot run: it exits with
+// status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
+
+// flagSet is a command's flags and how it prints its usage.
+type flagSet struct {
+	*flag.FlagSet
+	e    *env
+	desc string
+}
+
+// newFlagSet returns the flags of command name, whose usage shows the
+// synopsis from synopses and desc.
+func newFlagSet(e *env, name, desc string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet("dsync "+name, flag.ContinueOnError), e: e, desc: desc}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: dsync %s %s\n\n%s\n\nflags:\n", name, synopses[name], strings.TrimSpace(desc))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, flags and positional arguments in any order: flags
+// are parsed, then, if arguments remain, the first is taken as a
+// positional one and the rest parsed again. "--" ends the flags. It
+// returns the positional arguments, flag.ErrHelp after -h (the full usage
+// printed on stdout), or a usageError saying what flag complained of.
+func (fs *flagSet) parse(args []string) ([]string, error) {
+	var (
+		buf bytes.Buffer
+		pos []string
+	)
+	usage := fs.Usage
+	fs.Usage = func() {} // flag calls it on -h and on errors alike
+	fs.SetOutput(&buf)
+	defer func() {
+		fs.Usage = usage
+		fs.SetOutput(fs.e.stderr)
+	}()
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(fs.e.stdout)
+			usage()
+			return nil, flag.ErrHelp
+		}
+		if err != nil {
+			return nil, usageError{strings.TrimSpace(buf.String())}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if fs.endedByDashes(args[:len(args)-len(rest)]) {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 }
+
+// endedByDashes reports whether the parsed arguments ended with "--" as
+// the terminator rather than as the value of a flag.
+func (fs *flagSet) endedByDashes(parsed []string) bool {
+	n := len(parsed)
+	if n == 0 || parsed[n-1] != "--" {
+		return false
+	}
+	if n == 1 {
+		return true
+	}
+	prev := parsed[n-2]
+	if !strings.HasPrefix(prev, "-") || strings.Contains(prev, "=") {
+		return true
+	}
+	f := fs.Lookup(strings.TrimLeft(prev, "-"))
+	if f == nil {
+		return true
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return true
+	}
+	return false // "--" was the value of prev
+}
+
+// stderrIsTerminal reports whether w is a terminal: progress is shown only
+// there.
+func stderrIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultTimeout bounds dialing a server and each read and write on a
+// connection, unless -timeout says otherwise.
+const defaultTimeout = 3 * time.Second

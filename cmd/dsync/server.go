@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -14,28 +16,60 @@ import (
 // server is where a command's backends connect: the -redis address, or an
 // embedded miniredis.
 type server struct {
-	addr string
-	mini *miniredis.Miniredis
+	addr    string
+	mini    *miniredis.Miniredis
+	timeout time.Duration // bounds dialing and each read and write
 }
 
-func openServer(addr string) (*server, error) {
+// openServer checks that the server at addr answers a PING within
+// timeout, or, if addr is empty, starts an embedded miniredis.
+func openServer(ctx context.Context, addr string, timeout time.Duration) (*server, error) {
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
 	if addr != "" {
-		c, err := redis.Dial("tcp", addr, redis.DialConnectTimeout(2*time.Second))
+		s := &server{addr: addr, timeout: timeout}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c, err := s.dial(ctx)
 		if err != nil {
+			if isTimeout(err) {
+				return nil, fmt.Errorf("connect to %s: no connection within %v (%w)", addr, timeout, err)
+			}
 			return nil, fmt.Errorf("connect to %s: %w", addr, err)
 		}
 		defer c.Close()
-		if _, err := c.Do("PING"); err != nil {
+		if _, err := redis.DoContext(c, ctx, "PING"); err != nil {
+			if isTimeout(err) {
+				return nil, fmt.Errorf("ping %s: no answer within %v (%w)", addr, timeout, err)
+			}
 			return nil, fmt.Errorf("ping %s: %w", addr, err)
 		}
-		return &server{addr: addr}, nil
+		return s, nil
 	}
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		return nil, err
 	}
 	m.ClockTTL(true) // leases expire on the clock, as on a real server
-	return &server{addr: m.Addr(), mini: m}, nil
+	return &server{addr: m.Addr(), mini: m, timeout: timeout}, nil
+}
+
+// dial opens a connection whose dial, reads and writes are bounded by the
+// server's timeout, so that a server that accepts and never answers is an
+// error, not a hang. (The redigo backend reads its pub/sub connection with
+// a timeout of its own, which overrides the read timeout.)
+func (s *server) dial(ctx context.Context) (redis.Conn, error) {
+	return redis.DialContext(ctx, "tcp", s.addr,
+		redis.DialConnectTimeout(s.timeout),
+		redis.DialReadTimeout(s.timeout),
+		redis.DialWriteTimeout(s.timeout))
+}
+
+// isTimeout reports whether err is a deadline or a timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func (s *server) String() string {
@@ -44,6 +78,8 @@ func (s *server) String() string {
 	}
 	return "redis at " + s.addr
 }
+
+func (s *server) embedded() bool { return s.mini != nil }
 
 func (s *server) close() {
 	if s.mini != nil {
@@ -58,14 +94,25 @@ type client struct {
 }
 
 func (s *server) client() *client {
-	addr := s.addr
 	pool := &redis.Pool{
-		MaxIdle: 16,
-		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return redis.DialContext(ctx, "tcp", addr)
-		},
+		MaxIdle:     16,
+		IdleTimeout: time.Minute,
+		DialContext: s.dial,
 	}
-	return &client{pool: pool, b: bredigo.New(pool)}
+	return &client{pool: pool, b: bredigo.New(pool, bredigo.WithTimeout(s.timeout))}
+}
+
+// do runs one command on a connection of c's pool, within the server's
+// timeout.
+func (c *client) do(ctx context.Context, timeout time.Duration, cmd string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := c.pool.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return redis.DoContext(conn, ctx, cmd, args...)
 }
 
 func (c *client) close() {
