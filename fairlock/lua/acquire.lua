@@ -45,7 +45,7 @@ if not s.owner then
     if h then
       dequeue(queue, expiry, h)
     end
-    s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = remember(nil, op, math.floor(now_ms / 1000))}
+    s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
     grant(lock, KEYS[4], s, ARGV[3], ARGV[7])
     return {1, 1, s.token, s.id, tonumber(ARGV[3])}
   end

@@ -28,17 +28,27 @@ var errGone = errors.New("it is no longer on the server")
 //
 // The release does not depend on ctx's cancellation: it is bounded by
 // ReleaseTimeout and by l's lease, and errors that may pass are retried
-// until then. On failure the lease ends (renewals stop, Done closes) and
+// until then (a call under way then is bounded by ReleaseTimeout too, or
+// for a ctx that can never end, by the backend's own call timeout). On failure the lease ends (renewals stop, Done closes) and
 // the hold expires by itself on the server.
 //
 // l may be kept through another backend value of the process than h's;
 // the outcome is applied to it only if the release reached the hold it
 // keeps, which the hold id tells.
 func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool) (wait.Reply, error)) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
-	defer cancel()
+	// A context that can never end is kept: each call is then bounded by
+	// the backend's own timeout, and the backend spares the cost of a
+	// cancellable call (redigo's costs a goroutine per call).
+	if ctx.Done() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		defer cancel()
+	}
 	l.BeginRelease()
-	deadline := l.Deadline()
+	deadline := time.Now().Add(ReleaseTimeout)
+	if d := l.Deadline(); d.Before(deadline) {
+		deadline = d
+	}
 	ambiguous := false
 	for failures := 1; ; failures++ {
 		r, err := attempt(ctx, failures == 1)

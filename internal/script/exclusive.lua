@@ -123,20 +123,19 @@ local function hand_off(lock, fence, s, channel, fence_ttl, process, pop)
     free(lock, s, fence_ttl)
     return
   end
-  local w, now_ms, now_us = pop()
+  local w, _, now_us = pop()
   while w do
     local op, ttl, owner = string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
     if op then
       local token = next_token(s.token, fence, now_us)
       -- More waiters may be left: the next release looks again.
-      local ops = remember(nil, op, math.floor(now_ms / 1000))
-      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = ops}, ttl, fence_ttl)
+      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, fence_ttl)
       if string.sub(w, 1, #process + 1) ~= process .. '.' then
         wake(channel, w, token)
       end
       return string.match(w, '^[^|]+'), token, owner
     end
-    w, now_ms, now_us = pop() -- not a waiter's entry: skip it
+    w, _, now_us = pop() -- not a waiter's entry: skip it
   end
   free(lock, s, fence_ttl)
 end

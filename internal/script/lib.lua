@@ -47,7 +47,9 @@ end
 -- retried for a few seconds at most; an acquisition retries within a
 -- second of its last attempt, which refreshes its id), and at most
 -- max_ops of them, so that a retry is still recognised when the same owner
--- ran other operations meanwhile.
+-- ran other operations meanwhile. The acquisition that starts a hold is
+-- kept without a time, sparing the uncontended path a clock read, until
+-- max_ops later ones push it out.
 local op_memory, max_ops = 30, 64
 
 -- seen reports whether op is among the ids ops (false for none).
@@ -58,14 +60,14 @@ end
 -- remember returns ops with op added (or refreshed) at server time now_s,
 -- and without the ids older than op_memory or beyond max_ops.
 local function remember(ops, op, now_s)
-  local out, n = {op .. '@' .. now_s}, 1
-  for id, at in string.gmatch(ops or '', '(%x+)@(%d+)') do
-    if n == max_ops then
+  local out = {op .. '@' .. now_s}
+  for entry in string.gmatch(ops or '', '%S+') do
+    if #out == max_ops then
       break
     end
-    if id ~= op and tonumber(at) >= now_s - op_memory then
-      out[#out + 1] = id .. '@' .. at
-      n = n + 1
+    local id, at = string.match(entry, '^(%x+)@?(%d*)$')
+    if id and id ~= op and (at == '' or tonumber(at) >= now_s - op_memory) then
+      out[#out + 1] = entry
     end
   end
   return table.concat(out, ' ')

@@ -20,7 +20,7 @@ local ttl = tonumber(ARGV[3])
 if not s.owner then
   -- A waiter that registered was likely not alone, and waiters of a hold
   -- whose key went missing may be left unflagged: the release looks.
-  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = remember(nil, op, now_s())}
+  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
   grant(lock, KEYS[3], s, ARGV[3], ARGV[7])
 elseif s.owner == owner then
   -- A re-entry, a retry whose first reply was lost, or a waiter's attempt
