@@ -11,10 +11,10 @@
 //
 // A script call whose context can be cancelled runs through redigo's
 // DoContext, which reads the reply on a goroutine of its own: the only way
-// redigo offers to give up on a connection mid-call. On a 2-vCPU VM that
-// hop made an uncontended lock+unlock under a context.WithTimeout about a
-// third slower (200 against 150 µs) than under context.Background, whose
-// calls the adapter bounds by its own timeout (see WithTimeout).
+// redigo offers to give up on a connection mid-call, and a measurable cost
+// per call. A call whose context can never end (context.Background, as
+// Lock and Unlock use) needs no goroutine: the adapter bounds it with a
+// read deadline of its own (see WithTimeout).
 //
 // Close releases the pub/sub connection and its goroutine; the pool stays
 // the caller's to close.
