@@ -33,7 +33,11 @@
 //     into a Mailbox, which drops and reports a gap instead of blocking.
 //  7. The context bounds every call. When it is done, the call returns an
 //     error matching ctx.Err() (errors.Is), and the connection it used is
-//     not returned to a pool in an unknown state.
+//     not returned to a pool in an unknown state. A context that can never
+//     be done (Done returns nil) may still report a deadline, which the
+//     call must not outlast: dsync bounds releases so, sparing adapters
+//     the cost of a cancellable call. Without either, bound the call by a
+//     timeout of the adapter's own.
 //  8. Close is idempotent, releases only what the adapter created (never the
 //     caller's pool or client), leaves no goroutine behind, and every later
 //     call returns an error matching ErrClosed.

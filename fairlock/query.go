@@ -2,8 +2,11 @@ package fairlock
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -52,7 +55,7 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, m.h.Wrap("state", err)
 	}
-	n, err := backend.Array(reply, 8)
+	n, err := backend.Array(reply, 9)
 	if err != nil {
 		return State{}, m.h.Wrap("state", err)
 	}
@@ -67,6 +70,9 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, m.h.Wrap("state", err)
 	}
 	s := State{Locked: v[0] == 1, HoldCount: int(v[1]), Holder: holder, HolderCount: int(v[5]), Token: v[3], Queued: int(v[6]), Position: int(v[7])}
+	if id, _ := n[8].(string); id != "" {
+		m.h.Observed(holder, core.Exclusive, id)
+	}
 	switch {
 	case v[2] >= 0:
 		s.TTL = time.Duration(v[2]) * time.Millisecond
@@ -98,16 +104,34 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 
 // ForceUnlock takes the lock from whoever holds it, however many times,
 // and hands it to the head of the queue, as a release does. It reports
-// whether the lock was held. The holder learns of the loss at its next
-// renewal, through Done.
+// whether the lock was held. A holder in this process learns of the loss
+// at once through Done; one in another process at its next renewal, or,
+// on a fixed lease, when the lease ends.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	return m.forceUnlock(ctx, "")
+}
+
+// ForceUnlockToken is ForceUnlock for one hold only: it takes the lock
+// only if its current hold has the fencing token token, as read by State,
+// so that a hold taken since is left alone. It reports whether it took it.
+func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
+	if token <= 0 {
+		return false, m.h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	}
+	return m.forceUnlock(ctx, strconv.FormatInt(token, 10))
+}
+
+func (m *Mutex) forceUnlock(ctx context.Context, token string) (bool, error) {
 	if err := m.h.Begin("force unlock", ctx); err != nil {
 		return false, err
 	}
 	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys(),
-		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
 	if err != nil {
 		return false, m.h.Wrap("force unlock", err)
+	}
+	if r.N == 1 {
+		m.h.Forced(r.HoldID)
 	}
 	return r.N == 1, nil
 }

@@ -37,6 +37,6 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int6
 	op := dsync.NewID()
 	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, _ bool) (wait.Reply, error) {
 		return wait.HandOff(ctx, m.h.B, m.channel, releaseScript, nil, m.keys(),
-			owner, op, core.Ms(m.h.Cfg.Lease), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+			owner, op, m.h.RestoredLease(), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), l.ID())
 	})
 }

@@ -120,6 +120,11 @@
 // errors.Is, a sentinel of package dsync or the context's error. Bad
 // arguments are reported before any I/O. Operations whose reply is lost are
 // retried with the same operation id, so a retried acquisition does not
-// count twice and a retried release does not release twice; an
-// acquisition that is given up is undone.
+// count twice and a retried release does not release twice, nor release
+// the same owner's next hold; an acquisition that is given up is undone.
+// The server remembers an owner's recent operation ids on a hold for 30s
+// (an acquisition's for 30s more than its lease, which covers any outage
+// the hold survives), up to 1,000 of them: an owner that runs more than
+// that many operations on one mutex while one of its replies is lost may
+// see the retried one counted twice.
 package mutex

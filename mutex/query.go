@@ -2,8 +2,11 @@ package mutex
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -15,6 +18,12 @@ import (
 // one hold of the mutex to the next, whoever takes it; re-entering returns
 // the same token. It does no I/O, and returns an error matching
 // dsync.ErrNotHeld if there is no such hold or it was lost.
+//
+// Without I/O, Token and Done know the holds taken, re-entered or released
+// through m's backend value, or through another backend value of the
+// process that an operation through this one (State, a re-entry, a
+// release) has shown to reach the same server: a mutex of the same name on
+// another server is never mistaken for it.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	return m.h.Token(ctx, core.Exclusive)
 }
@@ -39,6 +48,8 @@ type State struct {
 	Token       int64    // the holder's fencing token, or the last one if free (0 if none is known)
 	Waiters     int      // waiters registered on the server
 	NextWaiters []string // owner ids of the first few, in the order a release picks them
+
+	holdID string
 }
 
 // stateWaiters is how many waiters State names.
@@ -57,11 +68,14 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, m.h.Wrap("state", err)
 	}
 	s, err := decodeState(reply)
+	if err == nil && s.holdID != "" {
+		m.h.Observed(s.Holder, core.Exclusive, s.holdID)
+	}
 	return s, m.h.Wrap("state", err)
 }
 
 func decodeState(reply any) (State, error) {
-	r, err := backend.Array(reply, 7)
+	r, err := backend.Array(reply, 8)
 	if err != nil {
 		return State{}, err
 	}
@@ -82,7 +96,8 @@ func decodeState(reply any) (State, error) {
 	case n[2] == -1:
 		s.TTL = -1
 	}
-	for _, v := range r[7:] {
+	s.holdID, _ = r[7].(string)
+	for _, v := range r[8:] {
 		w, err := backend.String(v)
 		if err != nil {
 			return State{}, err
@@ -114,18 +129,41 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 
 // ForceUnlock takes the mutex from whoever holds it, however many times,
 // and hands it to the next waiter if there is one, as a release does. It
-// reports whether the mutex was held. The holder learns of the loss at its
-// next renewal, through Done. Use it to recover from a known-dead holder
-// that did not set a lease short enough.
+// reports whether the mutex was held. A holder in this process learns of
+// the loss at once through Done; one in another process at its next
+// renewal, or, on a fixed lease, when the lease ends. Use it to recover
+// from a known-dead holder that did not set a lease short enough.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	return m.forceUnlock(ctx, "")
+}
+
+// ForceUnlockToken is ForceUnlock for one hold only: it takes the mutex
+// only if its current hold has the fencing token token, as read by State,
+// so that a hold taken since is left alone. It reports whether it took it.
+func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
+	if token <= 0 {
+		return false, m.h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	}
+	return m.forceUnlock(ctx, strconv.FormatInt(token, 10))
+}
+
+func (m *Mutex) forceUnlock(ctx context.Context, token string) (bool, error) {
 	if err := m.h.Begin("force unlock", ctx); err != nil {
 		return false, err
 	}
-	m.dropAll()
+	if token == "" {
+		m.dropAll()
+	}
 	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
-		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
 	if err != nil {
 		return false, m.h.Wrap("force unlock", err)
+	}
+	if r.N == 1 {
+		if token != "" {
+			m.dropAll()
+		}
+		m.h.Forced(r.HoldID)
 	}
 	return r.N == 1, nil
 }

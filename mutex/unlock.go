@@ -49,8 +49,8 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left int64, err error) {
 	op := dsync.NewID()
 	h, queued := m.takeQueued(l)
-	args := make([]any, 0, 7+len(queued))
-	args = append(args, owner, op, core.Ms(m.h.Cfg.Lease), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL))
+	args := make([]any, 0, 8+len(queued))
+	args = append(args, owner, op, m.h.RestoredLease(), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL), l.ID())
 	for _, e := range queued {
 		args = append(args, e)
 	}
@@ -68,7 +68,7 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 			// since (having found the mutex its own) would come back.
 			// If that attempt failed, HandOff woke them, and they ask
 			// the server themselves.
-			return wait.HandOff(ctx, m.h.B, m.channel, releaseScript, m.handedFrom(h), keys, args[:7]...)
+			return wait.HandOff(ctx, m.h.B, m.channel, releaseScript, m.handedFrom(h), keys, args[:8]...)
 		}
 		r, err := wait.HandOff(ctx, m.h.B, m.channel, releaseScript, m.handedFrom(h), keys, args...)
 		if len(queued) > 0 {

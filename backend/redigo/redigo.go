@@ -43,9 +43,10 @@ type options struct {
 	maxBackoff  time.Duration
 }
 
-// WithTimeout bounds a script call whose context has no deadline, so that
-// a connection to a server that stopped answering fails instead of
-// blocking forever. The default is 10s.
+// WithTimeout bounds a script call whose context can never end (taking a
+// connection from the pool, and the call), so that a busy pool or a server
+// that stopped answering fails instead of blocking forever. The default is
+// 10s.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -120,7 +121,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	conn, err := b.pool.GetContext(ctx)
+	conn, err := b.get(ctx)
 	if err != nil {
 		return nil, transportError(ctx, "get connection", err)
 	}
@@ -141,6 +142,29 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	return reply, err
 }
 
+// get takes a connection from the pool. A context that can never end gets
+// the adapter's timeout here too: a pool that waits for a free connection,
+// or dials a new one, would otherwise wait without bound.
+func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
+	if ctx.Done() != nil {
+		return b.pool.GetContext(ctx)
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), b.timeout(ctx))
+	defer cancel()
+	return b.pool.GetContext(gctx)
+}
+
+// timeout returns the bound of a call whose context can never end: the
+// adapter's timeout, or less if the context has a deadline (which such a
+// context may have, see backend rule 7).
+func (b *Backend) timeout(ctx context.Context) time.Duration {
+	d := b.opts.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl), time.Millisecond))
+	}
+	return d
+}
+
 // do sends one command and normalizes its reply and error.
 func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []any) (any, error) {
 	var (
@@ -150,7 +174,7 @@ func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []a
 	if ctx.Done() == nil {
 		// DoContext costs a goroutine per call; a context that can never
 		// be cancelled needs only a read deadline.
-		reply, err = redis.DoWithTimeout(conn, b.opts.timeout, name, args...)
+		reply, err = redis.DoWithTimeout(conn, b.timeout(ctx), name, args...)
 	} else {
 		reply, err = redis.DoContext(conn, ctx, name, args...)
 	}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/fairlock"
@@ -73,7 +76,7 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	if !*yes {
-		fmt.Fprintf(e.stderr, "force-unlock %s %q held by %s? [y/N] ", kind, name, s.Holder)
+		fmt.Fprintf(e.stderr, "force-unlock %s %q held by %s? [y/N] ", kind, name, printable(s.Holder))
 		ok, err := confirm(ctx, e.stdin)
 		if err != nil {
 			return err
@@ -92,22 +95,32 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 			return nil
 		}
 		if now.Holder != s.Holder || now.Token != s.Token {
-			return fmt.Errorf("%s %q changed hands while asking (now held by %s, token %d); left alone", kind, name, now.Holder, now.Token)
+			return fmt.Errorf("%s %q changed hands while asking (now held by %s, token %d); left alone", kind, name, printable(now.Holder), now.Token)
 		}
 	}
 
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 	defer cancel()
-	was, err := forceUnlockLock(fctx, c.b, kind, a.prefix, name)
+	// Only the hold that was named, by its fencing token: one taken since
+	// is left alone.
+	was, err := forceUnlockLock(fctx, c.b, kind, a.prefix, name, s.Token)
 	if err != nil {
 		return err
 	}
 	if !was {
+		now, err := state()
+		if err != nil {
+			return err
+		}
+		if now.Locked {
+			return fmt.Errorf("%s %q changed hands: held by %s (token %d) when read, now by %s (token %d); left alone",
+				kind, name, printable(s.Holder), s.Token, printable(now.Holder), now.Token)
+		}
 		fmt.Fprintf(e.stdout, "%s %q was released meanwhile; nothing to do\n", kind, name)
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "%s %q force-unlocked: it was held by %s (hold count %d, token %d); the holder learns of it at its next renewal\n",
-		kind, name, s.Holder, s.HoldCount, s.Token)
+		kind, name, printable(s.Holder), s.HoldCount, s.Token)
 	return nil
 }
 
@@ -139,11 +152,23 @@ func confirm(ctx context.Context, in io.Reader) (bool, error) {
 	}
 }
 
-// forceUnlockLock force-unlocks the lock of the given kind and name and
-// reports whether it was held.
-func forceUnlockLock(ctx context.Context, b backend.Backend, kind, prefix, name string) (bool, error) {
+// forceUnlockLock force-unlocks the hold with the given fencing token of
+// the lock of the given kind and name, and reports whether it took it.
+func forceUnlockLock(ctx context.Context, b backend.Backend, kind, prefix, name string, token int64) (bool, error) {
 	if kind == kindFairlock {
-		return fairlock.New(b, name, fairlock.WithPrefix(prefix)).ForceUnlock(ctx)
+		return fairlock.New(b, name, fairlock.WithPrefix(prefix)).ForceUnlockToken(ctx, token)
 	}
-	return mutex.New(b, name, mutex.WithPrefix(prefix)).ForceUnlock(ctx)
+	return mutex.New(b, name, mutex.WithPrefix(prefix)).ForceUnlockToken(ctx, token)
+}
+
+// printable returns s as is if every byte of it prints harmlessly, and
+// quoted otherwise: owner ids and names come from the server, and anyone
+// who can write to it could put terminal escapes there.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -137,7 +137,7 @@ func (s lockState) writeText(w io.Writer) {
 		}
 	} else {
 		fmt.Fprintf(w, "%s %q: locked (key %s)\n", s.Kind, s.Name, s.Key)
-		fmt.Fprintf(w, "  holder:     %s\n", s.Holder)
+		fmt.Fprintf(w, "  holder:     %s\n", printable(s.Holder))
 		fmt.Fprintf(w, "  hold count: %d\n", s.HoldCount)
 		fmt.Fprintf(w, "  token:      %d\n", s.Token)
 		fmt.Fprintf(w, "  lease:      %s\n", describeLease(s))
@@ -151,7 +151,11 @@ func (s lockState) writeText(w io.Writer) {
 	if s.Locked || s.Waiters > 0 {
 		line := fmt.Sprint(s.Waiters)
 		if len(s.NextWaiters) > 0 {
-			next := strings.Join(s.NextWaiters, ", ")
+			ids := make([]string, len(s.NextWaiters))
+			for i, id := range s.NextWaiters {
+				ids[i] = printable(id)
+			}
+			next := strings.Join(ids, ", ")
 			if len(s.NextWaiters) < s.Waiters {
 				next += ", …"
 			}

@@ -105,7 +105,7 @@ func list(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(tw, "NAME\tHOLDER\tHOLDS\tTOKEN\tLEASE\t%s\n", waiters)
 	for _, s := range held {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Holder, s.HoldCount, s.Token, describeLease(s), s.Waiters)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", printable(s.Name), printable(s.Holder), s.HoldCount, s.Token, describeLease(s), s.Waiters)
 	}
 	return tw.Flush()
 }

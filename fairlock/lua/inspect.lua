@@ -6,15 +6,16 @@
 -- Reply: {held (0/1), that owner's hold count, remaining ms (-2 if free,
 -- -1 if no expiry), token (the last one if free, 0 if none), holder's
 -- owner id ('' if free), holder's hold count, live waiters queued, that
--- owner's position in the queue (1 at the head, 0 if not queued)}.
+-- owner's position in the queue (1 at the head, 0 if not queued), the
+-- hold's id ('' if free)}.
 local s = load(KEYS[1])
 if s.foreign then
   return unexpected(KEYS[1], s.foreign)
 end
 local now_ms = now()
-local out = {0, 0, -2, s.token or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), 0}
+local out = {0, 0, -2, s.token or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), 0, ''}
 if s.owner then
-  out[1], out[3], out[5], out[6] = 1, redis.call('PTTL', KEYS[1]), s.owner, s.count
+  out[1], out[3], out[5], out[6], out[9] = 1, redis.call('PTTL', KEYS[1]), s.owner, s.count, s.id
   if s.owner == ARGV[1] then
     out[2] = s.count
   end

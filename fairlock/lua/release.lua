@@ -4,9 +4,11 @@
 -- queue.lua); KEYS[4] fence key.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- release, so that a retry after a lost reply does not release twice;
--- ARGV[3] lease ms, restored on a partial release; ARGV[4] wake channel
--- base; ARGV[5] fence ttl ms; ARGV[6] the caller's process id (see
--- hand_off).
+-- ARGV[3] lease ms, restored on a partial release ('0' for a fixed lease,
+-- which a release never extends); ARGV[4] wake channel base; ARGV[5] fence
+-- ttl ms; ARGV[6] the caller's process id (see hand_off); ARGV[7] the id
+-- of the hold to release: another hold of the same owner (a retry landing
+-- after the owner's next acquisition) is not released.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
 -- nothing; the id of the hold ('' if none)}, followed by the waiter's
 -- address, token and owner id when the lock was handed to a waiter.
@@ -16,7 +18,7 @@ local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
-if s.owner ~= owner then
+if s.owner ~= owner or s.id ~= ARGV[7] then
   return {-1, ''}
 end
 if seen(s.ops, op) then
@@ -24,7 +26,7 @@ if seen(s.ops, op) then
 end
 if s.count > 1 then
   s.count = s.count - 1
-  s.ops = remember(s.ops, op, now_s())
+  s.ops = remember(s.ops, op, now_s(), op_memory)
   store_extending(lock, s, ARGV[3])
   return {s.count, s.id}
 end

@@ -247,6 +247,22 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Leas
 	return l
 }
 
+// Observed records that a reply through h's backend named the hold with
+// the given id, held by owner in role: if the process keeps it through
+// another backend value, h's is now known to reach its server.
+func (h *Handle) Observed(owner, role, id string) {
+	if l := lease.ByID(h.Key, owner, role, id); l != nil {
+		l.Reach(h.B)
+	}
+}
+
+// Forced ends as lost the lease, if the process keeps one, of the hold
+// with the given id, which ForceUnlock through h took: its holder learns
+// it at once, even on a fixed lease that no renewal would check.
+func (h *Handle) Forced(id string) {
+	lease.LoseHold(h.Key, id, "taken by ForceUnlock")
+}
+
 // Token returns the fencing token of the hold of role that ctx refers to
 // (see Current), without I/O.
 func (h *Handle) Token(ctx context.Context, role string) (int64, error) {

@@ -16,6 +16,15 @@ import (
 // deferred in a request whose context has ended still releases.
 const ReleaseTimeout = 5 * time.Second
 
+// deadlineOnly is a context that can never be cancelled but has a
+// deadline, past which a backend gives up the call.
+type deadlineOnly struct {
+	context.Context // never done
+	deadline        time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // errGone is wrapped in the error about a hold that a release did not
 // find on the server.
 var errGone = errors.New("it is no longer on the server")
@@ -28,21 +37,22 @@ var errGone = errors.New("it is no longer on the server")
 //
 // The release does not depend on ctx's cancellation: it is bounded by
 // ReleaseTimeout and by l's lease, and errors that may pass are retried
-// until then (a call under way then is bounded by ReleaseTimeout too, or
-// for a ctx that can never end, by the backend's own call timeout). On failure the lease ends (renewals stop, Done closes) and
+// until then; a call under way then is bounded by ReleaseTimeout too. On failure the lease ends (renewals stop, Done closes) and
 // the hold expires by itself on the server.
 //
 // l may be kept through another backend value of the process than h's;
 // the outcome is applied to it only if the release reached the hold it
 // keeps, which the hold id tells.
 func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool) (wait.Reply, error)) (int64, error) {
-	// A context that can never end is kept: each call is then bounded by
-	// the backend's own timeout, and the backend spares the cost of a
-	// cancellable call (redigo's costs a goroutine per call).
 	if ctx.Done() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		defer cancel()
+	} else {
+		// A context that can never end stays one, with a deadline the
+		// backend honours (backend rule 7): a cancellable call costs
+		// more (redigo's, a goroutine per call).
+		ctx = deadlineOnly{ctx, time.Now().Add(ReleaseTimeout)}
 	}
 	l.BeginRelease()
 	deadline := time.Now().Add(ReleaseTimeout)
@@ -101,6 +111,16 @@ func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64
 		target.Kept()
 	}
 	return r.N, nil
+}
+
+// RestoredLease returns what a partial release restores the hold's
+// expiry to, in ms: the watchdog's lease, or 0 for a fixed lease, which a
+// release never extends (its holder counts on it ending when it said).
+func (h *Handle) RestoredLease() int64 {
+	if h.Cfg.Watchdog {
+		return Ms(h.Cfg.Lease)
+	}
+	return 0
 }
 
 // Releaser runs one release of owner's hold l through the handle, usually

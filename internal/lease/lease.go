@@ -258,6 +258,40 @@ func (l *Lease) Reach(b backend.Backend) {
 	}
 }
 
+// LoseHold ends as lost the lease of key whose hold has the given id,
+// whoever owns it: ForceUnlock took that hold.
+func LoseHold(key, id, reason string) {
+	if id == "" {
+		return
+	}
+	held.mu.Lock()
+	var found *Lease
+	for k, ls := range held.m {
+		if k.key != key {
+			continue
+		}
+		for _, l := range ls {
+			if l.spec.ID == id {
+				found = l
+			}
+		}
+	}
+	held.mu.Unlock()
+	if found == nil {
+		return
+	}
+	s := found.s
+	s.mu.Lock()
+	if found.state == active {
+		s.loseLocked(found, reason, nil)
+	}
+	retire := s.idleLocked()
+	s.mu.Unlock()
+	if retire {
+		s.forgetIfIdle()
+	}
+}
+
 // Reaches reports whether b is known to reach the server of l's hold.
 func (l *Lease) Reaches(b backend.Backend) bool {
 	held.mu.Lock()
@@ -321,11 +355,18 @@ func (l *Lease) renewedLocked(t time.Time, ttl time.Duration) {
 	l.retrying = false
 	if d := t.Add(ttl); l.deadline.IsZero() || d.After(l.deadline) {
 		l.deadline = d
-		if l.spec.Renew == nil {
-			l.next = l.deadline
-		} else {
-			l.next = t.Add(ttl / 3)
-		}
+	}
+	if l.spec.Renew == nil {
+		l.next = l.deadline
+		return
+	}
+	// A third of this reply's lease on, or, when an earlier reply left
+	// the hold longer (a re-entry through a handle with a longer lease),
+	// when a third of the watchdog's lease is all that is left of it:
+	// never in the past, which would renew in a loop.
+	l.next = t.Add(ttl / 3)
+	if late := l.deadline.Add(-2 * l.spec.TTL / 3); late.After(l.next) {
+		l.next = late
 	}
 }
 

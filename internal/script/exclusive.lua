@@ -37,6 +37,11 @@ local function load(lock)
   if token then
     return {token = token}
   end
+  -- Releases before the free marker left the bare token, always with an
+  -- expiry; a bare number without one is someone else's.
+  if string.match(v, '^%d+$') and redis.call('PTTL', lock) > 0 then
+    return {token = v}
+  end
   return {foreign = 'not a dsync state'}
 end
 

@@ -43,34 +43,43 @@ end
 -- Operation ids make retries safe: an operation whose reply was lost is
 -- retried with the same id, and a primitive applies an id once. The ids of
 -- an owner's recent operations on a lock are kept with it, space-separated,
--- each as "<id>@<server time in s>", for op_memory seconds (a release is
--- retried for a few seconds at most; an acquisition retries within a
--- second of its last attempt, which refreshes its id), and at most
--- max_ops of them, so that a retry is still recognised when the same owner
--- ran other operations meanwhile. The acquisition that starts a hold is
--- kept without a time, sparing the uncontended path a clock read, until
--- max_ops later ones push it out.
-local op_memory, max_ops = 30, 64
+-- each as "<id>@<server time in s until which it is kept>", so that a
+-- retry is still recognised when the same owner ran other operations
+-- meanwhile. A release is retried for a few seconds at most (see
+-- core.ReleaseTimeout): its id is kept op_memory seconds. An acquisition
+-- is retried for as long as it waits, through outages: its id is kept a
+-- lease and op_memory longer, past which the hold it re-entered cannot
+-- have outlived an outage that kept its retry away. At most max_ops ids
+-- are kept. The acquisition that starts a hold is kept without a time,
+-- sparing the uncontended path a clock read, until max_ops later ones push
+-- it out.
+local op_memory, max_ops = 30, 1000
 
 -- seen reports whether op is among the ids ops (false for none).
 local function seen(ops, op)
   return ops ~= false and ops ~= nil and string.find(ops, op, 1, true) ~= nil
 end
 
--- remember returns ops with op added (or refreshed) at server time now_s,
--- and without the ids older than op_memory or beyond max_ops.
-local function remember(ops, op, now_s)
-  local out = {op .. '@' .. now_s}
+-- remember returns ops with op added (or refreshed), kept keep seconds
+-- after the server time now_s, and without the ids whose time is past.
+local function remember(ops, op, now_s, keep)
+  local out = {op .. '@' .. (now_s + keep)}
   for entry in string.gmatch(ops or '', '%S+') do
     if #out == max_ops then
       break
     end
-    local id, at = string.match(entry, '^(%x+)@?(%d*)$')
-    if id and id ~= op and (at == '' or tonumber(at) >= now_s - op_memory) then
+    local id, till = string.match(entry, '^(%x+)@?(%d*)$')
+    if id and id ~= op and (till == '' or tonumber(till) >= now_s) then
       out[#out + 1] = entry
     end
   end
   return table.concat(out, ' ')
+end
+
+-- acquisition_memory returns how long to keep the id of an acquisition
+-- of a hold on a lease of lease_ms.
+local function acquisition_memory(lease_ms)
+  return op_memory + math.ceil(tonumber(lease_ms) / 1000)
 end
 
 -- forget returns ops without op.

@@ -28,7 +28,7 @@ elseif s.owner == owner then
   if not seen(s.ops, op) then
     s.count = s.count + 1
   end
-  s.ops = remember(s.ops, op, now_s())
+  s.ops = remember(s.ops, op, now_s(), acquisition_memory(ARGV[3]))
   store_extending(lock, s, ARGV[3])
   ttl = redis.call('PTTL', lock)
 else

@@ -163,7 +163,7 @@ type stalling struct {
 }
 
 func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
-	if len(args) > 7 { // a release carrying queued waiters
+	if len(args) > 8 { // a release carrying queued waiters
 		close(s.stalled)
 		<-s.release
 	}
