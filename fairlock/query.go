@@ -2,11 +2,8 @@ package fairlock
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -108,30 +105,20 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 // at once through Done; one in another process at its next renewal, or,
 // on a fixed lease, when the lease ends.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	return m.forceUnlock(ctx, "")
+	return m.h.ForceUnlock(ctx, 0, m.force)
 }
 
 // ForceUnlockToken is ForceUnlock for one hold only: it takes the lock
 // only if its current hold has the fencing token token, as read by State,
 // so that a hold taken since is left alone. It reports whether it took it.
 func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
-	if token <= 0 {
-		return false, m.h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	if token == 0 {
+		token = -1 // no hold has it
 	}
-	return m.forceUnlock(ctx, strconv.FormatInt(token, 10))
+	return m.h.ForceUnlock(ctx, token, m.force)
 }
 
-func (m *Mutex) forceUnlock(ctx context.Context, token string) (bool, error) {
-	if err := m.h.Begin("force unlock", ctx); err != nil {
-		return false, err
-	}
-	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys(),
+func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
+	return wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys(),
 		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
-	if err != nil {
-		return false, m.h.Wrap("force unlock", err)
-	}
-	if r.N == 1 {
-		m.h.Forced(r.HoldID)
-	}
-	return r.N == 1, nil
 }

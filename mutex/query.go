@@ -2,11 +2,8 @@ package mutex
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -134,36 +131,27 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 // renewal, or, on a fixed lease, when the lease ends. Use it to recover
 // from a known-dead holder that did not set a lease short enough.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	return m.forceUnlock(ctx, "")
+	return m.h.ForceUnlock(ctx, 0, m.force)
 }
 
 // ForceUnlockToken is ForceUnlock for one hold only: it takes the mutex
 // only if its current hold has the fencing token token, as read by State,
 // so that a hold taken since is left alone. It reports whether it took it.
 func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
-	if token <= 0 {
-		return false, m.h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	if token == 0 {
+		token = -1 // no hold has it
 	}
-	return m.forceUnlock(ctx, strconv.FormatInt(token, 10))
+	return m.h.ForceUnlock(ctx, token, m.force)
 }
 
-func (m *Mutex) forceUnlock(ctx context.Context, token string) (bool, error) {
-	if err := m.h.Begin("force unlock", ctx); err != nil {
-		return false, err
-	}
+func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
 	if token == "" {
 		m.dropAll()
 	}
 	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
 		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
-	if err != nil {
-		return false, m.h.Wrap("force unlock", err)
+	if err == nil && r.N == 1 && token != "" {
+		m.dropAll()
 	}
-	if r.N == 1 {
-		if token != "" {
-			m.dropAll()
-		}
-		m.h.Forced(r.HoldID)
-	}
-	return r.N == 1, nil
+	return r, err
 }

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Exclusive is the role of a hold that excludes every other.
@@ -256,11 +258,30 @@ func (h *Handle) Observed(owner, role, id string) {
 	}
 }
 
-// Forced ends as lost the lease, if the process keeps one, of the hold
-// with the given id, which ForceUnlock through h took: its holder learns
-// it at once, even on a fixed lease that no renewal would check.
-func (h *Handle) Forced(id string) {
-	lease.LoseHold(h.Key, id, "taken by ForceUnlock")
+// ForceUnlock runs a primitive's force script through send, with token
+// (0 for whichever hold) as its condition, and reports whether it took a
+// hold. The lease of the hold it took, if this process keeps it, ends as
+// lost at once: its holder learns it even on a fixed lease that no renewal
+// would check.
+func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
+	if err := h.Begin("force unlock", ctx); err != nil {
+		return false, err
+	}
+	cond := ""
+	switch {
+	case token > 0:
+		cond = strconv.FormatInt(token, 10)
+	case token < 0:
+		return false, h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	}
+	r, err := send(ctx, cond)
+	if err != nil {
+		return false, h.Wrap("force unlock", err)
+	}
+	if r.N == 1 {
+		lease.LoseHold(h.Key, r.HoldID, "taken by ForceUnlock")
+	}
+	return r.N == 1, nil
 }
 
 // Token returns the fencing token of the hold of role that ctx refers to
