@@ -35,8 +35,8 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
 	op := dsync.NewID()
-	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, _ bool) (wait.Reply, error) {
+	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, _ bool, holds string) (wait.Reply, error) {
 		return wait.HandOff(ctx, m.h.B, m.channel, releaseScript, nil, m.keys(),
-			owner, op, m.h.RestoredLease(), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), l.ID())
+			owner, op, core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), holds)
 	})
 }

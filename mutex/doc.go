@@ -124,7 +124,7 @@
 // the same owner's next hold; an acquisition that is given up is undone.
 // The server remembers an owner's recent operation ids on a hold for 30s
 // (an acquisition's for 30s more than its lease, which covers any outage
-// the hold survives), up to 1,000 of them: an owner that runs more than
-// that many operations on one mutex while one of its replies is lost may
-// see the retried one counted twice.
+// the hold survives), up to 128 of them: an owner that runs more than that
+// many operations on one mutex while one of its replies is lost may see
+// the retried one counted twice.
 package mutex

@@ -148,10 +148,8 @@ func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
 	if token == "" {
 		m.dropAll()
 	}
-	r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
+	// A hold taken on condition is forgotten here when its lease ends
+	// (see Handle.ForceUnlock), as any ended hold is.
+	return wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
 		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
-	if err == nil && r.N == 1 && token != "" {
-		m.dropAll()
-	}
-	return r, err
 }

@@ -50,7 +50,7 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 	op := dsync.NewID()
 	h, queued := m.takeQueued(l)
 	args := make([]any, 0, 8+len(queued))
-	args = append(args, owner, op, m.h.RestoredLease(), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL), l.ID())
+	args = append(args, owner, op, core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL), "")
 	for _, e := range queued {
 		args = append(args, e)
 	}
@@ -61,7 +61,8 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 		}
 	}()
 	keys := []string{m.h.Key, m.waiters, m.fence}
-	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, first bool) (wait.Reply, error) {
+	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, first bool, holds string) (wait.Reply, error) {
+		args[7] = holds
 		if !first {
 			// Only the first attempt carries the queued waiters: had a
 			// retry registered them again, an entry its waiter removed

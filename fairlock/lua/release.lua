@@ -6,9 +6,11 @@
 -- release, so that a retry after a lost reply does not release twice;
 -- ARGV[3] lease ms, restored on a partial release ('0' for a fixed lease,
 -- which a release never extends); ARGV[4] wake channel base; ARGV[5] fence
--- ttl ms; ARGV[6] the caller's process id (see hand_off); ARGV[7] the id
--- of the hold to release: another hold of the same owner (a retry landing
--- after the owner's next acquisition) is not released.
+-- ttl ms; ARGV[6] the caller's process id (see hand_off); ARGV[7] the ids
+-- of the holds it may release, space-separated (one, unless the caller
+-- does not know which of its owner's holds is on this server): another
+-- hold of the same owner (a retry landing after the owner's next
+-- acquisition) is not released.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
 -- nothing; the id of the hold ('' if none)}, followed by the waiter's
 -- address, token and owner id when the lock was handed to a waiter.
@@ -18,7 +20,7 @@ local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
-if s.owner ~= owner or s.id ~= ARGV[7] then
+if s.owner ~= owner or not listed(ARGV[7], s.id) then
   return {-1, ''}
 end
 if seen(s.ops, op) then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -32,8 +33,9 @@ var errGone = errors.New("it is no longer on the server")
 // Release runs one release of the hold l of owner, in role, through h's
 // backend, and returns the owner's holds left. attempt sends the
 // primitive's release script once (first is true for the first attempt),
-// with the same operation id on every retry, and returns its reply: the
-// holds left (-1 if the owner held nothing) and the id of the hold.
+// with the same operation id on every retry, naming the ids of the holds
+// it may release (space-separated), and returns its reply: the holds left
+// (-1 if the owner held none of those) and the id of the hold.
 //
 // The release does not depend on ctx's cancellation: it is bounded by
 // ReleaseTimeout and by l's lease, and errors that may pass are retried
@@ -43,7 +45,7 @@ var errGone = errors.New("it is no longer on the server")
 // l may be kept through another backend value of the process than h's;
 // the outcome is applied to it only if the release reached the hold it
 // keeps, which the hold id tells.
-func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool) (wait.Reply, error)) (int64, error) {
+func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool, holds string) (wait.Reply, error)) (int64, error) {
 	if ctx.Done() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
@@ -59,9 +61,20 @@ func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease
 	if d := l.Deadline(); d.Before(deadline) {
 		deadline = d
 	}
+	// The holds the script may release: l's, or, when l is not known to
+	// be on this server (Take's guess), any of the owner's in the
+	// process, as the server has at most one of them.
+	holds := l.ID()
+	if !l.Reaches(h.B) {
+		var ids []string
+		for _, x := range lease.Anywhere(h.Key, owner, role) {
+			ids = append(ids, x.ID())
+		}
+		holds = strings.Join(ids, " ")
+	}
 	ambiguous := false
 	for failures := 1; ; failures++ {
-		r, err := attempt(ctx, failures == 1)
+		r, err := attempt(ctx, failures == 1, holds)
 		if err == nil {
 			if r.N < 0 && ambiguous && l.Reaches(h.B) {
 				// An earlier attempt released the last hold: only a hold
@@ -113,12 +126,13 @@ func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64
 	return r.N, nil
 }
 
-// RestoredLease returns what a partial release restores the hold's
-// expiry to, in ms: the watchdog's lease, or 0 for a fixed lease, which a
-// release never extends (its holder counts on it ending when it said).
-func (h *Handle) RestoredLease() int64 {
-	if h.Cfg.Watchdog {
-		return Ms(h.Cfg.Lease)
+// RestoredLease returns what a partial release of the hold kept by l
+// restores its expiry to, in ms: the watchdog's lease, or 0 for a fixed
+// lease, which a release never extends (its holder counts on it ending
+// when it said), whatever the releasing handle's own options.
+func RestoredLease(l *lease.Lease) int64 {
+	if l.Renewed() {
+		return Ms(l.TTL())
 	}
 	return 0
 }

@@ -109,6 +109,13 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // Token returns the fencing token the hold was granted with.
 func (l *Lease) Token() int64 { return l.spec.Token }
 
+// Renewed reports whether the watchdog renews the lease (it is not
+// fixed).
+func (l *Lease) Renewed() bool { return l.spec.Renew != nil }
+
+// TTL returns the lease the hold is renewed to, or its fixed lease.
+func (l *Lease) TTL() time.Duration { return l.spec.TTL }
+
 // ID returns the hold's id on the server.
 func (l *Lease) ID() string { return l.spec.ID }
 

@@ -21,6 +21,11 @@ end
 -- hub), which a primitive may follow with '|' and what it needs to hand
 -- itself to that waiter.
 
+-- listed reports whether id is one of the space-separated ids of list.
+local function listed(list, id)
+  return id ~= nil and string.find(' ' .. list .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
+end
+
 -- wake publishes a wake-up for the waiter of entry on its process's
 -- channel, channel_base/hubid; grant, unless nil, tells the waiter what
 -- was handed to it.
@@ -53,7 +58,7 @@ end
 -- are kept. The acquisition that starts a hold is kept without a time,
 -- sparing the uncontended path a clock read, until max_ops later ones push
 -- it out.
-local op_memory, max_ops = 30, 1000
+local op_memory, max_ops = 30, 128
 
 -- seen reports whether op is among the ids ops (false for none).
 local function seen(ops, op)

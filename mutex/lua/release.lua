@@ -6,9 +6,10 @@
 -- ARGV[3] lease ms, restored on a partial release ('0' for a fixed lease,
 -- which a release never extends); ARGV[4] wake channel base; ARGV[5] fence
 -- ttl ms (see free, grant); ARGV[6] the caller's process id (see
--- hand_off); ARGV[7] waiter entry ttl ms; ARGV[8] the id of the hold to
--- release: another hold of the same owner (a retry landing after the
--- owner's next acquisition) is not released; ARGV[9...] entries of waiters
+-- hand_off); ARGV[7] waiter entry ttl ms; ARGV[8] the ids of the holds it
+-- may release, space-separated (one, unless the caller does not know which
+-- of its owner's holds is on this server): another hold of the same owner
+-- (a retry landing after the owner's next acquisition) is not released; ARGV[9...] entries of waiters
 -- of the caller's process queued behind this hold (see mutex/local.go),
 -- registered in order before anything else.
 -- Reply: {the owner's remaining hold count, or -1 if the owner holds
@@ -37,11 +38,11 @@ if queued then
   end
   s.waiting = true
 end
-if s.owner ~= owner or s.id ~= ARGV[8] or seen(s.ops, op) then
+if s.owner ~= owner or not listed(ARGV[8], s.id) or seen(s.ops, op) then
   if queued then
     store(lock, s) -- whoever releases this hold must look for them
   end
-  if s.owner ~= owner or s.id ~= ARGV[8] then
+  if s.owner ~= owner or not listed(ARGV[8], s.id) then
     return {-1, ''}
   end
   return {s.count, s.id}
