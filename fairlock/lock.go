@@ -15,9 +15,7 @@ import (
 // and logging at Warn while the server cannot be reached. It panics if the
 // handle is invalid (see New) or its backend is closed.
 func (m *Mutex) Lock() {
-	if err := m.LockContext(context.Background()); err != nil {
-		panic("dsync/fairlock: Lock: " + err.Error())
-	}
+	m.h.MustLock(m.spec())
 }
 
 // LockContext locks m for ctx's owner (see dsync.WithOwner), re-entering at

@@ -138,10 +138,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 // only if its current hold has the fencing token token, as read by State,
 // so that a hold taken since is left alone. It reports whether it took it.
 func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
-	if token == 0 {
-		token = -1 // no hold has it
-	}
-	return m.h.ForceUnlock(ctx, token, m.force)
+	return m.h.ForceUnlockToken(ctx, token, m.force)
 }
 
 func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {

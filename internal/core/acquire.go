@@ -97,7 +97,7 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 			}
 			return s.Try(ctx, owner, op, entry, a.Prior > 0, &got)
 		},
-		Granted: func(_ string, token int64, since time.Time) bool {
+		Granted: func(token int64, since time.Time) bool {
 			// Without time to spare, the next attempt confirms the
 			// hold and restarts its lease; so does a waiter on a fixed
 			// lease handed a shorter one, to extend it to its own.
@@ -122,6 +122,15 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		s.Local.Held(owner, address, l)
 	}
 	return nil
+}
+
+// MustLock is the sync.Locker form of Lock, for a fresh ownerless hold:
+// it waits however long it takes and panics on an error that cannot pass,
+// such as an invalid handle or a closed backend.
+func (h *Handle) MustLock(s LockSpec) {
+	if err := h.Lock(context.Background(), s); err != nil {
+		panic("dsync/" + h.Kind + ": Lock: " + err.Error())
+	}
 }
 
 // TryLock makes one attempt at a hold of role for ctx's owner, without

@@ -249,6 +249,18 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Leas
 	return l
 }
 
+// ForceUnlockToken is ForceUnlock for the hold with the given fencing
+// token only; a token that no hold can have is ErrNotHeld, before any I/O.
+func (h *Handle) ForceUnlockToken(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
+	if token <= 0 {
+		if err := h.Check(); err != nil {
+			return false, err
+		}
+		return false, h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
+	}
+	return h.ForceUnlock(ctx, token, send)
+}
+
 // Observed records that a reply through h's backend named the hold with
 // the given id, held by owner in role: if the process keeps it through
 // another backend value, h's is now known to reach its server.
@@ -260,7 +272,7 @@ func (h *Handle) Observed(owner, role, id string) {
 
 // ForceUnlock runs a primitive's force script through send, with token
 // (0 for whichever hold) as its condition, and reports whether it took a
-// hold. The lease of the hold it took, if this process keeps it, ends as
+// hold. ForceUnlockToken is the form with a token that must be given. The lease of the hold it took, if this process keeps it, ends as
 // lost at once: its holder learns it even on a fixed lease that no renewal
 // would check.
 func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
@@ -268,11 +280,8 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx con
 		return false, err
 	}
 	cond := ""
-	switch {
-	case token > 0:
+	if token > 0 {
 		cond = strconv.FormatInt(token, 10)
-	case token < 0:
-		return false, h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
 	}
 	r, err := send(ctx, cond)
 	if err != nil {

@@ -77,7 +77,7 @@ type Spec struct {
 	// call. Granted reports whether the acquisition is complete. If not,
 	// the loop tries again, and the attempt finds the primitive held for
 	// it if the grant still stands.
-	Granted func(grant string, token int64, since time.Time) bool
+	Granted func(token int64, since time.Time) bool
 
 	// Abandon undoes whatever the attempts may have left on the server
 	// (a registration, or an acquisition whose reply was lost). It runs
@@ -249,7 +249,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		case <-w.C():
 			timer.Stop()
 			if g := w.Grant(); g != "" && s.Granted != nil {
-				if token, ok := GrantToken(g); ok && token > seen && s.Granted(g, token, refused) {
+				if token, ok := GrantToken(g); ok && token > seen && s.Granted(token, refused) {
 					return nil
 				}
 			}
