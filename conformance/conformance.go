@@ -97,6 +97,10 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		s.exclusiveTests(t, fairlockKind)
 		s.fairlockTests(t)
 	})
+	t.Run("RWLock", func(t *testing.T) {
+		s.exclusiveTests(t, rwlockWriteKind)
+		s.rwlockTests(t)
+	})
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/rwlock"
 )
 
 // exclusiveLock is what the exclusive table needs of a primitive: the
@@ -80,7 +81,48 @@ var (
 		},
 		zero: func() exclusiveLock { return new(fairlock.Mutex) },
 	}
+	rwlockWriteKind = lockKind{
+		kind:    "rwlock",
+		waiters: "wqueue",
+		new: func(b backend.Backend, name string, c lockConfig) exclusiveLock {
+			return writeSide{newRWLock(b, name, c)}
+		},
+		zero: func() exclusiveLock { return writeSide{new(rwlock.RWMutex)} },
+	}
 )
+
+func newRWLock(b backend.Backend, name string, c lockConfig, more ...rwlock.Option) *rwlock.RWMutex {
+	var opts []rwlock.Option
+	if c.prefix != "" {
+		opts = append(opts, rwlock.WithPrefix(c.prefix))
+	}
+	if c.watchdog != 0 {
+		opts = append(opts, rwlock.WithWatchdog(c.watchdog))
+	}
+	if c.fixed != 0 || c.setFixed {
+		opts = append(opts, rwlock.WithLease(c.fixed))
+	}
+	return rwlock.New(b, name, append(opts, more...)...)
+}
+
+// writeSide is the write side of a read-write lock, with the queries of
+// the exclusive table read off its State.
+type writeSide struct{ *rwlock.RWMutex }
+
+func (w writeSide) IsLocked(ctx context.Context) (bool, error) {
+	s, err := w.State(ctx)
+	return s.Mode == rwlock.Write, err
+}
+
+func (w writeSide) HoldCount(ctx context.Context) (int, error) {
+	s, err := w.State(ctx)
+	return s.WriteCount, err
+}
+
+func (w writeSide) TTL(ctx context.Context) (time.Duration, error) {
+	s, err := w.State(ctx)
+	return s.TTL, err
+}
 
 func (k lockKind) open(b backend.Backend, name string, c lockConfig) exclusiveLock {
 	return k.new(b, name, c)

@@ -1,0 +1,634 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/rwlock"
+)
+
+// rwlockTests are the read-write lock's own cases; its write side runs the
+// exclusive table.
+func (s *suite) rwlockTests(t *testing.T) {
+	cases := []struct {
+		name, rule string
+		exclusive  bool
+		fn         func(*testing.T, context.Context)
+	}{
+		{"RWInvariant", "never a writer with any other holder; readers overlap; counts exact", true, s.testRWInvariant},
+		{"RWWriterNotStarved", "with writer preference a waiting writer keeps new readers out", true, s.testRWWriterNotStarved},
+		{"RWReaderPreference", "with reader preference readers keep entering while a writer waits", true, s.testRWReaderPreference},
+		{"RWReadersWokenTogether", "a write release hands the lock to every waiting reader at once", true, s.testRWReadersWokenTogether},
+		{"RWLastReaderHandsOff", "the last read release hands the lock to the waiting writer", false, s.testRWLastReaderHandsOff},
+		{"RWDowngradeUpgrade", "a writer may downgrade; a reader asking for write gets ErrUpgrade at once", false, s.testRWDowngradeUpgrade},
+		{"RWReentrancy", "reads and writes re-enter per owner, counted exactly; each side unlocks only itself", false, s.testRWReentrancy},
+		{"RWReaderLeases", "each read hold has its own lease: an expired reader frees itself, a renewed one stays", false, s.testRWReaderLeases},
+		{"RWDeadWaitingWriter", "a waiting writer that stopped beating blocks readers at most the waiter timeout", false, s.testRWDeadWaitingWriter},
+		{"RWLostSignal", "deleting the lock's keys fires Done and RDone", false, s.testRWLostSignal},
+		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
+		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
+	}
+	for _, c := range cases {
+		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rule: %s", c.rule)
+				}
+			})
+			c.fn(t, ctx)
+		})
+	}
+}
+
+func (s *suite) rwOpen(t *testing.T, p string, opts ...rwlock.Option) *rwlock.RWMutex {
+	return rwlock.New(s.newBackend(t), "rw", append([]rwlock.Option{rwlock.WithPrefix(p)}, opts...)...)
+}
+
+func rwState(t *testing.T, ctx context.Context, m *rwlock.RWMutex) rwlock.State {
+	t.Helper()
+	st, err := m.State(ctx)
+	must(t, err, "State")
+	return st
+}
+
+// awaitRW waits until the lock's state satisfies cond.
+func awaitRW(t *testing.T, ctx context.Context, m *rwlock.RWMutex, what string, cond func(rwlock.State) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		st := rwState(t, ctx, m)
+		if cond(st) {
+			return
+		}
+		if time.Now().After(deadline) || i > 5000 {
+			t.Fatalf("%s: not within 5s; state %+v", what, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (s *suite) testRWInvariant(t *testing.T, ctx context.Context) {
+	const backends, readers, writers = 8, 6, 2
+	p := prefix()
+	locks := make([]*rwlock.RWMutex, backends)
+	for i := range locks {
+		locks[i] = s.rwOpen(t, p)
+	}
+	var (
+		nReaders, nWriters  atomic.Int32
+		maxReaders          atomic.Int32
+		violations          atomic.Int32
+		shared              atomic.Int64 // read-modify-written by writers only
+		writes, reads, torn atomic.Int64
+	)
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for g := range readers + writers {
+		m := locks[g%backends]
+		writer := g >= readers
+		wg.Go(func() {
+			for i := 0; i < 100000 && time.Now().Before(stop); i++ {
+				lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				if writer {
+					if err := m.LockContext(lctx); err != nil {
+						cancel()
+						t.Errorf("writer: %v", err)
+						return
+					}
+					if nWriters.Add(1) != 1 || nReaders.Load() != 0 {
+						violations.Add(1)
+					}
+					v := shared.Load()
+					time.Sleep(time.Duration(rand.N(1000)) * time.Microsecond)
+					shared.Store(v + 1)
+					writes.Add(1)
+					nWriters.Add(-1)
+					must(t, m.UnlockContext(lctx), "writer unlock")
+				} else {
+					if err := m.RLockContext(lctx); err != nil {
+						cancel()
+						t.Errorf("reader: %v", err)
+						return
+					}
+					n := nReaders.Add(1)
+					for old := maxReaders.Load(); n > old && !maxReaders.CompareAndSwap(old, n); old = maxReaders.Load() {
+					}
+					if nWriters.Load() != 0 {
+						violations.Add(1)
+					}
+					v := shared.Load()
+					time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
+					if shared.Load() != v {
+						torn.Add(1)
+					}
+					reads.Add(1)
+					nReaders.Add(-1)
+					must(t, m.RUnlockContext(lctx), "reader unlock")
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d reads, %d writes in 3s, at most %d readers at once", reads.Load(), writes.Load(), maxReaders.Load())
+	if v := violations.Load(); v != 0 {
+		t.Errorf("%d times a writer held the lock with another holder", v)
+	}
+	if n := torn.Load(); n != 0 {
+		t.Errorf("%d reads saw a write during their hold", n)
+	}
+	if got, want := shared.Load(), writes.Load(); got != want {
+		t.Errorf("shared counter %d after %d writes: a write was lost", got, want)
+	}
+	if writes.Load() == 0 || reads.Load() == 0 {
+		t.Errorf("no progress: %d reads, %d writes", reads.Load(), writes.Load())
+	}
+	if maxReaders.Load() < 2 {
+		t.Errorf("readers never overlapped (at most %d at once)", maxReaders.Load())
+	}
+	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+}
+
+// overlappingReaders runs n readers on their own backends, each taking a
+// read hold for hold, releasing it and taking the next at once, started
+// hold/n apart so that some read hold is always held. It returns the count
+// of read holds taken so far and a function that stops them.
+func (s *suite) overlappingReaders(t *testing.T, ctx context.Context, p string, n int, hold time.Duration, opts ...rwlock.Option) (*atomic.Int64, func()) {
+	var (
+		taken atomic.Int64
+		wg    sync.WaitGroup
+	)
+	rctx, cancel := context.WithCancel(ctx)
+	for i := range n {
+		m := s.rwOpen(t, p, opts...)
+		wg.Go(func() {
+			if !sleepCtx(rctx, time.Duration(i)*hold/time.Duration(n)) {
+				return
+			}
+			for j := 0; j < 10000 && rctx.Err() == nil; j++ {
+				if err := m.RLockContext(rctx); err != nil {
+					if rctx.Err() == nil {
+						t.Errorf("reader: %v", err)
+					}
+					return
+				}
+				taken.Add(1)
+				sleepCtx(rctx, hold)
+				must(t, m.RUnlockContext(ctx), "reader unlock")
+			}
+		})
+	}
+	return &taken, func() { cancel(); wg.Wait() }
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *suite) testRWWriterNotStarved(t *testing.T, ctx context.Context) {
+	const hold = 100 * time.Millisecond
+	p := prefix()
+	probe := s.rwOpen(t, p)
+	_, stop := s.overlappingReaders(t, ctx, p, 4, hold)
+	defer stop()
+	awaitRW(t, ctx, probe, "readers overlapping", func(st rwlock.State) bool { return st.Readers >= 2 })
+	w := s.rwOpen(t, p)
+	start := time.Now()
+	must(t, w.LockContext(ctx), "writer")
+	waited := time.Since(start)
+	st := rwState(t, ctx, w)
+	must(t, w.UnlockContext(ctx), "writer unlock")
+	t.Logf("the writer waited %v behind readers holding %v each", waited, hold)
+	if waited > 2*hold {
+		t.Errorf("the writer waited %v; want at most twice the longest read hold, %v", waited, 2*hold)
+	}
+	if st.Mode != rwlock.Write || st.Readers != 0 {
+		t.Errorf("while the writer held: %+v", st)
+	}
+}
+
+func (s *suite) testRWReaderPreference(t *testing.T, ctx context.Context) {
+	const hold = 100 * time.Millisecond
+	p := prefix()
+	probe := s.rwOpen(t, p, rwlock.WithReaderPreference())
+	taken, stop := s.overlappingReaders(t, ctx, p, 4, hold, rwlock.WithReaderPreference())
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	awaitRW(t, ctx, probe, "readers overlapping", func(st rwlock.State) bool { return st.Readers >= 2 })
+	w := s.rwOpen(t, p, rwlock.WithReaderPreference())
+	got := make(chan error, 1)
+	go func() { got <- w.LockContext(ctx) }()
+	awaitRW(t, ctx, probe, "writer queued", func(st rwlock.State) bool { return st.WaitingWriters == 1 })
+	before := taken.Load()
+	select {
+	case err := <-got:
+		t.Fatalf("the writer got in while readers overlapped (%v)", err)
+	case <-time.After(5 * hold):
+	}
+	entered := taken.Load() - before
+	t.Logf("%d read holds were taken while the writer waited %v", entered, 5*hold)
+	if entered < 8 {
+		t.Errorf("only %d read holds taken in %v while a writer waited; readers must keep entering", entered, 5*hold)
+	}
+	stop()
+	stopped = true
+	must(t, within(t, 5*time.Second, got, "writer after the readers stopped"), "writer")
+	must(t, w.UnlockContext(ctx), "writer unlock")
+}
+
+func (s *suite) testRWReadersWokenTogether(t *testing.T, ctx context.Context) {
+	const readers = 6
+	p := prefix()
+	w := s.rwOpen(t, p)
+	next := s.rwOpen(t, p)
+	w.Lock()
+	type woke struct {
+		at  time.Time
+		err error
+	}
+	got := make(chan woke, readers)
+	locks := make([]*rwlock.RWMutex, readers)
+	for i := range locks {
+		locks[i] = s.rwOpen(t, p)
+		go func() {
+			err := locks[i].RLockContext(ctx)
+			got <- woke{time.Now(), err}
+		}()
+	}
+	awaitRW(t, ctx, w, "readers waiting", func(st rwlock.State) bool { return st.WaitingReaders == readers })
+	// A writer that queues after the readers waits for them.
+	nextGot := make(chan error, 1)
+	go func() { nextGot <- next.LockContext(ctx) }()
+	awaitRW(t, ctx, w, "next writer queued", func(st rwlock.State) bool { return st.WaitingWriters == 1 })
+	released := time.Now()
+	w.Unlock()
+	var last time.Duration
+	for range readers {
+		r := within(t, 5*time.Second, got, "reader after the write release")
+		must(t, r.err, "reader")
+		last = max(last, r.at.Sub(released))
+	}
+	t.Logf("all %d readers held the lock %v after the write release", readers, last)
+	if last > 250*time.Millisecond {
+		t.Errorf("the last reader acquired %v after the write release; they must be woken together", last)
+	}
+	if st := rwState(t, ctx, w); st.Mode != rwlock.Read || st.Readers != readers || st.WaitingWriters != 1 {
+		t.Errorf("after the hand-off: %+v; want %d readers and the writer still queued", st, readers)
+	}
+	for _, m := range locks {
+		m.RUnlock()
+	}
+	must(t, within(t, 5*time.Second, nextGot, "writer after the readers"), "writer")
+	next.Unlock()
+	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+}
+
+func (s *suite) testRWLastReaderHandsOff(t *testing.T, ctx context.Context) {
+	p := prefix()
+	r1, r2, w := s.rwOpen(t, p), s.rwOpen(t, p), s.rwOpen(t, p)
+	r1.RLock()
+	r2.RLock()
+	got := make(chan time.Time, 1)
+	go func() {
+		if err := w.LockContext(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+	}()
+	awaitRW(t, ctx, r1, "writer queued", func(st rwlock.State) bool { return st.WaitingWriters == 1 })
+	r1.RUnlock()
+	select {
+	case <-got:
+		t.Fatal("the writer got in while a reader held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	released := time.Now()
+	r2.RUnlock()
+	at := within(t, 5*time.Second, got, "writer after the last reader")
+	if d := at.Sub(released); d > 250*time.Millisecond {
+		t.Errorf("the writer acquired %v after the last read release; it must be woken, not poll", d)
+	}
+	if tok, err := w.Token(ctx); err != nil || tok <= 0 {
+		t.Errorf("handed-off write hold: Token %d, %v", tok, err)
+	}
+	w.Unlock()
+}
+
+func (s *suite) testRWDowngradeUpgrade(t *testing.T, ctx context.Context) {
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	m := rwlock.New(sp, "rw", rwlock.WithPrefix(p))
+	other := s.rwOpen(t, p)
+
+	// Downgrade: write, then read, then release the write.
+	o := dsync.WithOwner(ctx)
+	must(t, m.LockContext(o), "lock")
+	wtoken, err := m.Token(o)
+	must(t, err, "write token")
+	must(t, m.RLockContext(o), "read under the write hold")
+	if ok, err := other.TryRLockContext(ctx); ok || err != nil {
+		t.Errorf("another owner's read while a write hold is held: %v, %v", ok, err)
+	}
+	must(t, m.UnlockContext(o), "unlock the write hold")
+	st := rwState(t, o, m)
+	if st.Mode != rwlock.Read || st.ReadCount != 1 || st.WriteCount != 0 {
+		t.Errorf("after the downgrade: %+v; want the owner reading", st)
+	}
+	select {
+	case <-m.RDone(o):
+		t.Error("RDone closed by the release of the write hold")
+	default:
+	}
+	if ok, err := other.TryLockContext(ctx); ok || err != nil {
+		t.Errorf("another owner's write while the downgraded read hold is held: %v, %v", ok, err)
+	}
+	if ok, err := other.TryRLockContext(ctx); !ok || err != nil {
+		t.Errorf("another owner's read after the downgrade: %v, %v", ok, err)
+	} else {
+		other.RUnlock()
+	}
+
+	// Upgrade: the reader asks for write, and is told at once, without I/O.
+	before := sp.count()
+	start := time.Now()
+	if err := m.LockContext(o); !errors.Is(err, dsync.ErrUpgrade) {
+		t.Errorf("LockContext of a reader: %v, want ErrUpgrade", err)
+	}
+	if ok, err := m.TryLockContext(o); ok || !errors.Is(err, dsync.ErrUpgrade) {
+		t.Errorf("TryLockContext of a reader: %v, %v, want ErrUpgrade", ok, err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("ErrUpgrade took %v; it must be at once", d)
+	}
+	if n := sp.count() - before; n != 0 {
+		t.Errorf("ErrUpgrade after %d calls to the server; want none", n)
+	}
+	// Misuse of the sides.
+	if err := m.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("UnlockContext of a read-only hold: %v, want ErrNotHeld", err)
+	}
+	must(t, m.RUnlockContext(o), "read unlock")
+	if err := m.RUnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("second RUnlockContext: %v, want ErrNotHeld", err)
+	}
+	w := dsync.WithOwner(ctx)
+	must(t, m.LockContext(w), "lock")
+	if err := m.RUnlockContext(w); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("RUnlockContext of a write-only hold: %v, want ErrNotHeld", err)
+	}
+	if tok, err := m.Token(w); err != nil || tok <= wtoken {
+		t.Errorf("the next write hold's token %d (%v); want above %d", tok, err, wtoken)
+	}
+	must(t, m.UnlockContext(w), "unlock")
+	if st := rwState(t, ctx, m); st.Mode != rwlock.Free {
+		t.Errorf("at the end: %+v", st)
+	}
+	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+}
+
+func (s *suite) testRWReentrancy(t *testing.T, ctx context.Context) {
+	p := prefix()
+	m := s.rwOpen(t, p)
+	other := s.rwOpen(t, p)
+	for _, side := range []string{"read", "write"} {
+		o := dsync.WithOwner(ctx)
+		lock, unlock := m.RLockContext, m.RUnlockContext
+		count := func(st rwlock.State) int { return st.ReadCount }
+		if side == "write" {
+			lock, unlock = m.LockContext, m.UnlockContext
+			count = func(st rwlock.State) int { return st.WriteCount }
+		}
+		for i := 1; i <= 5; i++ {
+			must(t, lock(o), "%s lock %d", side, i)
+			if n := count(rwState(t, o, m)); n != i {
+				t.Fatalf("%s: after %d locks the count is %d", side, i, n)
+			}
+		}
+		for i := 4; i >= 0; i-- {
+			must(t, unlock(o), "%s unlock", side)
+			if n := count(rwState(t, o, m)); n != i {
+				t.Fatalf("%s: %d holds left, the count is %d", side, i, n)
+			}
+			if i > 0 {
+				if ok, _ := other.TryLockContext(ctx); ok {
+					t.Fatalf("%s: another writer got in with %d holds left", side, i)
+				}
+			}
+		}
+		if err := unlock(o); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("%s: a sixth unlock: %v, want ErrNotHeld", side, err)
+		}
+	}
+	if st := rwState(t, ctx, m); st.Mode != rwlock.Free {
+		t.Errorf("at the end: %+v", st)
+	}
+}
+
+func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
+	const fixed, renewed = 400 * time.Millisecond, 200 * time.Millisecond
+	p := prefix()
+	gone := s.rwOpen(t, p, rwlock.WithLease(fixed)) // a reader that never releases
+	live := s.rwOpen(t, p, rwlock.WithWatchdog(renewed))
+	w := s.rwOpen(t, p)
+	gone.RLock()
+	took := time.Now()
+	live.RLock()
+	select {
+	case <-gone.RDone(ctx):
+		t.Fatal("RDone of the fixed lease closed early")
+	default:
+	}
+	// The expired reader stops counting when its lease ends; the renewed
+	// one is still there after several of its leases.
+	within(t, fixed+time.Second, gone.RDone(ctx), "RDone of the expired reader")
+	awaitRW(t, ctx, w, "the expired reader gone", func(st rwlock.State) bool { return st.Readers == 1 })
+	if d := time.Since(took); d > fixed+200*time.Millisecond {
+		t.Errorf("the expired reader counted for %v; its lease was %v", d, fixed)
+	}
+	sleepCtx(ctx, 3*renewed)
+	select {
+	case <-live.RDone(ctx):
+		t.Fatal("the renewed reader lost its hold")
+	default:
+	}
+	if ok, err := w.TryLockContext(ctx); ok || err != nil {
+		t.Errorf("a writer got in past the renewed reader: %v, %v", ok, err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- w.LockContext(ctx) }()
+	awaitRW(t, ctx, w, "writer queued", func(st rwlock.State) bool { return st.WaitingWriters == 1 })
+	live.RUnlock()
+	must(t, within(t, 5*time.Second, got, "writer after the renewed reader released"), "writer")
+	w.Unlock()
+	if err := gone.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("RUnlock of the expired reader: %v, want ErrNotHeld", err)
+	}
+}
+
+// deadWriterScript queues a writer entry that no waiter will beat for,
+// expiring after ARGV[2] ms: a writer whose process died while it waited.
+var deadWriterScript = backend.NewScript(`-- KEYS[1] writer queue, KEYS[2] writer expiry.
+-- ARGV[1] entry; ARGV[2] ms until it expires. Reply: OK.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], 1, ARGV[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 'OK'`)
+
+func (s *suite) testRWDeadWaitingWriter(t *testing.T, ctx context.Context) {
+	const timeout = 600 * time.Millisecond
+	p := prefix()
+	b := s.newBackend(t)
+	m := rwlock.New(b, "rw", rwlock.WithPrefix(p), rwlock.WithWaiterTimeout(timeout))
+	key := rwlockWriteKind.key(p, "rw")
+	_, err := b.Eval(ctx, deadWriterScript, []string{key + ":wqueue", key + ":wexpiry"},
+		"deadhub/deadop|2000|deadowner", timeout.Milliseconds())
+	must(t, err, "queue a dead writer")
+	start := time.Now()
+	if ok, err := m.TryRLockContext(ctx); ok || err != nil {
+		t.Fatalf("a reader got in past a queued writer: %v, %v", ok, err)
+	}
+	must(t, m.RLockContext(ctx), "reader behind a dead writer")
+	waited := time.Since(start)
+	m.RUnlock()
+	t.Logf("a dead waiting writer held a reader up %v (waiter timeout %v)", waited, timeout)
+	if waited > timeout+timeout/3+300*time.Millisecond {
+		t.Errorf("the reader waited %v; want at most the waiter timeout %v and a heartbeat", waited, timeout)
+	}
+}
+
+func (s *suite) testRWLostSignal(t *testing.T, ctx context.Context) {
+	const renewed = 300 * time.Millisecond
+	p := prefix()
+	b := s.newBackend(t)
+	r1 := rwlock.New(b, "rw", rwlock.WithPrefix(p), rwlock.WithWatchdog(renewed))
+	r2 := s.rwOpen(t, p, rwlock.WithWatchdog(renewed))
+	w := s.rwOpen(t, p+"w", rwlock.WithWatchdog(renewed))
+	r1.RLock()
+	r2.RLock()
+	w.Lock()
+	key, wkey := rwlockWriteKind.key(p, "rw"), rwlockWriteKind.key(p+"w", "rw")
+	_, err := b.Eval(ctx, delScript, []string{key + ":readers", key + ":rexpiry", wkey})
+	must(t, err, "DEL")
+	for what, c := range map[string]<-chan struct{}{"RDone 1": r1.RDone(ctx), "RDone 2": r2.RDone(ctx), "Done": w.Done(ctx)} {
+		within(t, renewed+2*time.Second, c, what+" after the keys were deleted")
+	}
+	for _, m := range []*rwlock.RWMutex{r1, r2} {
+		if err := m.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("RUnlock of a lost hold: %v, want ErrNotHeld", err)
+		}
+	}
+	if err := w.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("Unlock of a lost hold: %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testRWGiveUpStorm(t *testing.T, ctx context.Context) {
+	p := prefix()
+	holder := s.rwOpen(t, p)
+	holder.Lock()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		m := s.rwOpen(t, p)
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Duration(50+rand.N(150))*time.Millisecond)
+			defer cancel()
+			var err error
+			if i%2 == 0 {
+				err = m.RLockContext(wctx)
+			} else {
+				err = m.LockContext(wctx)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a waiter that gave up: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if st := rwState(t, ctx, holder); st.WaitingReaders != 0 || st.WaitingWriters != 0 || st.Readers != 0 {
+		t.Errorf("after the waiters gave up: %+v", st)
+	}
+	holder.Unlock()
+	// The lock is free for a new reader and writer at once.
+	m := s.rwOpen(t, p)
+	if ok, err := m.TryLockContext(ctx); !ok || err != nil {
+		t.Fatalf("TryLock after the storm: %v, %v", ok, err)
+	}
+	m.Unlock()
+	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+}
+
+func (s *suite) testRWBadInput(t *testing.T, ctx context.Context) {
+	sp := newSpy(s.newBackend(t))
+	for name, c := range map[string]struct {
+		m    *rwlock.RWMutex
+		want error
+	}{
+		"empty name":  {rwlock.New(sp, ""), dsync.ErrInvalidName},
+		"zero lease":  {rwlock.New(sp, "x", rwlock.WithLease(0)), dsync.ErrInvalidLease},
+		"bad waiter":  {rwlock.New(sp, "x", rwlock.WithWaiterTimeout(time.Millisecond)), dsync.ErrInvalidLease},
+		"nil backend": {rwlock.New(nil, "x"), dsync.ErrInvalidBackend},
+		"zero value":  {new(rwlock.RWMutex), dsync.ErrInvalidBackend},
+	} {
+		if err := c.m.RLockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: RLockContext: %v, want %v", name, err, c.want)
+		}
+		if _, err := c.m.TryRLockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: TryRLockContext: %v, want %v", name, err, c.want)
+		}
+		if err := c.m.RUnlockContext(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: RUnlockContext: %v, want %v", name, err, c.want)
+		}
+		if _, err := c.m.State(ctx); !errors.Is(err, c.want) {
+			t.Errorf("%s: State: %v, want %v", name, err, c.want)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("%s: RLock did not panic", name)
+				}
+			}()
+			c.m.RLock()
+		}()
+	}
+	m := rwlock.New(sp, "x", rwlock.WithPrefix(prefix()))
+	if err := m.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("RUnlockContext without a hold: %v, want ErrNotHeld", err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("RUnlock without a hold did not panic")
+			}
+		}()
+		m.RLocker().Unlock()
+	}()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.RLockContext(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("RLockContext with a cancelled ctx: %v", err)
+	}
+	if n := sp.count(); n != 0 {
+		t.Errorf("bad input reached the server: %d calls", n)
+	}
+}

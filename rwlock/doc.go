@@ -1,0 +1,95 @@
+// Package rwlock provides a reentrant reader/writer mutual exclusion lock,
+// shared through a Redis-compatible server: many readers or one writer.
+//
+//	cfg := rwlock.New(b, "config")
+//	cfg.RLock()         // many readers at once
+//	defer cfg.RUnlock()
+//
+// An *RWMutex has the method set of sync.RWMutex, with the context forms
+// of package mutex on both sides: LockContext, TryLockContext and
+// UnlockContext for writing, RLockContext, TryRLockContext and
+// RUnlockContext for reading. It is a sync.Locker and a dsync.Locker for
+// writing; RLocker returns the read side as a sync.Locker. Owners
+// (dsync.WithOwner), leases (WithWatchdog, WithLease), the lost signal and
+// fencing tokens work as in package mutex.
+//
+// # Holds
+//
+// Both sides are reentrant per owner and counted: an owner that holds a
+// read hold re-enters it at once, even while writers wait, and so does an
+// owner that holds the write lock. An owner that holds the write lock may
+// also take a read hold (a downgrade) and keeps reading after it releases
+// the write hold. An owner that holds only a read hold and asks for the
+// write lock gets dsync.ErrUpgrade at once: two readers both waiting to
+// upgrade would wait for each other forever. Without an owner in the
+// context every acquisition is a fresh ownerless hold, as with
+// sync.RWMutex, whose RLock then Lock in one goroutine waits forever.
+//
+// Every owner's read hold has its own lease, renewed by the watchdog in the
+// same batches as every other hold of the process: a reader whose process
+// dies frees its hold when its lease ends, while the other readers keep
+// theirs. Done reports the end of the write hold, RDone that of the read
+// hold. Unlock and RUnlock release one side only: RUnlockContext of an
+// owner with only a write hold, and UnlockContext of one with only a read
+// hold, return an error matching dsync.ErrNotHeld.
+//
+// # Who goes first
+//
+// By default the lock prefers writers, as sync.RWMutex does: once a writer
+// waits, new readers wait too, so a steady stream of overlapping readers
+// cannot starve it; the writer gets the lock when the read holds taken
+// before it ended. Writers are served in the order they reached the
+// server. A release of the write lock hands it to every reader waiting at
+// that moment, at once, in the same script, and only when no reader waits
+// to the next writer: readers that waited out a write go before the next
+// write, so neither side starves. The last read release hands the lock to
+// the writer at the head of the queue. Each hand-off wakes exactly the
+// waiters it served; no waiter polls.
+//
+// WithReaderPreference lets new readers in whenever no write hold is held,
+// queued writers or not: more read throughput, at the price of writers that
+// may wait as long as readers keep overlapping.
+//
+// A waiting writer's place in the queue, which keeps new readers out,
+// lasts the waiter timeout (WithWaiterTimeout, 5s by default) past its last
+// heartbeat, and it beats every third of that: a writer whose process died
+// while waiting blocks readers for at most the waiter timeout. A waiter
+// whose context ends leaves at once, and passes the lock on if it was just
+// handed it. A hold handed to a waiter starts on a lease of at most 2s and
+// the waiter timeout, which its watchdog extends at its first renewal, as
+// in package fairlock.
+//
+// # Fencing tokens
+//
+// Every hold, read or write, takes the next token of one sequence per
+// name, so a write hold's token (Token) is above that of every hold
+// before it: pass it with every write to the protected resource, which
+// rejects a write whose token is below the highest it has seen, as
+// package mutex describes. A read hold's token orders it in the sequence
+// but fences nothing, since readers share the lock; it is not exported.
+//
+// # Keys
+//
+// The lock "config" under the default prefix uses
+//
+//	dsync:rwlock:{config}           string: the write hold, as in package
+//	                                mutex; freed, the last token, expiring
+//	                                after the fence ttl
+//	dsync:rwlock:{config}:readers   hash: read holds by owner
+//	dsync:rwlock:{config}:rexpiry   sorted set: read holds by expiry
+//	dsync:rwlock:{config}:wqueue    sorted set: writers waiting, by arrival
+//	dsync:rwlock:{config}:wexpiry   sorted set: writers waiting, by expiry
+//	dsync:rwlock:{config}:rwait     sorted set: readers waiting, by expiry
+//	dsync:rwlock:{config}:fence     the last token, for the fence ttl
+//	dsync:rwlock:{config}:wake/<id> pub/sub channel of one process
+//
+// all in one Redis Cluster slot. Every key but the freed write key and the
+// fence key vanishes with its last entry, or expires with its longest
+// lease.
+//
+// # Errors
+//
+// As in package mutex: every error names the operation and the lock and
+// matches a sentinel of package dsync or the context's error; bad
+// arguments are reported before any I/O.
+package rwlock

@@ -1,0 +1,168 @@
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Lock locks m for writing for a fresh ownerless hold, as sync.RWMutex
+// does: it is not reentrant, and Unlock on m, from any goroutine, releases
+// it. It waits for every other hold to end, riding out backend errors that
+// may pass with capped backoff and logging at Warn while the server cannot
+// be reached. It panics if the handle is invalid (see New) or its backend
+// is closed. Like sync.RWMutex's, a Lock by a goroutine that holds an
+// ownerless read hold waits for that hold forever; use an owner (see
+// LockContext) to be told ErrUpgrade instead.
+func (m *RWMutex) Lock() {
+	m.h.MustLock(m.spec(core.Exclusive))
+}
+
+// RLock locks m for reading for a fresh ownerless hold, as sync.RWMutex
+// does; RUnlock on m, from any goroutine, releases it. It waits while a
+// write hold is held, or, with writer preference, while a writer waits. It
+// panics as Lock does.
+func (m *RWMutex) RLock() {
+	m.h.MustLock(m.spec(read))
+}
+
+// LockContext locks m for writing for ctx's owner (see dsync.WithOwner),
+// re-entering at once if the owner holds the write lock already, and
+// otherwise waits until no other hold, read or write, is held; waiting
+// writers are served in the order they reached the server. With no owner
+// in ctx, it takes an ownerless hold as Lock does.
+//
+// An owner that holds only a read hold gets an error matching
+// dsync.ErrUpgrade at once: two readers both waiting to upgrade would
+// wait for each other forever. Release the read hold first, or take the
+// write hold first and read under it.
+//
+// The wait ends when the lock is acquired or ctx is done; ctx's deadline
+// is the longest wait. On failure nothing is left held or queued, and the
+// error matches ctx.Err(), or is the backend error that cannot pass.
+func (m *RWMutex) LockContext(ctx context.Context) error {
+	if err := m.upgrade(ctx, "lock"); err != nil {
+		return err
+	}
+	return m.h.Lock(ctx, m.spec(core.Exclusive))
+}
+
+// RLockContext locks m for reading for ctx's owner, re-entering at once if
+// the owner holds a read hold already. An owner that holds the write lock
+// takes a read hold at once (a downgrade: it keeps reading after it
+// releases the write hold). Otherwise it waits while another owner holds
+// the write lock, or, with writer preference (the default), while a
+// writer waits. With no owner in ctx, it takes an ownerless hold as RLock
+// does. The wait and its failure are as with LockContext.
+func (m *RWMutex) RLockContext(ctx context.Context) error {
+	return m.h.Lock(ctx, m.spec(read))
+}
+
+// TryLockContext makes one attempt to lock m for writing for ctx's owner,
+// without waiting: it succeeds only if the owner holds the write lock
+// already, or nothing is held and no live writer is queued. It reports
+// whether the owner now holds the write lock. An owner with only a read
+// hold gets dsync.ErrUpgrade, as from LockContext.
+func (m *RWMutex) TryLockContext(ctx context.Context) (bool, error) {
+	if err := m.upgrade(ctx, "trylock"); err != nil {
+		return false, err
+	}
+	return m.h.TryLock(ctx, m.spec(core.Exclusive))
+}
+
+// TryRLockContext makes one attempt to lock m for reading for ctx's owner,
+// without waiting, under the rules of RLockContext. It reports whether the
+// owner now holds a read hold.
+func (m *RWMutex) TryRLockContext(ctx context.Context) (bool, error) {
+	return m.h.TryLock(ctx, m.spec(read))
+}
+
+// errUpgrade is the server's refusal of an upgrade.
+const errUpgrade = "DSYNC upgrade"
+
+// upgrade reports, without I/O, an owner in ctx that holds a read hold of
+// m, through this process, and no write hold.
+func (m *RWMutex) upgrade(ctx context.Context, op string) error {
+	if err := m.h.Check(); err != nil {
+		return err
+	}
+	owner, ok := dsync.OwnerFrom(ctx)
+	if !ok || !live(lease.Anywhere(m.h.Key, owner, read)) || live(lease.Anywhere(m.h.Key, owner, core.Exclusive)) {
+		return nil
+	}
+	return m.h.Wrap(op, fmt.Errorf("%w: the owner holds a read hold", dsync.ErrUpgrade))
+}
+
+func live(ls []*lease.Lease) bool {
+	for _, l := range ls {
+		if !l.Lost() {
+			return true
+		}
+	}
+	return false
+}
+
+// spec describes the acquisitions of role to the lock core. It has no
+// core.Local: queueing in the process first would reorder the writers.
+func (m *RWMutex) spec(role string) core.LockSpec {
+	s := core.LockSpec{
+		Role:      role,
+		Channel:   m.channel,
+		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
+		Handed:    min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout),
+		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+			return m.try(ctx, role, owner, op, entry, registered, got)
+		},
+		Abandon: func(ctx context.Context, owner, op, entry string) error {
+			return m.abandon(ctx, role, owner, op, entry)
+		},
+		Hold: core.HoldSpec{Role: role, Renew: renewWriteScript},
+	}
+	if m.keys == nil {
+		return s // the zero value: every call fails before any I/O
+	}
+	s.Hold.Keys = m.keys[:1]
+	if role == read {
+		s.Hold.Renew, s.Hold.Keys = renewReadScript, m.keys[1:3]
+	}
+	return s
+}
+
+func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+	s := writeAcquireScript
+	if role == read {
+		s = readAcquireScript
+	}
+	sent := time.Now()
+	actx, release := wait.Detach(ctx)
+	reply, err := m.h.B.Eval(actx, s, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
+		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel, m.pref)
+	release()
+	if err != nil {
+		var se *backend.ServerError
+		if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
+			err = fmt.Errorf("%w: %w", dsync.ErrUpgrade, err)
+		}
+		return wait.Result{}, err
+	}
+	return core.AcquireReply(reply, sent, got)
+}
+
+func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) error {
+	r := "w"
+	if role == read {
+		r = "r"
+	}
+	_, err := wait.HandOff(ctx, m.h.B, m.channel, abandonScript, nil, m.keys,
+		r, owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), m.pref)
+	return err
+}

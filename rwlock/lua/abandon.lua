@@ -1,0 +1,58 @@
+-- abandon: clean up after an acquisition that failed or was given up:
+-- leave the queue, and undo the acquisition if its reply was lost or the
+-- lock was handed to this waiter, passing the lock on. A lock found free
+-- of writers is passed on too: its last hold expired, and a waiter may not
+-- know yet.
+-- KEYS: see rw.lua.
+-- ARGV[1] 'r' for a read acquisition, 'w' for a write one; ARGV[2] owner
+-- id; ARGV[3] operation id of the acquisition; ARGV[4] waiter entry (''
+-- if it never registered); ARGV[5] wake channel base; ARGV[6] fence ttl
+-- ms; ARGV[7] the caller's process id; ARGV[8] 'r' if readers are
+-- preferred, else 'w'.
+-- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
+-- address, token and owner id of each waiter the lock was handed to.
+local role, owner, op, entry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local a = {channel = ARGV[5], fence_ttl = ARGV[6], process = ARGV[7], prefer = ARGV[8]}
+if entry ~= '' then
+  if role == 'w' then
+    dequeue(WQ, WX, entry)
+  else
+    redis.call('ZREM', RW, entry)
+  end
+end
+local s = load(W)
+if s.foreign then
+  return {0, ''}
+end
+local out = {0, ''}
+if role == 'w' and s.owner == owner and seen(s.ops, op) then
+  out[1] = 1
+  if s.count > 1 then
+    -- Forgetting the id keeps a retried abandon from undoing another hold.
+    s.count = s.count - 1
+    s.ops = forget(s.ops, op)
+    store(W, s)
+    return out
+  end
+  free(W, s, a.fence_ttl)
+  pass_on(out, true, a)
+  return out
+end
+if role == 'r' then
+  local now_ms = now()
+  local r = load_reader(owner, now_ms)
+  if r and seen(r.ops, op) then
+    out[1] = 1
+    if r.count > 1 then
+      r.count = r.count - 1
+      r.ops = forget(r.ops, op)
+      store_reader(owner, r, r.exp, now_ms)
+      return out
+    end
+    drop_reader(owner)
+  end
+end
+if not s.owner then
+  pass_on(out, false, a)
+end
+return out

@@ -1,0 +1,30 @@
+-- force: free the lock of every hold, write and read, whoever holds them,
+-- and pass it on (see pass_on).
+-- KEYS: see rw.lua.
+-- ARGV[1] wake channel base; ARGV[2] fence ttl ms; ARGV[3] the caller's
+-- process id; ARGV[4] 'r' if readers are preferred, else 'w'.
+-- Reply: {holds taken; their hold ids, space-separated}, followed by the
+-- address, token and owner id of each waiter the lock was handed to.
+local s = load(W)
+if s.foreign then
+  return unexpected(W, s.foreign)
+end
+local now_ms = now()
+purge_readers(now_ms)
+local ids = {}
+if s.owner then
+  ids[#ids + 1] = s.id
+  free(W, s, ARGV[2])
+end
+for _, v in ipairs(redis.call('HVALS', R)) do
+  local id = string.match(v, '^%d+ %d+ (%S+)')
+  if id then
+    ids[#ids + 1] = id
+  end
+end
+redis.call('DEL', R, RX)
+local out = {#ids, table.concat(ids, ' ')}
+if #ids > 0 then
+  pass_on(out, true, {channel = ARGV[1], fence_ttl = ARGV[2], process = ARGV[3], prefer = ARGV[4]})
+end
+return out

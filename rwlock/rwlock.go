@@ -1,0 +1,139 @@
+package rwlock
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/options"
+)
+
+const (
+	// DefaultWaiterTimeout is how long a waiter's claim outlives its last
+	// heartbeat unless WithWaiterTimeout says otherwise.
+	DefaultWaiterTimeout = 5 * time.Second
+
+	// handoffLease bounds the first lease of a hold handed to a waiter
+	// while the watchdog is on (see package fairlock).
+	handoffLease = 2 * time.Second
+
+	// read is the role of a read hold; a write hold's is core.Exclusive.
+	read = "r"
+)
+
+type config struct {
+	options.Common
+	preferReaders bool
+}
+
+// An Option configures an RWMutex.
+type Option struct{ apply func(*config) }
+
+// WithLease makes every hold, read or write, expire d after it was
+// acquired, with no renewal. Done and RDone report the expiry. d must be at
+// least 1ms.
+func WithLease(d time.Duration) Option {
+	return Option{func(c *config) { c.SetLease(d) }}
+}
+
+// WithWatchdog sets the lease that the watchdog renews while a hold, read
+// or write, is held, every d/3. The default is 30s, so a holder that
+// crashes frees its hold within 30s while the other readers keep theirs.
+// d must be at least 1ms.
+func WithWatchdog(d time.Duration) Option {
+	return Option{func(c *config) { c.SetWatchdog(d) }}
+}
+
+// WithWaiterTimeout sets how long a waiter's claim outlives its last
+// heartbeat: a waiting writer's place in the queue, which keeps new
+// readers out, and a waiting reader's registration. Waiters beat every
+// third of it, so a live waiter keeps its claim however long it waits,
+// and one whose process died blocks the others at most d after its last
+// beat. The default is DefaultWaiterTimeout, 5s. d must be at least 10ms.
+func WithWaiterTimeout(d time.Duration) Option {
+	return Option{func(c *config) { c.SetWaiterTimeout(d) }}
+}
+
+// WithFenceTTL sets how long the lock keeps its last fencing token on the
+// server after the last acquisition; see the mutex package's option of the
+// same name. The default is an hour; d must be at least 1s.
+func WithFenceTTL(d time.Duration) Option {
+	return Option{func(c *config) { c.SetFenceTTL(d) }}
+}
+
+// WithPrefix sets the first part of every key and channel name; the
+// default is "dsync". It must not be empty or contain braces.
+func WithPrefix(p string) Option {
+	return Option{func(c *config) { c.Prefix = p }}
+}
+
+// WithLogger sets where background events are logged: a hold lost (Warn),
+// a server that cannot be reached while waiting (Warn), lease renewals
+// retried (Debug). The default is slog.Default(); nil discards them.
+func WithLogger(l *slog.Logger) Option {
+	return Option{func(c *config) { c.SetLogger(l) }}
+}
+
+// WithReaderPreference lets new readers in while writers wait, as long as
+// no write hold is held: read throughput is never held back, but a writer
+// waits until no read hold is left, which under a steady stream of
+// overlapping readers may be never. The default is writer preference.
+// Every handle on a name should agree: each acquisition follows its own
+// handle's preference.
+func WithReaderPreference() Option {
+	return Option{func(c *config) { c.preferReaders = true }}
+}
+
+// An RWMutex is a reentrant reader/writer mutual exclusion lock, shared
+// through a Redis-compatible server. Create one with New; the zero value
+// is not usable. An RWMutex is safe for concurrent use, and any number of
+// RWMutex values, in any number of processes, may refer to the same name.
+type RWMutex struct {
+	h    core.Handle
+	pref string // "r" with reader preference, else "w"
+
+	keys    []string // see lua/rw.lua
+	channel string
+}
+
+var (
+	_ sync.Locker  = (*RWMutex)(nil)
+	_ dsync.Locker = (*RWMutex)(nil)
+)
+
+// New returns a handle on the read-write lock called name on b. It does no
+// I/O. Bad arguments (a nil backend, an empty name or one over 1 KiB, a
+// lease under 1ms, a bad prefix) are reported, matching
+// dsync.ErrInvalidBackend, ErrInvalidName or ErrInvalidLease, by every call
+// on the handle; Lock, RLock, Unlock and RUnlock panic with them.
+func New(b backend.Backend, name string, opts ...Option) *RWMutex {
+	cfg := config{Common: options.Defaults()}
+	cfg.WaiterTimeout = DefaultWaiterTimeout
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	m := &RWMutex{pref: "w"}
+	if cfg.preferReaders {
+		m.pref = "r"
+	}
+	m.h.Init(b, "rwlock", name, cfg.Common)
+	m.keys = []string{m.h.Key, m.h.Companion("readers"), m.h.Companion("rexpiry"),
+		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait"), m.h.Companion("fence")}
+	m.channel = m.h.Companion("wake")
+	return m
+}
+
+// Name returns the name the lock was created with.
+func (m *RWMutex) Name() string { return m.h.Name }
+
+// RLocker returns a sync.Locker whose Lock and Unlock are m's RLock and
+// RUnlock, as sync.RWMutex's does.
+func (m *RWMutex) RLocker() sync.Locker { return rlocker{m} }
+
+type rlocker struct{ m *RWMutex }
+
+func (r rlocker) Lock()   { r.m.RLock() }
+func (r rlocker) Unlock() { r.m.RUnlock() }
