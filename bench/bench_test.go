@@ -120,6 +120,35 @@ func BenchmarkContended(b *testing.B) {
 	}
 }
 
+// BenchmarkReadWrite runs the read-write workload (see RWImpls): 8
+// contenders in processes of their own, 1ms hold, ReadShare of the
+// rwlock's cycles reading, the mutex's all exclusive; and the uncontended
+// cycle of each.
+func BenchmarkReadWrite(b *testing.B) {
+	a := addr(b)
+	for _, impl := range RWImpls() {
+		b.Run("uncontended/impl="+impl.Name, func(b *testing.B) {
+			r, err := Uncontended(context.Background(), a, impl, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(r.PerAcq(r.RoundTrips), "rtt/op")
+			b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/op")
+		})
+	}
+	for _, impl := range RWImpls()[:2] {
+		b.Run("contended/impl="+impl.Name, func(b *testing.B) {
+			r, err := Contended(context.Background(), a, impl, 8, time.Millisecond, 0, int64(b.N), spawn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(r.Rate(), "acq/s")
+			b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-wait-µs")
+			b.ReportMetric(r.PerAcq(r.Commands), "cmds/acq")
+		})
+	}
+}
+
 // BenchmarkHandoff times release to next holder with the waiter in a
 // process of its own (procs=2) or in this one (procs=1).
 func BenchmarkHandoff(b *testing.B) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -14,6 +15,7 @@ import (
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/rwlock"
 )
 
 // ErrGaveUp is returned by a peer's Lock that stopped trying: a failure, not
@@ -54,6 +56,68 @@ func Impls() []Impl {
 		})},
 	}
 }
+
+// ReadShare is the share of the read-write workload's cycles that only
+// read.
+const ReadShare = 0.9
+
+// RWImpls returns the implementations of the read-write workload, in
+// report order: the dsync mutex, for which every cycle is exclusive, the
+// rwlock with ReadShare of its cycles reading, and the rwlock reading
+// only (for the uncontended cost of a read).
+func RWImpls() []Impl {
+	return []Impl{
+		{Name: "dsync", Note: "mutex: every cycle exclusive", New: newDsync},
+		{Name: "dsync-rw", Note: "rwlock: 90% of cycles RLock/RUnlock, 10% Lock/Unlock", New: newDsyncRW(ReadShare)},
+		{Name: "dsync-rlock", Note: "rwlock: RLock/RUnlock only", New: newDsyncRW(1)},
+	}
+}
+
+// lookupImpl returns the implementation of Impls or RWImpls called name.
+func lookupImpl(name string) (Impl, bool) {
+	for _, i := range append(Impls(), RWImpls()...) {
+		if i.Name == name {
+			return i, true
+		}
+	}
+	return Impl{}, false
+}
+
+type dsyncRWClient struct {
+	pool    *redis.Pool
+	b       *bredigo.Backend
+	m       *rwlock.RWMutex
+	reads   float64
+	reading bool
+}
+
+func newDsyncRW(reads float64) func(addr, name string, c *counter) Client {
+	return func(addr, name string, c *counter) Client {
+		pool := redigoPool(addr, c)
+		b := bredigo.New(pool)
+		return &dsyncRWClient{pool: pool, b: b, m: rwlock.New(b, name), reads: reads}
+	}
+}
+
+// Lock takes a read hold with the client's read share of the cycles, else
+// the write hold; Unlock releases the side Lock took. A client runs one
+// cycle at a time.
+func (d *dsyncRWClient) Lock(ctx context.Context) error {
+	d.reading = d.reads >= 1 || rand.Float64() < d.reads
+	if d.reading {
+		return d.m.RLockContext(ctx)
+	}
+	return d.m.LockContext(ctx)
+}
+
+func (d *dsyncRWClient) Unlock(ctx context.Context) error {
+	if d.reading {
+		return d.m.RUnlockContext(ctx)
+	}
+	return d.m.UnlockContext(ctx)
+}
+
+func (d *dsyncRWClient) Close() { d.b.Close(); d.pool.Close() }
 
 type dsyncClient struct {
 	pool *redis.Pool

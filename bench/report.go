@@ -84,6 +84,11 @@ type Report struct {
 	Waiters   WaitersResult
 	Held      HeldResult
 	HeldSmall HeldResult
+
+	// The read-write workload (see RWImpls): Contenders at Hold, and
+	// uncontended cycles, by implementation.
+	RW       map[string]Result
+	RWUncont map[string]Result
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -100,7 +105,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	ad := admin{cfg.Addr}
 	rep := &Report{Config: cfg, Server: "redis " + ad.version() + " at " + cfg.Addr, Impls: Impls(),
-		Uncont: map[string]Result{}, Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{}}
+		Uncont: map[string]Result{}, Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{},
+		RW: map[string]Result{}, RWUncont: map[string]Result{}}
 	var err error
 	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
 		return nil, err
@@ -184,6 +190,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				rep.Ring += ring / rounds
 			}
+		}
+	}
+	// The read-write workload, interleaved the same way.
+	rw := RWImpls()
+	for i := 0; i < rounds && cfg.Contenders > 1; i++ {
+		order := slices.Clone(rw)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, impl := range order {
+			if err := step(fmt.Sprintf("read-write: %d contenders, %v hold, round %d of %d: %s", cfg.Contenders, cfg.Hold, i+1, rounds, impl.Name)); err != nil {
+				return rep, err
+			}
+			u, err := Uncontended(ctx, cfg.Addr, impl, max(1, cfg.Uncontended/uncontendedRounds))
+			if err != nil {
+				return fail(fmt.Errorf("%s uncontended: %w", impl.Name, err))
+			}
+			acc := rep.RWUncont[impl.Name]
+			acc.add(u)
+			rep.RWUncont[impl.Name] = acc
+			if impl.Name == "dsync-rlock" {
+				continue // readers alone never wait
+			}
+			r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, cfg.Hold, cfg.Duration/rounds, 0, cfg.Spawn)
+			if err != nil {
+				return fail(fmt.Errorf("%s read-write: %w", impl.Name, err))
+			}
+			acc = rep.RW[impl.Name]
+			acc.add(r)
+			rep.RW[impl.Name] = acc
 		}
 	}
 	for _, impl := range rep.Impls {
@@ -321,6 +357,24 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", impl.Name, impl.Note)
 	}
 	fmt.Fprintln(w)
+	if len(r.RW) > 0 {
+		fmt.Fprintf(w, "read-write workload: %d contenders (%s), %v hold, %.0f%% of the rwlock's cycles reading\n", c.Contenders, where, c.Hold, 100*ReadShare)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tacquisitions/s\twait p50\twait p99\tclient cmds/acq\tuncontended time/op\tround trips/op\t")
+		for _, impl := range RWImpls() {
+			m, u := r.RW[impl.Name], r.RWUncont[impl.Name]
+			rate, p50, p99, cmds := "", "", "", ""
+			if m.Acquisitions > 0 {
+				rate, p50, p99, cmds = fmt.Sprintf("%.0f", m.Rate()), us(percentile(m.Waits, 0.5)), us(percentile(m.Waits, 0.99)), fmt.Sprintf("%.1f", m.PerAcq(m.Commands))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", impl.Name, rate, p50, p99, cmds, us(percentile(u.PerOp, 0.5)), u.PerAcq(u.RoundTrips))
+		}
+		tw.Flush()
+		for _, impl := range RWImpls() {
+			fmt.Fprintf(w, "  %-14s %s\n", impl.Name, impl.Note)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Ring > 0 {
 		meaning := "the most that handing a lock over between processes reaches here"
 		if c.Spawn == nil {
@@ -388,6 +442,12 @@ func (r *Report) writeTargets(w io.Writer) {
 			r.Config.Contenders, r.Config.Hold, us(fm), float64(fm)/float64(ideal))
 		check(f.Rate() >= 0.95*d.Rate(), "fairlock, %d contenders, %v hold: throughput %.2fx the dsync mutex's (target >= 0.95x)",
 			r.Config.Contenders, r.Config.Hold, f.Rate()/max(1, d.Rate()))
+	}
+	if rw, mu := r.RW["dsync-rw"], r.RW["dsync"]; rw.Acquisitions > 0 {
+		check(rw.Rate() >= 4*mu.Rate(), "rwlock, %d contenders, %v hold, %.0f%% reads: throughput %.2fx the dsync mutex's on the same workload (target >= 4x)",
+			r.Config.Contenders, r.Config.Hold, 100*ReadShare, rw.Rate()/max(1, mu.Rate()))
+		u := r.RWUncont["dsync-rlock"]
+		check(u.PerAcq(u.RoundTrips) <= 2, "rwlock: uncontended RLock+RUnlock %.2f round trips (target 2)", u.PerAcq(u.RoundTrips))
 	}
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)

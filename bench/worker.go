@@ -87,13 +87,8 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 	if j.Ring {
 		return ringWorker(ctx, j, dec, enc)
 	}
-	var impl *Impl
-	for _, i := range Impls() {
-		if i.Name == j.Impl {
-			impl = &i
-		}
-	}
-	if impl == nil {
+	impl, ok := lookupImpl(j.Impl)
+	if !ok {
 		return fail(fmt.Errorf("worker: no implementation %q", j.Impl))
 	}
 	var c counter

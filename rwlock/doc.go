@@ -61,12 +61,11 @@
 //
 // # Fencing tokens
 //
-// Every hold, read or write, takes the next token of one sequence per
-// name, so a write hold's token (Token) is above that of every hold
-// before it: pass it with every write to the protected resource, which
-// rejects a write whose token is below the highest it has seen, as
-// package mutex describes. A read hold's token orders it in the sequence
-// but fences nothing, since readers share the lock; it is not exported.
+// Every write hold takes the next token of one sequence per name, above
+// that of every hold before it, read or write: pass it (Token) with every
+// write to the protected resource, which rejects a write whose token is
+// below the highest it has seen, as package mutex describes. Read holds
+// fence nothing, since readers share the lock.
 //
 // # Keys
 //

@@ -18,8 +18,8 @@ import (
 // is above that of every hold before it, read or write, whoever took it;
 // re-entering returns the same token. It does no I/O, and returns an
 // error matching dsync.ErrNotHeld if there is no such hold or it was
-// lost. Read holds draw tokens from the same sequence, which only orders
-// them: a reader has nothing to fence, as readers share the lock.
+// lost. A reader has nothing to fence, as readers share the lock, and a
+// read hold's token is not exported.
 func (m *RWMutex) Token(ctx context.Context) (int64, error) {
 	return m.h.Token(ctx, core.Exclusive)
 }

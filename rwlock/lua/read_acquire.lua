@@ -53,8 +53,13 @@ if blocked then
   end
   return {0, retry, current_token(s.token)}
 end
-r = {token = rw_next_token(s.token, now_us), count = 1, id = op, ops = op}
-record_token(FENCE, r.token, ARGV[7])
+-- A read hold fences nothing: it starts with the last token, and only a
+-- lock that never had one draws one, as every hold needs a token.
+r = {token = current_token(s.token), count = 1, id = op, ops = op}
+if r.token == '0' then
+  r.token = rw_next_token(s.token, now_us)
+  record_token(FENCE, r.token, ARGV[7])
+end
 store_reader(owner, r, now_ms + lease, now_ms)
 if ARGV[6] == '1' then
   redis.call('ZREM', RW, entry)

@@ -26,6 +26,9 @@ if r.count > 1 then
 end
 drop_reader(owner)
 local out = {0, r.id}
+if redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf') > 0 then
+  return out -- other readers hold it: a waiting writer waits for them
+end
 local s = load(W)
 if not s.owner and not s.foreign then
   pass_on(out, false, {channel = ARGV[4], fence_ttl = ARGV[5], process = ARGV[6], prefer = ARGV[8]})

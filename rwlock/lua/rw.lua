@@ -13,10 +13,12 @@
 --   KEYS[6] rwait   readers waiting (waiters.lua), handed the lock together
 --   KEYS[7] fence   the last fencing token (fence.lua)
 --
--- Read and write holds draw their tokens from one sequence, so a write
--- hold's token is above that of every hold before it, read or write. The
--- fence key is the sequence's authority: the write key's copy can lag
--- behind tokens handed to readers since.
+-- Tokens come from one sequence: a write hold and a read hold handed to
+-- a waiter draw the next one (a waiter refuses a grant whose token it has
+-- seen before, see package wait); a read hold taken directly starts with
+-- the last one. A write hold's token is thus above that of every hold
+-- before it, read or write. The fence key is the sequence's authority: the
+-- write key's copy can lag behind tokens handed to readers since.
 local W, R, RX, WQ, WX, RW, FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 -- rw_next_token returns the token after every one handed out (see
