@@ -379,15 +379,16 @@ func (h *hub) forgetIfIdle() {
 }
 
 // Deliver wakes the waiter at address on channel with grant, as the
-// message "<waiterid> <grant>" on its hub's channel would, if that waiter
-// is in this process, and reports whether it was. A script that hands a
+// message "<waiterid> <grant>" on its hub's channel would (an empty grant:
+// a wake-up without one, as the message "<waiterid>"), if that waiter is
+// in this process, and reports whether it was. A script that hands a
 // primitive to a waiter tells its caller, which wakes a waiter of its own
 // process at once; the script publishes only to waiters of other
 // processes (see Process). A waiter not found has left, and its clean-up
 // deals with what it was handed.
 func Deliver(channel, address, grant string) bool {
 	hubID, id, ok := strings.Cut(address, "/")
-	if !ok || grant == "" {
+	if !ok {
 		return false
 	}
 	local.mu.Lock()
@@ -406,7 +407,9 @@ func Deliver(channel, address, grant string) bool {
 	if w == nil {
 		return false
 	}
-	w.grant = grant
+	if grant != "" {
+		w.grant = grant
+	}
 	w.wake()
 	return true
 }

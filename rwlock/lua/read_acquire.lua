@@ -59,6 +59,9 @@ r = {token = current_token(s.token), count = 1, id = op, ops = op}
 if r.token == '0' then
   r.token = rw_next_token(s.token, now_us)
   record_token(FENCE, r.token, ARGV[7])
+  if not s.owner then
+    note_free_token(r.token, ARGV[7])
+  end
 end
 store_reader(owner, r, now_ms + lease, now_ms)
 if ARGV[6] == '1' then

@@ -17,13 +17,15 @@
 -- a waiter draw the next one (a waiter refuses a grant whose token it has
 -- seen before, see package wait); a read hold taken directly starts with
 -- the last one. A write hold's token is thus above that of every hold
--- before it, read or write. The fence key is the sequence's authority: the
--- write key's copy can lag behind tokens handed to readers since.
+-- before it, read or write. As in package mutex, the last token is kept
+-- twice, by the fence key and by the free write key, which a read hold
+-- that draws a token updates too.
 local W, R, RX, WQ, WX, RW, FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 -- rw_next_token returns the token after every one handed out (see
--- next_token): the greater of the write key's last token (last, or nil)
--- and the fence key's.
+-- next_token): after the greater of the write key's copy (last, or nil)
+-- and the fence key's. Both are current: a read hold that draws a token
+-- while the write key is free writes it there too (see note_free_token).
 local function rw_next_token(last, now_us)
   local f = redis.pcall('GET', FENCE)
   if type(f) == 'table' or (f and not tonumber(f)) then
@@ -33,6 +35,13 @@ local function rw_next_token(last, now_us)
     last = f
   end
   return next_token(last, FENCE, now_us)
+end
+
+-- note_free_token records token, drawn by a read hold, at the free write
+-- key too, for the fence ttl: the fence key alone would not outlive its
+-- loss (see fence.lua).
+local function note_free_token(token, fence_ttl)
+  redis.call('SET', W, token .. ' free', 'PX', fence_ttl)
 end
 
 -- current_token returns the last token handed out, '0' if none is known:
@@ -101,12 +110,13 @@ local function parse_entry(w)
   return string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
 end
 
--- announce wakes the waiter of entry w with its grant, unless it is in the
--- caller's process (which delivers it from the reply), and appends the
--- waiter's address, token and owner to out.
+-- announce wakes the waiter of entry w with its grant (the token; '' for
+-- a wake-up without one), unless it is in the caller's process (which
+-- delivers it from the reply), and appends the waiter's address, grant and
+-- owner to out.
 local function announce(out, w, token, owner, channel, process)
   if string.sub(w, 1, #process + 1) ~= process .. '.' then
-    wake(channel, w, token)
+    wake(channel, w, token ~= '' and token or nil)
   end
   out[#out + 1] = string.match(w, '^[^|]+')
   out[#out + 1] = token
@@ -130,26 +140,30 @@ local function pass_on(out, after_write, a)
   purge_readers(now_ms)
   local h = head(WQ, WX, now_ms)
   if (after_write or not h or a.prefer == 'r') and redis.call('EXISTS', RW) == 1 then
-    local handed = false
+    local handed, token = false, nil
     local w = pop_waiter(RW)
     while w do
       local op, ttl, owner = parse_entry(w)
       if op then
-        local r = load_reader(owner, now_ms)
-        if r then
-          -- The owner re-entered meanwhile: the hand-off is one more hold.
-          r.count = r.count + 1
-          r.ops = remember(r.ops, op, math.floor(now_ms / 1000), acquisition_memory(ttl))
-          store_reader(owner, r, math.max(r.exp, now_ms + tonumber(ttl)), now_ms)
+        if load_reader(owner, now_ms) then
+          -- The owner holds a read hold (another of its waiters was
+          -- handed one just now, say): its next attempt re-enters that
+          -- hold, which the process knows by its id, so it is woken
+          -- without a grant of its own.
+          announce(out, w, '', owner, a.channel, a.process)
         else
-          r = {token = rw_next_token(nil, now_us), count = 1, id = op, ops = op}
-          record_token(FENCE, r.token, a.fence_ttl)
+          token = rw_next_token(token, now_us)
+          local r = {token = token, count = 1, id = op, ops = op}
+          record_token(FENCE, token, a.fence_ttl)
           store_reader(owner, r, now_ms + tonumber(ttl), now_ms)
+          announce(out, w, r.token, owner, a.channel, a.process)
         end
-        announce(out, w, r.token, owner, a.channel, a.process)
         handed = true
       end
       w = pop_waiter(RW)
+    end
+    if token then
+      note_free_token(token, a.fence_ttl)
     end
     if handed then
       return
