@@ -90,16 +90,16 @@ func (m *RWMutex) TryRLockContext(ctx context.Context) (bool, error) {
 const errUpgrade = "DSYNC upgrade"
 
 // upgrade reports, without I/O, an owner in ctx that holds a read hold of
-// m and no write hold, on m's server as far as this process knows (a
-// lock of the same name on another server is another lock). A read hold
-// the process does not know to be there is refused by the server, at
-// once.
+// m on m's server, as far as this process knows (a lock of the same name
+// on another server is another lock), and no write hold of that name
+// anywhere. Whatever it cannot be sure of, the server decides: it refuses
+// an upgrade at once too.
 func (m *RWMutex) upgrade(ctx context.Context, op string) error {
 	if err := m.h.Check(); err != nil {
 		return err
 	}
 	owner, ok := dsync.OwnerFrom(ctx)
-	if !ok || !live(lease.Find(m.h.B, m.h.Key, owner, read)) || live(lease.Find(m.h.B, m.h.Key, owner, core.Exclusive)) {
+	if !ok || !live(lease.Find(m.h.B, m.h.Key, owner, read)) || live(lease.Anywhere(m.h.Key, owner, core.Exclusive)) {
 		return nil
 	}
 	return m.h.Wrap(op, fmt.Errorf("%w: the owner holds a read hold", dsync.ErrUpgrade))
