@@ -108,6 +108,9 @@ func TestAdversaryWriteTokenBelowReadTokensAfterFenceLoss(t *testing.T) {
 		}
 		for range 5 {
 			m.RLock()
+			if st, err := m.State(ctx); err != nil || st.Mode != rwlock.Read {
+				t.Fatalf("under RLock: %+v, %v", st, err)
+			}
 			m.RUnlock()
 		}
 		st, err := m.State(ctx)
