@@ -97,6 +97,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		s.exclusiveTests(t, fairlockKind)
 		s.fairlockTests(t)
 	})
+	t.Run("Semaphore", s.semaphoreTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}
