@@ -21,8 +21,7 @@ for i = 1, #KEYS / nk do
       if tonumber(d) < now_ms + lease then
         redis.call('ZADD', holders, now_ms + lease, owner)
       end
-      expire_at_least(hash, lease)
-      expire_at_least(holders, lease)
+      sem_expire(hash, holders, lease)
       out[i] = 1
     end
   end

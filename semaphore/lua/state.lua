@@ -77,6 +77,17 @@ local function sem_drop(k, h)
   redis.call('ZREM', k.holders, h.owner)
 end
 
+-- sem_expire makes hash expire no sooner than ttl ms from now, and holders
+-- no sooner than hash: holders must outlive every permit the hash counts,
+-- or those permits would never be purged.
+local function sem_expire(hash, holders, ttl)
+  expire_at_least(hash, ttl)
+  local pt = redis.call('PTTL', hash)
+  if redis.call('PTTL', holders) < pt then
+    redis.call('PEXPIRE', holders, pt)
+  end
+end
+
 -- sem_extend makes owner's lease end no sooner than ttl ms after now_ms:
 -- never shortened, as the client counts on no script doing so.
 local function sem_extend(k, owner, now_ms, ttl)
@@ -85,8 +96,7 @@ local function sem_extend(k, owner, now_ms, ttl)
   if not cur or tonumber(cur) < till then
     redis.call('ZADD', k.holders, till, owner)
   end
-  expire_at_least(k.hash, ttl)
-  expire_at_least(k.holders, ttl)
+  sem_expire(k.hash, k.holders, ttl)
 end
 
 -- sem_left returns the ms left of owner's lease, or -1.
