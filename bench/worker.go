@@ -87,12 +87,7 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 	if j.Ring {
 		return ringWorker(ctx, j, dec, enc)
 	}
-	var impl *Impl
-	for _, i := range Impls() {
-		if i.Name == j.Impl {
-			impl = &i
-		}
-	}
+	impl := implByName(j.Impl)
 	if impl == nil {
 		return fail(fmt.Errorf("worker: no implementation %q", j.Impl))
 	}
