@@ -36,25 +36,26 @@ local now_ms, now_us = now()
 sem_purge(k, st, now_ms)
 sem_dispatch(k, st, limit, now_ms, now_us, ARGV[9], '', entry, nil)
 local h = sem_holder(k, owner)
-if not (h and seen(h.ops, op)) then
-  h = nil
-  if st.used + n <= limit and not head(k.queue, k.expiry, now_ms) then
-    sem_next_grant(st, now_us)
-    h = sem_grant(k, st, owner, op, n, lease, now_ms)
-  end
-else
+local till
+if h and seen(h.ops, op) then
   -- A retry, or a hand-off to this waiter: its lease restarts on its own.
-  sem_extend(k, owner, now_ms, lease)
+  till = sem_extend(k, owner, now_ms, lease)
   if ARGV[7] == '1' then
     dequeue(k.queue, k.expiry, entry)
   end
+elseif st.used + n <= limit and not st.queued then
+  sem_next_grant(st, now_us)
+  h, till = sem_grant(k, st, owner, op, n, lease, now_ms, h or false)
+else
+  h = nil
 end
 if h then
   sem_save(k, st, now_ms)
-  return {1, h.permits, st.grant or '1', h.id, sem_left(k, owner, now_ms)}
+  return {1, h.permits, st.grant or '1', h.id, till - now_ms}
 end
 if entry ~= '' then
   enqueue(k.queue, k.expiry, entry, now_ms, ARGV[6])
+  st.queued = true
 end
 sem_save(k, st, now_ms)
 local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')

@@ -9,6 +9,7 @@
 local k = sem_keys()
 local c = tonumber(ARGV[1])
 local st = sem_load(k)
+redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
 if c > 0 then
   redis.call('SET', k.cap, ARGV[1])
   st.override = c

@@ -30,14 +30,16 @@ end
 
 -- sem_load reads the state: cap (the state's capacity, nil if there is no
 -- state), used, grant (a string or nil), override (the runtime capacity or
--- nil). A key that dsync did not write fails the script before any write.
+-- nil), and queued (unknown, nil, until sem_dispatch or the caller sets
+-- it: whether a live waiter is queued). A key that dsync did not write fails
+-- the script before any write: callers read the holders (sem_purge) before
+-- they write too.
 local function sem_load(k)
   local v = redis.call('HMGET', k.hash, 'cap', 'used', 'grant')
   local st = {cap = tonumber(v[1]), used = tonumber(v[2]) or 0, grant = v[3] or nil}
   if (v[1] and not st.cap) or (v[2] and not tonumber(v[2])) or (not v[1] and redis.call('EXISTS', k.hash) == 1) then
     error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
   end
-  redis.call('ZCARD', k.holders) -- WRONGTYPE now rather than after a write
   local o = redis.call('GET', k.cap)
   if o then
     st.override = tonumber(o)
@@ -78,25 +80,30 @@ local function sem_drop(k, h)
 end
 
 -- sem_expire makes hash expire no sooner than ttl ms from now, and holders
--- no sooner than hash: holders must outlive every permit the hash counts,
--- or those permits would never be purged.
+-- when hash does: holders must outlive every permit the hash counts, or
+-- those permits would never be purged.
 local function sem_expire(hash, holders, ttl)
-  expire_at_least(hash, ttl)
   local pt = redis.call('PTTL', hash)
-  if redis.call('PTTL', holders) < pt then
-    redis.call('PEXPIRE', holders, pt)
+  if pt < tonumber(ttl) then
+    redis.call('PEXPIRE', hash, ttl)
+    pt = ttl
   end
+  redis.call('PEXPIRE', holders, pt)
 end
 
--- sem_extend makes owner's lease end no sooner than ttl ms after now_ms:
--- never shortened, as the client counts on no script doing so.
-local function sem_extend(k, owner, now_ms, ttl)
+-- sem_extend makes owner's lease end no sooner than ttl ms after now_ms
+-- (never shortened: the client counts on no script doing so), and returns
+-- when it ends. fresh says owner had no lease.
+local function sem_extend(k, owner, now_ms, ttl, fresh)
   local till = now_ms + tonumber(ttl)
-  local cur = redis.call('ZSCORE', k.holders, owner)
-  if not cur or tonumber(cur) < till then
+  local cur = not fresh and redis.call('ZSCORE', k.holders, owner)
+  if cur and tonumber(cur) >= till then
+    till = tonumber(cur)
+  else
     redis.call('ZADD', k.holders, till, owner)
   end
   sem_expire(k.hash, k.holders, ttl)
+  return till
 end
 
 -- sem_left returns the ms left of owner's lease, or -1.
@@ -138,17 +145,22 @@ end
 
 -- sem_grant gives owner n permits for the acquisition op, on a lease of
 -- ttl ms: its hold starts, or grows if it holds some already. An op seen
--- before is not counted twice.
-local function sem_grant(k, st, owner, op, n, ttl, now_ms)
-  local h = sem_holder(k, owner) or {owner = owner, permits = 0, id = op, ops = ''}
+-- before is not counted twice. h is owner's entry if the caller read it,
+-- false if it read none, nil if it did not read. It returns the entry and
+-- when its lease ends.
+local function sem_grant(k, st, owner, op, n, ttl, now_ms, h)
+  if h == nil then
+    h = sem_holder(k, owner)
+  end
+  local fresh = not h
+  h = h or {owner = owner, permits = 0, id = op, ops = ''}
   if not seen(h.ops, op) then
     h.permits = h.permits + n
     st.used = st.used + n
   end
   h.ops = remember(h.ops, op, math.floor(now_ms / 1000), acquisition_memory(ttl))
   sem_store(k, h)
-  sem_extend(k, owner, now_ms, ttl)
-  return h
+  return h, sem_extend(k, owner, now_ms, ttl, fresh)
 end
 
 -- sem_dispatch hands permits to the waiters at the head of the queue for
@@ -162,6 +174,7 @@ end
 local function sem_dispatch(k, st, limit, now_ms, now_us, channel, process, self, out)
   while true do
     local w = head(k.queue, k.expiry, now_ms)
+    st.queued = w ~= false
     if not w then
       return
     end
@@ -196,7 +209,10 @@ end
 -- sem_save writes the counters back, or deletes the state when no permit
 -- is held and no live waiter queued.
 local function sem_save(k, st, now_ms)
-  if st.used <= 0 and not head(k.queue, k.expiry, now_ms) then
+  if st.queued == nil then
+    st.queued = head(k.queue, k.expiry, now_ms) ~= false
+  end
+  if st.used <= 0 and not st.queued then
     redis.call('DEL', k.hash, k.holders)
     return
   end
