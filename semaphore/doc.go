@@ -24,7 +24,9 @@
 // ends that long after the owner's last acquisition. An owner acquiring
 // again adds to its count and extends its lease; it does not skip the
 // queue. Done reports the end of an owner's permits: lost when the lease
-// ran out or the server lost them, or all given back.
+// ran out or the server lost them, or all given back. An owner that asks
+// for more than the capacity less what it holds waits until ctx ends, as
+// with x/sync's Weighted: nobody else can give it those permits.
 //
 // An ownerless Release(n) gives back n of the ownerless permits acquired
 // through the same handle, from any goroutine, as with x/sync's Weighted:
