@@ -148,7 +148,7 @@ func BenchmarkSemaphore(b *testing.B) {
 	a := addr(b)
 	for _, procs := range []int{16, 1} {
 		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
-			for _, impl := range []Impl{Impls()[0], SemImpl} {
+			for _, impl := range []Impl{*implByName("dsync"), SemImpl} {
 				b.Run("impl="+impl.Name, func(b *testing.B) {
 					b.ResetTimer()
 					r, err := Contended(context.Background(), a, impl, 16, time.Millisecond, 0, int64(b.N), spawnFor(procs))

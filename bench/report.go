@@ -204,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.SemContenders > 0 {
 		// The semaphore against the mutex, interleaved as above.
-		pair := []Impl{rep.Impls[0], SemImpl}
+		pair := []Impl{*implByName("dsync"), SemImpl}
 		for i := 0; i < rounds; i++ {
 			if i%2 == 1 {
 				slices.Reverse(pair)
