@@ -504,3 +504,57 @@ func TestAdvKilledPubSub(t *testing.T) {
 		}
 	}
 }
+
+// An owner that holds permits and waits for more is handed them by a
+// release, local or through pub/sub: they join its one hold, which keeps
+// its id and lease, and one release gives all back.
+func TestAdvHandOffToHoldingOwner(t *testing.T) {
+	for _, remote := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			srv := fake.Fake(t)
+			ctx := context.Background()
+			var xb backend.Backend = fake.FakeBackend(t, srv)
+			if remote {
+				xb = elsewhere{xb}
+			}
+			x := semaphore.New(xb, "more", 2)
+			if err := x.Acquire(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			o := dsync.WithOwner(ctx)
+			s := semaphore.New(fake.FakeBackend(t, srv), "more", 2, semaphore.WithWatchdog(3*time.Second))
+			if err := s.Acquire(o, 1); err != nil {
+				t.Fatal(err)
+			}
+			done := s.Done(o)
+			got := acquire(o, s, 1)
+			queued(t, got)
+			if err := x.Release(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			if st, err := s.State(o); err != nil || st.Permits != 2 || st.Holders != 1 {
+				t.Errorf("remote %v: after the hand-off: %+v, %v; want the owner's 2 permits in one hold", remote, st, err)
+			}
+			time.Sleep(time.Minute) // renewals find the one hold
+			select {
+			case <-done:
+				t.Fatalf("remote %v: the owner's hold was lost after permits were added to it", remote)
+			default:
+			}
+			if err := s.Release(o, 2); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			default:
+				t.Errorf("remote %v: Done open after all permits were given back", remote)
+			}
+			if k := srv.Keys(); len(k) != 0 {
+				t.Errorf("keys left: %v", k)
+			}
+		})
+	}
+}
