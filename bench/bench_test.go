@@ -167,3 +167,38 @@ func BenchmarkHandoff(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSemaphore runs the semaphore scenario: 16 contenders, each in a
+// process of its own (procs=16) or goroutines of this one (procs=1), take
+// one of SemaphoreCapacity permits (impl=dsync-sem4), or the dsync mutex
+// (impl=dsync), and hold it 1ms. With processes, b.N is each contender's
+// number of acquisitions.
+func BenchmarkSemaphore(b *testing.B) {
+	a := addr(b)
+	for _, procs := range []int{16, 1} {
+		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+			for _, impl := range []Impl{dsyncMutexImpl(), SemImpl} {
+				b.Run("impl="+impl.Name, func(b *testing.B) {
+					b.ResetTimer()
+					r, err := Contended(context.Background(), a, impl, 16, time.Millisecond, 0, int64(b.N), spawnFor(procs))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(r.Rate(), "acq/s")
+					b.ReportMetric(float64(percentile(r.Waits, 0.99).Microseconds()), "p99-wait-µs")
+					b.ReportMetric(r.PerAcq(r.Commands), "cmds/acq")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkSemaphoreUncontended is acquire+release of one permit, alone.
+func BenchmarkSemaphoreUncontended(b *testing.B) {
+	r, err := Uncontended(context.Background(), addr(b), SemImpl, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.PerAcq(r.RoundTrips), "rtt/op")
+	b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/op")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/rwlock"
+	"github.com/dsyncgo/dsync/semaphore"
 )
 
 // ErrGaveUp is returned by a peer's Lock that stopped trying: a failure, not
@@ -73,9 +74,16 @@ func RWImpls() []Impl {
 	}
 }
 
-// lookupImpl returns the implementation of Impls or RWImpls called name.
+// dsyncMutexImpl returns the dsync mutex of Impls.
+func dsyncMutexImpl() Impl {
+	i, _ := lookupImpl("dsync")
+	return i
+}
+
+// lookupImpl returns the implementation of Impls, RWImpls or SemImpl
+// called name.
 func lookupImpl(name string) (Impl, bool) {
-	for _, i := range append(Impls(), RWImpls()...) {
+	for _, i := range append(append(Impls(), RWImpls()...), SemImpl) {
 		if i.Name == name {
 			return i, true
 		}
@@ -222,3 +230,28 @@ func (r *redislockClient) Unlock(ctx context.Context) error {
 }
 
 func (r *redislockClient) Close() { r.cl.Close() }
+
+// SemaphoreCapacity is the capacity of the semaphore scenario (DESIGN.md
+// §7: capacity 4).
+const SemaphoreCapacity = 4
+
+// SemImpl is dsync's semaphore as a Client: Lock acquires one of
+// SemaphoreCapacity permits, Unlock gives it back. It runs in the
+// semaphore scenario only, beside the dsync mutex.
+var SemImpl = Impl{Name: "dsync-sem4", Note: "semaphore, capacity 4, default options: Acquire(1), Release(1)", New: newDsyncSem}
+
+type dsyncSemClient struct {
+	pool *redis.Pool
+	b    *bredigo.Backend
+	s    *semaphore.Semaphore
+}
+
+func newDsyncSem(addr, name string, c *counter) Client {
+	pool := redigoPool(addr, c)
+	b := bredigo.New(pool)
+	return &dsyncSemClient{pool: pool, b: b, s: semaphore.New(b, name, SemaphoreCapacity)}
+}
+
+func (d *dsyncSemClient) Lock(ctx context.Context) error   { return d.s.Acquire(ctx, 1) }
+func (d *dsyncSemClient) Unlock(ctx context.Context) error { return d.s.Release(ctx, 1) }
+func (d *dsyncSemClient) Close()                           { d.b.Close(); d.pool.Close() }

@@ -45,6 +45,10 @@ type Config struct {
 	Handoffs    int
 	Waiters     int // dsync: waiters on one lock
 	Held        int // dsync: locks held at once
+	// SemContenders contend for one permit each of a semaphore of
+	// SemaphoreCapacity, beside the dsync mutex with as many, holding for
+	// Hold (0 to skip).
+	SemContenders int
 	// Spawn, if set, runs each contender of the contended scenarios in a
 	// process of its own (see Worker); otherwise they are goroutines of
 	// this process.
@@ -66,6 +70,8 @@ func DefaultConfig() Config {
 		Handoffs:    40,
 		Waiters:     10000,
 		Held:        10000,
+
+		SemContenders: 16,
 	}
 }
 
@@ -89,6 +95,9 @@ type Report struct {
 	// uncontended cycles, by implementation.
 	RW       map[string]Result
 	RWUncont map[string]Result
+
+	Sem       map[string]Result // the semaphore scenario: "dsync" (the mutex) and SemImpl
+	SemUncont Result            // SemImpl's uncontended acquire+release
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -106,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ad := admin{cfg.Addr}
 	rep := &Report{Config: cfg, Server: "redis " + ad.version() + " at " + cfg.Addr, Impls: Impls(),
 		Uncont: map[string]Result{}, Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{},
-		RW: map[string]Result{}, RWUncont: map[string]Result{}}
+		RW: map[string]Result{}, RWUncont: map[string]Result{}, Sem: map[string]Result{}}
 	var err error
 	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
 		return nil, err
@@ -228,6 +237,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs, cfg.Spawn); err != nil {
 			return fail(fmt.Errorf("%s handoff: %w", impl.Name, err))
+		}
+	}
+	if cfg.SemContenders > 0 {
+		// The semaphore against the mutex, interleaved as above.
+		pair := []Impl{dsyncMutexImpl(), SemImpl}
+		for i := 0; i < rounds; i++ {
+			if i%2 == 1 {
+				slices.Reverse(pair)
+			}
+			for _, impl := range pair {
+				if err := step(fmt.Sprintf("semaphore scenario: %d contenders, %v hold, round %d of %d: %s", cfg.SemContenders, cfg.Hold, i+1, rounds, impl.Name)); err != nil {
+					return rep, err
+				}
+				r, err := Contended(ctx, cfg.Addr, impl, cfg.SemContenders, cfg.Hold, cfg.Duration/rounds, 0, cfg.Spawn)
+				if err != nil {
+					return fail(fmt.Errorf("%s contended: %w", impl.Name, err))
+				}
+				acc := rep.Sem[impl.Name]
+				acc.add(r)
+				rep.Sem[impl.Name] = acc
+			}
+		}
+		if err := step("semaphore: uncontended acquire+release"); err != nil {
+			return rep, err
+		}
+		if rep.SemUncont, err = Uncontended(ctx, cfg.Addr, SemImpl, cfg.Uncontended/4); err != nil {
+			return fail(fmt.Errorf("%s uncontended: %w", SemImpl.Name, err))
 		}
 	}
 	if cfg.Waiters > 0 {
@@ -395,7 +431,40 @@ func (r *Report) Write(w io.Writer) {
 				h.Held, 3*h.Interval, h.GoroutinesIdle, h.GoroutinesHeld, h.RenewalsPerInterval, h.Interval, h.Lost)
 		}
 	}
+	r.writeSemaphore(w)
 	r.writeTargets(w)
+}
+
+// writeSemaphore prints the semaphore scenario, if it ran.
+func (r *Report) writeSemaphore(w io.Writer) {
+	sem, mu := r.Sem[SemImpl.Name], r.Sem["dsync"]
+	if sem.Acquisitions == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsemaphore: %d contenders, %v hold, dsync's semaphore of capacity %d (%s) and mutex, 5 interleaved rounds\n",
+		r.Config.SemContenders, r.Config.Hold, SemaphoreCapacity, SemImpl.Name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tdsync\t"+SemImpl.Name+"\t")
+	row := func(label string, f func(Result) string) { fmt.Fprintln(tw, label+"\t"+f(mu)+"\t"+f(sem)+"\t") }
+	row("  acquisitions/s", func(x Result) string { return fmt.Sprintf("%.0f", x.Rate()) })
+	row("  wait p50", func(x Result) string { return us(percentile(x.Waits, 0.5)) })
+	row("  wait p99", func(x Result) string { return us(percentile(x.Waits, 0.99)) })
+	row("  wait max", func(x Result) string { return us(percentile(x.Waits, 1)) })
+	row("  client cmds/acq", func(x Result) string { return fmt.Sprintf("%.1f", x.PerAcq(x.Commands)) })
+	row("  server calls/acq", func(x Result) string { return fmt.Sprintf("%.1f", x.PerAcq(x.ServerCalls)) })
+	row("  give-ups", func(x Result) string { return fmt.Sprint(x.GiveUps) })
+	tw.Flush()
+	u := r.SemUncont
+	fmt.Fprintf(w, "semaphore, uncontended acquire+release: %s per cycle, %.2f round trips, %.1f server calls\n",
+		us(u.Elapsed/time.Duration(max(1, u.Acquisitions))), u.PerAcq(u.RoundTrips), u.PerAcq(u.ServerCalls))
+}
+
+// semIdeal is the FIFO ideal wait of the semaphore scenario: every
+// contender, queued again right after its release, waits for the
+// contenders ahead of it beyond the capacity, each a cycle of this run's
+// own rate.
+func (r *Report) semIdeal(sem Result) time.Duration {
+	return time.Duration(float64(r.Config.SemContenders-SemaphoreCapacity) * float64(time.Second) / max(1, sem.Rate()))
 }
 
 func (r *Report) writeTargets(w io.Writer) {
@@ -448,6 +517,15 @@ func (r *Report) writeTargets(w io.Writer) {
 			r.Config.Contenders, r.Config.Hold, 100*ReadShare, rw.Rate()/max(1, mu.Rate()))
 		u := r.RWUncont["dsync-rlock"]
 		check(u.PerAcq(u.RoundTrips) <= 2, "rwlock: uncontended RLock+RUnlock %.2f round trips (target 2)", u.PerAcq(u.RoundTrips))
+	}
+	if sem, mu := r.Sem[SemImpl.Name], r.Sem["dsync"]; sem.Acquisitions > 0 {
+		check(sem.Rate() >= 3*mu.Rate(), "semaphore, capacity %d, %d contenders, %v hold: throughput %.2fx the dsync mutex's (target >= 3x)",
+			SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, sem.Rate()/max(1, mu.Rate()))
+		ideal, sp := r.semIdeal(sem), percentile(sem.Waits, 0.99)
+		check(float64(sp) <= 1.5*float64(ideal), "semaphore, capacity %d, %d contenders, %v hold: p99 wait %s = %.2fx the FIFO ideal %s (target <= 1.5x)",
+			SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, us(sp), float64(sp)/float64(max(1, ideal)), us(ideal))
+		u := r.SemUncont
+		check(u.PerAcq(u.RoundTrips) <= 2, "semaphore, uncontended: %.2f round trips per acquire+release (target 2)", u.PerAcq(u.RoundTrips))
 	}
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)

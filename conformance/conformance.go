@@ -101,6 +101,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		s.exclusiveTests(t, rwlockWriteKind)
 		s.rwlockTests(t)
 	})
+	t.Run("Semaphore", s.semaphoreTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

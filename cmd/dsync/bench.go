@@ -22,8 +22,9 @@ func workerMain(ctx context.Context, e *env) error {
 const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock) side by side on
 one server and prints the comparison and the targets of DESIGN.md §7:
 uncontended lock+unlock, contended runs with each contender in a process of
-its own, the hand-off from a release to a waiter, and for dsync many
-waiters on one lock and many locks held at once. Without -redis it starts a
+its own, the hand-off from a release to a waiter, and for dsync a
+semaphore of capacity 4 beside the mutex, many waiters on one lock and many
+locks held at once. Without -redis it starts a
 private redis-server from PATH on a free loopback port. Progress is shown
 on standard error when it is a terminal. An interrupt (Ctrl-C) stops the
 run and lists the steps it completed.`
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Handoffs, "handoffs", cfg.Handoffs, "handoff rounds")
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "dsync waiters on one lock (0 to skip)")
 	fs.IntVar(&cfg.Held, "held", cfg.Held, "dsync locks held at once (0 to skip)")
+	fs.IntVar(&cfg.SemContenders, "sem-contenders", cfg.SemContenders, "contenders for a dsync semaphore of capacity 4 and for the mutex beside it, holding for -hold (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
 	timeout := fs.Duration("timeout", defaultTimeout, "give up on a -redis server that does not connect or answer a PING within this `duration`")
 	pos, err := fs.parse(args)
@@ -53,8 +55,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
 	}
-	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || *timeout <= 0 {
-		return usagef("-waiters, -held and -hold must not be negative, -timeout must be positive")
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *timeout <= 0 {
+		return usagef("-waiters, -held, -hold and -sem-contenders must not be negative, -timeout must be positive")
 	}
 
 	if *addr == "" {

@@ -1,0 +1,105 @@
+// Package semaphore provides a counting semaphore shared through a
+// Redis-compatible server, whose permits are leased: the permits of a
+// holder that crashed come back when its lease ends.
+//
+//	sem := semaphore.New(b, "api-quota", 10)
+//	if err := sem.Acquire(ctx, 1); err != nil {
+//		return err
+//	}
+//	defer sem.Release(ctx, 1)
+//
+// The method set follows golang.org/x/sync/semaphore's Weighted, with a
+// context first in every call that does I/O: Acquire(ctx, n),
+// TryAcquire(ctx, n), Release(ctx, n), plus State, Available, Capacity,
+// SetCapacity and Done.
+//
+// # Owners and leases
+//
+// Permits are held by an owner, as the locks of dsync are: ctx's owner
+// (dsync.WithOwner), or with no owner in ctx, a fresh owner for each
+// Acquire, which the handle remembers. An owner holds one hold with a
+// count of permits on the server, under one lease: the watchdog renews it
+// while held (WithWatchdog, 30s by default, renewed every third of it, in
+// the same batched renewals as the locks), or it is fixed (WithLease) and
+// ends that long after the owner's last acquisition. An owner acquiring
+// again adds to its count and extends its lease; it does not skip the
+// queue. Done reports the end of an owner's permits: lost when the lease
+// ran out or the server lost them, or all given back. An owner that asks
+// for more than the capacity less what it holds waits until ctx ends, as
+// with x/sync's Weighted: nobody else can give it those permits.
+//
+// An ownerless Release(n) gives back n of the ownerless permits acquired
+// through the same handle, from any goroutine, as with x/sync's Weighted:
+// from the oldest acquisition first, over as many as it takes; each stays
+// remembered until all its permits are back. A Release with an owner gives
+// back that owner's permits, through any handle of the process.
+// Releasing more than is held is an error matching dsync.ErrNotHeld, and
+// releases nothing. A release retried after a lost reply is applied once
+// (operation ids, as for the locks), and runs detached from ctx's
+// cancellation, so that a deferred Release in a request whose context
+// ended still gives the permits back.
+//
+// # Order
+//
+// Requests are served first come, first served, by the order they reached
+// the server (a FIFO queue, as for fairlock): a request that does not fit
+// waits at its place, and requests behind it wait too, however small, as
+// in golang.org/x/sync/semaphore. So a large request is never starved by a
+// stream of small ones; the price is that small requests may wait while
+// permits are free. TryAcquire succeeds only if the permits are free and
+// nobody is queued. The script that frees permits (a release, an abandoned
+// wait, a raised capacity, or any script that finds a lease ended) hands
+// them to as many waiters from the head as fit, and wakes each through
+// pub/sub: a waiter never polls. A waiter's place lasts the waiter timeout
+// (WithWaiterTimeout, 5s) past its last heartbeat, as in fairlock; permits
+// handed to a waiter start on a lease of at most 2s, which the waiter
+// extends at once.
+//
+// # Capacity
+//
+// New's capacity is the handle's. The first acquisition on a free
+// semaphore records it with the semaphore's state on the server; while the
+// state lives (any permit held or waiter queued), an acquisition through a
+// handle with another capacity fails with ErrCapacityMismatch: two
+// processes configured differently learn it instead of sharing a
+// semaphore of unclear size. The state, and with it the recorded
+// capacity, vanishes when every permit is free.
+//
+// SetCapacity changes the capacity at runtime for every handle: it is kept
+// on the server without expiry (the one key that outlives a free
+// semaphore, by design), overrides the handles' capacities, and suspends
+// the mismatch check; SetCapacity(ctx, 0) removes it. A raised capacity
+// serves waiters at once. A lowered one revokes nothing: holders above it
+// keep their permits until they give them back, and nobody acquires until
+// the permits held fall below the new capacity; a waiter asking for more
+// than the new capacity fails with dsync.ErrInvalidPermits. A handle
+// still rejects n above its own capacity before any I/O.
+//
+// # Keys
+//
+// The semaphore "api-quota" under the default prefix uses
+//
+//	dsync:semaphore:{api-quota}           hash: capacity, permits held,
+//	                                      grant counter, and per owner its
+//	                                      permits, hold id and recent ops
+//	dsync:semaphore:{api-quota}:holders   sorted set: owners by lease end
+//	dsync:semaphore:{api-quota}:queue     sorted set: waiters by arrival
+//	dsync:semaphore:{api-quota}:expiry    sorted set: waiters by expiry
+//	dsync:semaphore:{api-quota}:capacity  the runtime capacity, if set
+//	dsync:semaphore:{api-quota}:wake/<id> pub/sub channel of one process
+//
+// all in one Redis Cluster slot. The hash and holders are deleted when the
+// last permit is given back with nobody queued, and expire with the
+// latest lease if every holder died; the queue keys vanish with their last
+// waiter, or a waiter timeout after its last beat. There is no fencing
+// token: a permit is not exclusive. The grant counter only tells a waiter
+// whether a hand-off is newer than its last failed attempt; it is seeded
+// from the server clock in microseconds whenever the state is created.
+//
+// # Errors
+//
+// Every error names the operation and the semaphore and matches a
+// sentinel of package dsync (ErrInvalidPermits, ErrNotHeld, ...),
+// ErrCapacityMismatch or the context's error; bad arguments are reported
+// before any I/O. There is no fencing token and no ForceRelease.
+package semaphore

@@ -1,0 +1,66 @@
+-- acquire: take n permits for an owner, in turn.
+-- KEYS: see state.lua (hash, holders, queue, expiry, capacity).
+-- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
+-- acquisition, so that a retry after a lost reply does not count twice;
+-- ARGV[3] permits n; ARGV[4] lease ms; ARGV[5] waiter entry (see
+-- state.lua), '' not to queue on failure; ARGV[6] waiter timeout ms;
+-- ARGV[7] '1' if an earlier attempt queued the waiter; ARGV[8] the
+-- handle's capacity; ARGV[9] wake channel base.
+-- Reply: {1, the owner's permits, grant counter, hold id, remaining ms of
+-- the owner's lease} when acquired (or found acquired: a retry, or a
+-- hand-off to this waiter); {0, ms until the earliest holder's lease ends
+-- (-1 if none), grant counter ('0' if none)} otherwise. An error reply
+-- "DSYNC capacity mismatch" when the state's capacity differs from the
+-- handle's and none was set at runtime; "DSYNC invalid permits" when n
+-- exceeds the capacity in force.
+--
+-- Waiters that fit are served from the head first, by this script too
+-- (their permits freed by an expired lease, say): the request is granted
+-- only when no live waiter is queued before it.
+local k = sem_keys()
+local owner, op, n, lease, entry = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local st = sem_load(k)
+local hcap = tonumber(ARGV[8])
+if not st.override and st.cap and st.cap ~= hcap then
+  return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
+end
+st.cap = st.cap or hcap
+local limit = sem_limit(st, hcap)
+if n > limit then
+  if entry ~= '' then
+    dequeue(k.queue, k.expiry, entry)
+  end
+  return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
+end
+local now_ms, now_us = now()
+sem_purge(k, st, now_ms)
+sem_dispatch(k, st, limit, now_ms, now_us, ARGV[9], '', entry, nil)
+local h = sem_holder(k, owner)
+local till
+if h and seen(h.ops, op) then
+  -- A retry, or a hand-off to this waiter: its lease restarts on its own.
+  till = sem_extend(k, owner, now_ms, lease)
+  if ARGV[7] == '1' then
+    dequeue(k.queue, k.expiry, entry)
+  end
+elseif st.used + n <= limit and not st.queued then
+  sem_next_grant(st, now_us)
+  h, till = sem_grant(k, st, owner, op, n, lease, now_ms, h or false)
+else
+  h = nil
+end
+if h then
+  sem_save(k, st, now_ms)
+  return {1, h.permits, st.grant or '1', h.id, till - now_ms}
+end
+if entry ~= '' then
+  enqueue(k.queue, k.expiry, entry, now_ms, ARGV[6])
+  st.queued = true
+end
+sem_save(k, st, now_ms)
+local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
+local retry = -1
+if first[2] then
+  retry = math.max(0, tonumber(first[2]) - now_ms)
+end
+return {0, retry, st.grant or '0'}

@@ -1,0 +1,42 @@
+-- inspect: read the semaphore's state, without writing.
+-- KEYS: see state.lua (hash, holders, queue, expiry, capacity).
+-- ARGV[1] the handle's capacity; ARGV[2] the owner id whose permits and
+-- queue position to report ('' for none).
+-- Reply: {capacity in force, permits held (leases that ended left out),
+-- live holders, that owner's permits, live waiters queued, that owner's
+-- position in the queue (1 at the head, 0 if not queued), 1 if the
+-- capacity was set at runtime, the state's capacity (0 if no state),
+-- that owner's hold id ('' if none)}.
+local k = sem_keys()
+local st = sem_load(k)
+local now_ms = now()
+local used = st.used
+for _, o in ipairs(redis.call('ZRANGEBYSCORE', k.holders, '-inf', now_ms)) do
+  local h = sem_holder(k, o)
+  if h then
+    used = used - h.permits
+  end
+end
+local out = {sem_limit(st, ARGV[1]), used, redis.call('ZCOUNT', k.holders, '(' .. now_ms, '+inf'), 0,
+  redis.call('ZCOUNT', k.expiry, '(' .. now_ms, '+inf'), 0, st.override and 1 or 0, st.cap or 0, ''}
+local owner = ARGV[2]
+if owner ~= '' then
+  local h = sem_holder(k, owner)
+  if h and sem_left(k, owner, now_ms) > 0 then
+    out[4], out[9] = h.permits, h.id
+  end
+  if out[5] > 0 then
+    local pos = 0
+    for _, w in ipairs(redis.call('ZRANGE', k.queue, 0, -1)) do
+      local exp = redis.call('ZSCORE', k.expiry, w)
+      if exp and tonumber(exp) > now_ms then
+        pos = pos + 1
+        if string.match(w, '|([^|]*)$') == owner then
+          out[6] = pos
+          break
+        end
+      end
+    end
+  end
+end
+return out

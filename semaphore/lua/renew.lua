@@ -1,0 +1,29 @@
+-- renew: extend many holders' leases in one call (the lease scheduler's
+-- batch).
+-- KEYS: per hold, its semaphore's hash and holders (see state.lua).
+-- ARGV[1] keys per hold (2); ARGV[2] args per hold (3); then per hold its
+-- owner id, lease ms and hold id.
+-- Reply: per hold 1 if that very hold (owner and hold id) is still there,
+-- its lease not ended, and now ends no sooner than its lease from now;
+-- else 0. A key that is not a semaphore's costs only its own hold.
+local nk, per = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now_ms = now()
+local out = {}
+for i = 1, #KEYS / nk do
+  local hash, holders = KEYS[(i - 1) * nk + 1], KEYS[(i - 1) * nk + 2]
+  local base = 2 + (i - 1) * per
+  local owner, lease, id = ARGV[base + 1], tonumber(ARGV[base + 2]), ARGV[base + 3]
+  out[i] = 0
+  local v = redis.pcall('HGET', hash, owner)
+  if type(v) == 'string' and string.match(v, '^%d+ (%S+)') == id then
+    local d = redis.pcall('ZSCORE', holders, owner)
+    if type(d) == 'string' and tonumber(d) > now_ms then
+      if tonumber(d) < now_ms + lease then
+        redis.call('ZADD', holders, now_ms + lease, owner)
+      end
+      sem_expire(hash, holders, lease)
+      out[i] = 1
+    end
+  end
+end
+return out

@@ -1,0 +1,224 @@
+-- The state of a semaphore (package semaphore), prepended to each of its
+-- scripts after the shared queue library. Every script but renew names the
+-- same keys, in this order:
+--
+--   KEYS[1] hash: the state while any permit is held or any waiter queued
+--       cap    the capacity of the handles that created the state
+--       used   the permits held, by every owner together
+--       grant  the grant counter: one more for every grant, so that a
+--              waiter can tell a hand-off newer than its last failed
+--              attempt (see package wait); seeded from the server clock in
+--              microseconds when the state is created
+--       <owner id>  "<permits> <hold id> <ops>" for each owner holding
+--              permits: how many, the id of the acquisition that started
+--              its hold, and its recent operation ids (see seen)
+--   KEYS[2] holders: sorted set of owner ids by the server time, in ms, at
+--       which their lease ends; an owner past it is purged (its permits
+--       return) by the next script that looks, in O(log n)
+--   KEYS[3] queue, KEYS[4] expiry: the FIFO waiter queue (see queue.lua),
+--       entries "<hubid>/<op>|<permits>|<lease ms>|<owner id>"
+--   KEYS[5] capacity: the capacity set at runtime (SetCapacity), if any;
+--       it has no expiry and overrides every handle's
+--
+-- The hash and holders expire no sooner than the latest lease, so that
+-- they vanish when every holder died; both are deleted when the last permit
+-- returns with no waiter queued.
+
+local function sem_keys()
+  return {hash = KEYS[1], holders = KEYS[2], queue = KEYS[3], expiry = KEYS[4], cap = KEYS[5]}
+end
+
+-- sem_load reads the state: cap (the state's capacity, nil if there is no
+-- state), used, grant (a string or nil), override (the runtime capacity or
+-- nil), and queued (unknown, nil, until sem_dispatch or the caller sets
+-- it: whether a live waiter is queued). A key that dsync did not write fails
+-- the script before any write: callers read the holders (sem_purge) before
+-- they write too.
+local function sem_load(k)
+  local v = redis.call('HMGET', k.hash, 'cap', 'used', 'grant')
+  local st = {cap = tonumber(v[1]), used = tonumber(v[2]) or 0, grant = v[3] or nil}
+  if (v[1] and not st.cap) or (v[2] and not tonumber(v[2])) or (not v[1] and redis.call('EXISTS', k.hash) == 1) then
+    error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
+  end
+  local o = redis.call('GET', k.cap)
+  if o then
+    st.override = tonumber(o)
+    if not st.override then
+      error('DSYNC unexpected value at ' .. k.cap .. ': not a capacity')
+    end
+  end
+  return st
+end
+
+-- sem_limit returns the capacity in force.
+local function sem_limit(st, handle_cap)
+  return st.override or st.cap or tonumber(handle_cap)
+end
+
+-- sem_holder returns the entry of owner: a table with owner, permits, id
+-- and ops, or nil.
+local function sem_holder(k, owner)
+  local v = redis.call('HGET', k.hash, owner)
+  if not v then
+    return nil
+  end
+  local p, id, ops = string.match(v, '^(%d+) (%S+) ?(.*)$')
+  if not p then
+    error('DSYNC unexpected value at ' .. k.hash .. ' field ' .. owner)
+  end
+  return {owner = owner, permits = tonumber(p), id = id, ops = ops}
+end
+
+local function sem_store(k, h)
+  redis.call('HSET', k.hash, h.owner, string.format('%d', h.permits) .. ' ' .. h.id .. ' ' .. h.ops)
+end
+
+-- sem_drop removes the entry of h, whose permits were given back.
+local function sem_drop(k, h)
+  redis.call('HDEL', k.hash, h.owner)
+  redis.call('ZREM', k.holders, h.owner)
+end
+
+-- sem_expire makes hash expire no sooner than ttl ms from now, and holders
+-- when hash does: holders must outlive every permit the hash counts, or
+-- those permits would never be purged.
+local function sem_expire(hash, holders, ttl)
+  local pt = redis.call('PTTL', hash)
+  if pt < tonumber(ttl) then
+    redis.call('PEXPIRE', hash, ttl)
+    pt = ttl
+  end
+  redis.call('PEXPIRE', holders, pt)
+end
+
+-- sem_extend makes owner's lease end no sooner than ttl ms after now_ms
+-- (never shortened: the client counts on no script doing so), and returns
+-- when it ends. fresh says owner had no lease.
+local function sem_extend(k, owner, now_ms, ttl, fresh)
+  local till = now_ms + tonumber(ttl)
+  local cur = not fresh and redis.call('ZSCORE', k.holders, owner)
+  if cur and tonumber(cur) >= till then
+    till = tonumber(cur)
+  else
+    redis.call('ZADD', k.holders, till, owner)
+  end
+  sem_expire(k.hash, k.holders, ttl)
+  return till
+end
+
+-- sem_left returns the ms left of owner's lease, or -1.
+local function sem_left(k, owner, now_ms)
+  local d = redis.call('ZSCORE', k.holders, owner)
+  if not d then
+    return -1
+  end
+  return tonumber(d) - now_ms
+end
+
+-- sem_purge gives back the permits of every owner whose lease ended.
+local function sem_purge(k, st, now_ms)
+  while true do
+    local dead = redis.call('ZRANGEBYSCORE', k.holders, '-inf', now_ms, 'LIMIT', 0, 500)
+    if #dead == 0 then
+      return
+    end
+    for _, o in ipairs(dead) do
+      local h = sem_holder(k, o)
+      if h then
+        st.used = st.used - h.permits
+        redis.call('HDEL', k.hash, o)
+      end
+    end
+    redis.call('ZREM', k.holders, unpack(dead))
+  end
+end
+
+-- sem_next_grant moves the grant counter on and returns it.
+local function sem_next_grant(st, now_us)
+  if st.grant and tonumber(st.grant) then
+    st.grant = string.format('%d', tonumber(st.grant) + 1)
+  else
+    st.grant = string.format('%d', now_us)
+  end
+  return st.grant
+end
+
+-- sem_grant gives owner n permits for the acquisition op, on a lease of
+-- ttl ms: its hold starts, or grows if it holds some already. An op seen
+-- before is not counted twice. h is owner's entry if the caller read it,
+-- false if it read none, nil if it did not read. It returns the entry and
+-- when its lease ends.
+local function sem_grant(k, st, owner, op, n, ttl, now_ms, h)
+  if h == nil then
+    h = sem_holder(k, owner)
+  end
+  local fresh = not h
+  h = h or {owner = owner, permits = 0, id = op, ops = ''}
+  if not seen(h.ops, op) then
+    h.permits = h.permits + n
+    st.used = st.used + n
+  end
+  h.ops = remember(h.ops, op, math.floor(now_ms / 1000), acquisition_memory(ttl))
+  sem_store(k, h)
+  return h, sem_extend(k, owner, now_ms, ttl, fresh)
+end
+
+-- sem_dispatch hands permits to the waiters at the head of the queue for
+-- as long as the head's request fits: a head that does not fit blocks
+-- those behind it, however small their requests (no starvation of large
+-- requests). A head asking for more than the capacity is dropped and woken
+-- to learn it at its attempt. Each waiter granted permits is woken with the
+-- new grant counter, unless it is in the caller's process (process, see
+-- hand_off) or is the caller itself (self); when out is not nil, its
+-- address, grant and owner are appended to it, as wait.HandOff reads them.
+local function sem_dispatch(k, st, limit, now_ms, now_us, channel, process, self, out)
+  while true do
+    local w = head(k.queue, k.expiry, now_ms)
+    st.queued = w ~= false
+    if not w then
+      return
+    end
+    local address, n, ttl, owner = string.match(w, '^([^|]+)|(%d+)|(%d+)|(.+)$')
+    local op = address and string.match(address, '/(.+)$')
+    if not op then
+      dequeue(k.queue, k.expiry, w) -- not a waiter's entry
+    else
+      n = tonumber(n)
+      if n > limit then
+        dequeue(k.queue, k.expiry, w)
+        wake(channel, w)
+      elseif st.used + n > limit then
+        return
+      else
+        dequeue(k.queue, k.expiry, w)
+        local g = sem_next_grant(st, now_us)
+        sem_grant(k, st, owner, op, n, ttl, now_ms)
+        if w ~= self and (process == '' or string.sub(w, 1, #process + 1) ~= process .. '.') then
+          wake(channel, w, g)
+        end
+        if out then
+          out[#out + 1] = address
+          out[#out + 1] = g
+          out[#out + 1] = owner
+        end
+      end
+    end
+  end
+end
+
+-- sem_save writes the counters back, or deletes the state when no permit
+-- is held and no live waiter queued.
+local function sem_save(k, st, now_ms)
+  if st.queued == nil then
+    st.queued = head(k.queue, k.expiry, now_ms) ~= false
+  end
+  if st.used <= 0 and not st.queued then
+    redis.call('DEL', k.hash, k.holders)
+    return
+  end
+  if st.grant then
+    redis.call('HSET', k.hash, 'cap', st.cap, 'used', st.used, 'grant', st.grant)
+  else
+    redis.call('HSET', k.hash, 'cap', st.cap, 'used', st.used)
+  end
+end

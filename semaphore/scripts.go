@@ -1,0 +1,38 @@
+package semaphore
+
+import (
+	_ "embed"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/script"
+)
+
+var (
+	//go:embed lua/state.lua
+	stateLua string
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/abandon.lua
+	abandonLua string
+	//go:embed lua/capacity.lua
+	capacityLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
+	//go:embed lua/renew.lua
+	renewLua string
+
+	acquireScript  = newScript(acquireLua)
+	releaseScript  = newScript(releaseLua)
+	abandonScript  = newScript(abandonLua)
+	capacityScript = newScript(capacityLua)
+	inspectScript  = newScript(inspectLua)
+	renewScript    = newScript(renewLua)
+)
+
+// newScript builds a semaphore script on the library parts every one may
+// use: the FIFO waiter queue and the semaphore's state (lua/state.lua).
+func newScript(body string) *backend.Script {
+	return script.New(script.Queue, stateLua, body)
+}
