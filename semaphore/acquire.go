@@ -2,11 +2,9 @@ package semaphore
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
@@ -32,51 +30,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if err := s.check("acquire", n); err != nil {
 		return err
 	}
-	if err := s.h.Begin("acquire", ctx); err != nil {
-		return err
-	}
-	owner, anon := core.LockOwner(ctx)
-	op := dsync.NewID()
-	handed := s.handedLease()
-	var (
-		got   core.Grant
-		entry string // under which the waiter queues, once it joined the channel
-	)
-	err := wait.Acquire(ctx, wait.Spec{
-		Backend:   s.h.B,
-		Channel:   s.channel,
-		WaiterID:  op, // a hand-off counts as the acquisition op
-		Heartbeat: s.h.Cfg.WaiterTimeout / 3,
-		Logger:    s.h.Cfg.Logger,
-		Name:      s.h.Name,
-		Try: func(ctx context.Context, a wait.Try) (wait.Result, error) {
-			if a.Address != "" && entry == "" {
-				entry = a.Address + "|" + strconv.FormatInt(n, 10) + "|" + strconv.FormatInt(core.Ms(handed), 10) + "|" + owner
-			}
-			return s.try(ctx, owner, op, n, entry, a.Prior > 0, &got)
-		},
-		Granted: func(token int64, since time.Time) bool {
-			// As in the lock core: without time to spare, or on a
-			// fixed lease longer than the hand-off's, the next attempt
-			// confirms the permits and restarts their lease. So it does
-			// when the owner holds permits already: the hand-off added
-			// to that hold, whose id only the server's reply tells.
-			if time.Since(since) >= handed/2 || (!s.h.Cfg.Watchdog && handed < s.h.Cfg.Lease) ||
-				len(lease.Anywhere(s.h.Key, owner, role)) > 0 {
-				return false
-			}
-			got = core.Grant{Count: n, Token: token, ID: op, Sent: since, TTL: handed}
-			return true
-		},
-		Abandon: func(ctx context.Context) error {
-			return s.abandon(ctx, owner, op, n, entry)
-		},
-	})
-	if err != nil {
-		return s.h.Wrap("acquire", err)
-	}
-	s.keep(owner, anon, got, n)
-	return nil
+	return s.h.Lock(ctx, s.spec(n))
 }
 
 // TryAcquire makes one attempt to acquire n permits for ctx's owner (or a
@@ -87,37 +41,38 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	if err := s.check("tryacquire", n); err != nil {
 		return false, err
 	}
-	if err := s.h.Begin("tryacquire", ctx); err != nil {
-		return false, err
-	}
-	owner, anon := core.LockOwner(ctx)
-	op := dsync.NewID()
-	var got core.Grant
-	r, err := s.try(ctx, owner, op, n, "", false, &got)
-	if err != nil {
-		// The attempt may have succeeded with its reply lost.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
-		s.abandon(actx, owner, op, n, "")
-		cancel()
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			err = errors.Join(cerr, err)
-		}
-		return false, s.h.Wrap("tryacquire", err)
-	}
-	if !r.Acquired {
-		return false, nil
-	}
-	s.keep(owner, anon, got, n)
-	return true, nil
+	return s.h.TryLock(ctx, s.spec(n))
 }
 
-// keep records n permits acquired by owner under got.
-func (s *Semaphore) keep(owner string, anon bool, got core.Grant, n int64) {
-	l := s.h.Keep(owner, false, got, s.holdSpec())
-	if anon {
-		s.mu.Lock()
-		s.anon = append(s.anon, &anonHold{owner: owner, l: l, permits: n})
-		s.mu.Unlock()
+// spec describes an acquisition of n permits to the lock core. It has no
+// core.Local: queueing in the process first would reorder the waiters.
+// The handle remembers its ownerless holds itself, with their permits
+// (see Release).
+func (s *Semaphore) spec(n int64) core.LockSpec {
+	handed := s.handedLease()
+	return core.LockSpec{
+		Role:      role,
+		Op:        "acquire",
+		Channel:   s.channel,
+		Heartbeat: s.h.Cfg.WaiterTimeout / 3,
+		Handed:    handed,
+		Entry: func(address, owner string) string {
+			return address + "|" + strconv.FormatInt(n, 10) + "|" + strconv.FormatInt(core.Ms(handed), 10) + "|" + owner
+		},
+		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+			return s.try(ctx, owner, op, n, entry, registered, got)
+		},
+		Abandon: func(ctx context.Context, owner, op, entry string) error {
+			return s.abandon(ctx, owner, op, n, entry)
+		},
+		Hold: s.holdSpec(),
+		Kept: func(owner string, anon bool, l *lease.Lease) {
+			if anon {
+				s.mu.Lock()
+				s.anon = append(s.anon, &anonHold{owner: owner, l: l, permits: n})
+				s.mu.Unlock()
+			}
+		},
 	}
 }
 

@@ -41,6 +41,39 @@ type LockSpec struct {
 	// waiters relative to the server, so a primitive that promises an
 	// order must leave it nil.
 	Local Local
+
+	// Op names the acquisition in errors: "lock" if empty; a try is
+	// "try" and Op.
+	Op string
+
+	// Entry, if set, makes the entry under which the waiter at address
+	// registers for owner; the default is Entry(address, owner, Handed).
+	Entry func(address, owner string) string
+
+	// Kept, if set, is told of every acquisition, with the lease that
+	// keeps its hold, and the handle does not remember ownerless holds:
+	// a primitive whose holds count units (permits) remembers its own.
+	Kept func(owner string, anon bool, l *lease.Lease)
+}
+
+func (s LockSpec) op(try bool) string {
+	op := s.Op
+	if op == "" {
+		op = "lock"
+	}
+	if try {
+		op = "try" + op
+	}
+	return op
+}
+
+// keep records a successful acquisition (see Handle.Keep and Kept).
+func (h *Handle) keep(s LockSpec, owner string, anon bool, g Grant) *lease.Lease {
+	l := h.Keep(owner, anon && s.Kept == nil, g, s.Hold)
+	if s.Kept != nil {
+		s.Kept(owner, anon, l)
+	}
+	return l
 }
 
 // Local is queueing behind holds of this process.
@@ -68,7 +101,7 @@ func Entry(address, owner string, lease time.Duration) string {
 // Lock acquires a hold of role for ctx's owner (or a fresh ownerless
 // one), waiting while it is held elsewhere, until ctx is done.
 func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
-	if err := h.Begin("lock", ctx); err != nil {
+	if err := h.Begin(s.op(false), ctx); err != nil {
 		return err
 	}
 	owner, anon := LockOwner(ctx)
@@ -88,7 +121,11 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		Try: func(ctx context.Context, a wait.Try) (wait.Result, error) {
 			if a.Address != "" && entry == "" {
 				address = a.Address
-				entry = Entry(address, owner, s.Handed)
+				if s.Entry != nil {
+					entry = s.Entry(address, owner)
+				} else {
+					entry = Entry(address, owner, s.Handed)
+				}
 			}
 			if s.Local != nil {
 				if queued, lasts := s.Local.Before(ctx, owner, entry, a); queued {
@@ -100,8 +137,12 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		Granted: func(token int64, since time.Time) bool {
 			// Without time to spare, the next attempt confirms the
 			// hold and restarts its lease; so does a waiter on a fixed
-			// lease handed a shorter one, to extend it to its own.
-			if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) {
+			// lease handed a shorter one, to extend it to its own, and
+			// one whose owner holds already (in another goroutine): a
+			// hand-off may have joined that hold, whose id only the
+			// server's reply tells.
+			if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) ||
+				len(lease.Anywhere(h.Key, owner, s.Role)) > 0 {
 				return false
 			}
 			got = Grant{Count: 1, Token: token, ID: op, Sent: since, TTL: s.Handed}
@@ -115,9 +156,9 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		},
 	})
 	if err != nil {
-		return h.Wrap("lock", err)
+		return h.Wrap(s.op(false), err)
 	}
-	l := h.Keep(owner, anon, got, s.Hold)
+	l := h.keep(s, owner, anon, got)
 	if s.Local != nil {
 		s.Local.Held(owner, address, l)
 	}
@@ -137,7 +178,7 @@ func (h *Handle) MustLock(s LockSpec) {
 // waiting for another holder, and reports whether it holds it now. When
 // the attempt fails with an error, nothing is left held.
 func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
-	if err := h.Begin("trylock", ctx); err != nil {
+	if err := h.Begin(s.op(true), ctx); err != nil {
 		return false, err
 	}
 	owner, anon := LockOwner(ctx)
@@ -152,12 +193,12 @@ func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = ctxError(cerr, err)
 		}
-		return false, h.Wrap("trylock", err)
+		return false, h.Wrap(s.op(true), err)
 	}
 	if !r.Acquired {
 		return false, nil
 	}
-	l := h.Keep(owner, anon, got, s.Hold)
+	l := h.keep(s, owner, anon, got)
 	if s.Local != nil {
 		s.Local.Held(owner, "", l)
 	}
