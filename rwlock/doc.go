@@ -44,7 +44,10 @@
 // to the next writer: readers that waited out a write go before the next
 // write, so neither side starves. The last read release hands the lock to
 // the writer at the head of the queue. Each hand-off wakes exactly the
-// waiters it served; no waiter polls.
+// waiters it served. One case waits for a heartbeat instead: a reader
+// whose own owner's queued writer is handed the lock enters under that
+// write hold at its next attempt, a third of the waiter timeout later at
+// most, since finding it would cost a look at every waiting reader.
 //
 // WithReaderPreference lets new readers in whenever no write hold is held,
 // queued writers or not: more read throughput, at the price of writers that

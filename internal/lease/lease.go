@@ -213,7 +213,63 @@ func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 		l = s.start(spec, sentAt)
 		return false
 	})
+	if reason, ok := wasTaken(spec.Key, spec.ID); ok {
+		LoseHold(spec.Key, spec.ID, reason)
+	}
 	return l
+}
+
+// taken remembers the ids of holds that LoseHold found no lease for: a
+// hold handed to a waiter of this process that has not started keeping it
+// yet. The waiter may still accept the hand-off; its lease then starts
+// lost. A waiter accepts a hand-off within a second or two of it, so ids
+// are kept for takenMemory, and at most maxTaken of them.
+var taken struct {
+	mu sync.Mutex
+	m  map[string]takenHold
+}
+
+type takenHold struct {
+	at     time.Time
+	reason string
+}
+
+const (
+	takenMemory = time.Minute
+	maxTaken    = 4096
+)
+
+func takenKey(key, id string) string { return key + "\x00" + id }
+
+func rememberTaken(key, id, reason string) {
+	taken.mu.Lock()
+	defer taken.mu.Unlock()
+	now := time.Now()
+	if taken.m == nil {
+		taken.m = make(map[string]takenHold)
+	}
+	if len(taken.m) >= maxTaken {
+		for k, t := range taken.m {
+			if now.Sub(t.at) > takenMemory || len(taken.m) >= maxTaken {
+				delete(taken.m, k)
+			}
+		}
+	}
+	taken.m[takenKey(key, id)] = takenHold{now, reason}
+}
+
+// wasTaken reports, once, whether the hold with the given id was taken
+// before its lease started, and why.
+func wasTaken(key, id string) (string, bool) {
+	taken.mu.Lock()
+	defer taken.mu.Unlock()
+	k := takenKey(key, id)
+	t, ok := taken.m[k]
+	if !ok {
+		return "", false
+	}
+	delete(taken.m, k)
+	return t.reason, time.Since(t.at) <= takenMemory
 }
 
 // Find returns the leases of key, owner and role kept through b, or
@@ -266,7 +322,8 @@ func (l *Lease) Reach(b backend.Backend) {
 }
 
 // LoseHold ends as lost the lease of key whose hold has the given id,
-// whoever owns it: ForceUnlock took that hold.
+// whoever owns it: ForceUnlock took that hold. If no lease keeps it yet,
+// one that starts for it within a minute starts lost.
 func LoseHold(key, id, reason string) {
 	if id == "" {
 		return
@@ -285,6 +342,7 @@ func LoseHold(key, id, reason string) {
 	}
 	held.mu.Unlock()
 	if found == nil {
+		rememberTaken(key, id, reason)
 		return
 	}
 	s := found.s

@@ -1602,3 +1602,27 @@ func TestGoroutinesBounded(t *testing.T) {
 func TestNoLeakAfterBubble(t *testing.T) {
 	goleak.VerifyNone(t)
 }
+
+// TestTakenBeforeStartStartsLost: a hold that LoseHold took before any
+// lease kept it (a hand-off ForceUnlock took before its waiter accepted
+// it) starts lost when the waiter starts keeping it; the hold's id is
+// forgotten once used, and after takenMemory.
+func TestTakenBeforeStartStartsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		const ttl = 3 * time.Second
+		LoseHold("taken:1", "taken:1#1", "taken by ForceUnlock")
+		l := h.start(f, watchdog("taken:1", ttl), time.Now())
+		assertEnded(t, f, l, true)
+
+		// Once used, the id is forgotten: the same id kept again is not lost.
+		again := h.start(f, watchdog("taken:1", ttl), time.Now())
+		assertActive(t, f, again)
+
+		LoseHold("taken:2", "taken:2#1", "taken by ForceUnlock")
+		time.Sleep(takenMemory + time.Second)
+		late := h.start(f, watchdog("taken:2", ttl), time.Now())
+		assertActive(t, f, late)
+	})
+}

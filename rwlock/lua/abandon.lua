@@ -24,6 +24,7 @@ local s = load(W)
 if s.foreign then
   return {0, ''}
 end
+a.last = s.token
 local out = {0, ''}
 if role == 'w' and s.owner == owner and seen(s.ops, op) then
   out[1] = 1

@@ -25,6 +25,6 @@ end
 redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
-  pass_on(out, true, {channel = ARGV[1], fence_ttl = ARGV[2], process = ARGV[3], prefer = ARGV[4]})
+  pass_on(out, true, {channel = ARGV[1], fence_ttl = ARGV[2], process = ARGV[3], prefer = ARGV[4], last = s.token})
 end
 return out

@@ -31,6 +31,6 @@ if redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf') > 0 then
 end
 local s = load(W)
 if not s.owner and not s.foreign then
-  pass_on(out, false, {channel = ARGV[4], fence_ttl = ARGV[5], process = ARGV[6], prefer = ARGV[8]})
+  pass_on(out, false, {channel = ARGV[4], fence_ttl = ARGV[5], process = ARGV[6], prefer = ARGV[8], last = s.token})
 end
 return out

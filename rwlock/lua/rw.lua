@@ -134,25 +134,33 @@ end
 --     queue.
 --
 -- a holds the caller's channel base, process id, preference and fence
--- ttl.
+-- ttl, and last, the write key's copy of the last token (nil if none).
 local function pass_on(out, after_write, a)
   local now_ms, now_us = now()
   purge_readers(now_ms)
   local h = head(WQ, WX, now_ms)
+  local token = a.last
   if (after_write or not h or a.prefer == 'r') and redis.call('EXISTS', RW) == 1 then
-    local handed, token = false, nil
+    local handed, drew = false, false
     local w = pop_waiter(RW)
     while w do
       local op, ttl, owner = parse_entry(w)
       if op then
-        if load_reader(owner, now_ms) then
+        local r = load_reader(owner, now_ms)
+        if r then
           -- The owner holds a read hold (another of its waiters was
-          -- handed one just now, say): its next attempt re-enters that
-          -- hold, which the process knows by its id, so it is woken
-          -- without a grant of its own.
+          -- handed one just now, say): the waiter's acquisition joins
+          -- it, counted at once, so that the hold outlives its other
+          -- holders' releases. The hold's id is not the waiter's, so
+          -- the waiter is woken without a grant: its next attempt finds
+          -- its acquisition done and learns the id.
+          r.count = r.count + 1
+          r.ops = remember(r.ops, op, math.floor(now_ms / 1000), acquisition_memory(ttl))
+          store_reader(owner, r, math.max(r.exp, now_ms + tonumber(ttl)), now_ms)
           announce(out, w, '', owner, a.channel, a.process)
         else
           token = rw_next_token(token, now_us)
+          drew = true
           local r = {token = token, count = 1, id = op, ops = op}
           record_token(FENCE, token, a.fence_ttl)
           store_reader(owner, r, now_ms + tonumber(ttl), now_ms)
@@ -162,7 +170,7 @@ local function pass_on(out, after_write, a)
       end
       w = pop_waiter(RW)
     end
-    if token then
+    if drew then
       note_free_token(token, a.fence_ttl)
     end
     if handed then
@@ -182,7 +190,7 @@ local function pass_on(out, after_write, a)
     dequeue(WQ, WX, h)
     op, ttl, owner = parse_entry(h)
   end
-  local token = rw_next_token(nil, now_us)
+  token = rw_next_token(token, now_us)
   grant(W, FENCE, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, a.fence_ttl)
   announce(out, h, token, owner, a.channel, a.process)
 end

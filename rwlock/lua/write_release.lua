@@ -28,5 +28,5 @@ if s.count > 1 then
 end
 free(W, s, ARGV[5])
 local out = {0, s.id}
-pass_on(out, true, {channel = ARGV[4], fence_ttl = ARGV[5], process = ARGV[6], prefer = ARGV[8]})
+pass_on(out, true, {channel = ARGV[4], fence_ttl = ARGV[5], process = ARGV[6], prefer = ARGV[8], last = s.token})
 return out
