@@ -59,6 +59,15 @@ type Hooks struct {
 	// Restart stops and restarts the server on the same address, dropping
 	// every connection. Data may be lost.
 	Restart func(ctx context.Context) error
+	// Subscribers counts the server's subscriptions to channel (PUBSUB
+	// NUMSUB), on every node of a cluster. Without it, the suite counts a
+	// PUBLISH's receivers, which a cluster node knows only of its own.
+	Subscribers func(ctx context.Context, channel string) (int, error)
+	// ConnectionsReceived reports how many client connections the server
+	// has accepted (INFO stats total_connections_received), on every node
+	// of a cluster, less those the harness opened itself. Without it, the
+	// suite asks a script, which a cluster runs on one node.
+	ConnectionsReceived func(ctx context.Context) (int64, error)
 }
 
 // Option configures Run.
@@ -90,7 +99,11 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	for _, o := range opts {
 		o(s)
 	}
-	leakOpts := append([]goleak.Option{goleak.IgnoreCurrent()}, s.leakOpts...)
+	leakOpts := append([]goleak.Option{
+		goleak.IgnoreCurrent(),
+		// A server restarted by package harness's Restart hook.
+		goleak.IgnoreAnyFunction("github.com/dsyncgo/dsync/conformance/harness.waitExit"),
+	}, s.leakOpts...)
 	t.Run("Backend", s.backendTests)
 	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
 	t.Run("FairLock", func(t *testing.T) {
