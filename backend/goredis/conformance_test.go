@@ -24,3 +24,14 @@ func TestConformance(t *testing.T) {
 		return b
 	}, conformance.WithHooks(srv.Hooks()))
 }
+
+// TestConformanceCluster runs the suite on a 3-master Redis Cluster.
+func TestConformanceCluster(t *testing.T) {
+	cl := harness.NewCluster(t, 3)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		b := goredis.New(c)
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHooks(cl.Hooks()))
+}
