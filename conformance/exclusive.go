@@ -70,6 +70,8 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 		{"AbandonedWait", "waiters that give up do not swallow a wake-up", false, s.testAbandonedWait},
 		{"ForeignValue", "a key dsync did not write is an error, left untouched", false, s.testForeignValue},
 		{"BadInput", "bad input is a sentinel error before any I/O", false, s.testBadInput},
+		{"ManyHoldsAcrossSlots", "200 holds over every slot range survive three renewal intervals (backend.Sharded on a cluster)", true, s.testManyHoldsAcrossSlots},
+		{"ContentionAcrossSlots", "one holder per name among 200 names over every slot range, with renewals and hand-offs", true, s.testContentionAcrossSlots},
 	}
 	for _, c := range cases {
 		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {

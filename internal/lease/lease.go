@@ -22,6 +22,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -705,6 +706,8 @@ func (s *Scheduler) renewGroup(g *group) {
 		results, err = backend.Ints(reply, len(leases))
 	}
 
+	crossSlot := isCrossSlot(err)
+	logged := map[*slog.Logger]bool{}
 	s.mu.Lock()
 	now = time.Now()
 	for i, l := range leases {
@@ -727,6 +730,15 @@ func (s *Scheduler) renewGroup(g *group) {
 		case errors.Is(err, dsync.ErrClosed):
 			s.loseLocked(l, "backend closed", err)
 			continue
+		case crossSlot:
+			// Retrying sends the same keys: the batch can never succeed.
+			if log := l.spec.Logger; log != nil && !logged[log] {
+				logged[log] = true
+				log.Error("dsync: lease renewal refused: one call named keys of several Redis Cluster hash slots (CROSSSLOT); a backend over a cluster must implement backend.Sharded",
+					"name", l.spec.Name, "backend", fmt.Sprintf("%T", s.b), "leases", len(leases), "error", err)
+			}
+			s.loseLocked(l, "renewal batch spans hash slots (CROSSSLOT)", err)
+			continue
 		default:
 			if log := l.spec.Logger; log != nil && i == 0 {
 				log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", err)
@@ -746,6 +758,13 @@ func (s *Scheduler) renewGroup(g *group) {
 	if retire {
 		s.forgetIfIdle()
 	}
+}
+
+// isCrossSlot reports whether err is a cluster's refusal of a call whose
+// keys span hash slots.
+func isCrossSlot(err error) bool {
+	var se *backend.ServerError
+	return errors.As(err, &se) && se.Prefix() == "CROSSSLOT"
 }
 
 // leaseHeap orders leases by next.

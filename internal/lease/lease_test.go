@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -1601,4 +1602,55 @@ func TestGoroutinesBounded(t *testing.T) {
 // tests above leave no goroutine behind.
 func TestNoLeakAfterBubble(t *testing.T) {
 	goleak.VerifyNone(t)
+}
+
+// TestCrossSlotLosesBatchAtOnce: a renewal refused with CROSSSLOT (a
+// backend over a cluster that does not report Sharded) can never succeed:
+// every lease of the batch is lost at once, not retried until its lease
+// runs out, and the cause is logged at Error, once per batch and logger.
+func TestCrossSlotLosesBatchAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, nil))
+		const ttl = 3 * time.Second
+		t0 := time.Now()
+		var ls []*Lease
+		for i := range 3 {
+			spec := watchdog(fmt.Sprintf("{s%d}:lock", i), ttl)
+			spec.Logger = logger
+			ls = append(ls, h.start(f, spec, t0))
+		}
+		f.setErr(&backend.ServerError{Message: "CROSSSLOT Keys in request don't hash to the same slot"})
+		sleepUntil(t0.Add(ttl / 3))
+		for _, l := range ls {
+			assertEnded(t, f, l, true)
+		}
+		sleepUntil(t0.Add(2 * ttl))
+		if c := f.numCalls(); c != 1 {
+			t.Errorf("%d calls, want 1 (no retry after CROSSSLOT)", c)
+		}
+		out := buf.String()
+		if n := strings.Count(out, "level=ERROR"); n != 1 || !strings.Contains(out, "backend.Sharded") || !strings.Contains(out, "CROSSSLOT") {
+			t.Errorf("want one Error naming CROSSSLOT and backend.Sharded, got:\n%s", out)
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
