@@ -144,10 +144,10 @@ func BenchmarkUncontended(b *testing.B) {
 		{"standalone", redis.NewClient(&redis.Options{Addr: srv.Addr()})},
 		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})},
 	} {
+		defer tc.c.Close()
 		b.Run(tc.name, func(b *testing.B) {
 			be := goredis.New(tc.c)
 			defer be.Close()
-			defer tc.c.Close()
 			ctx := context.Background()
 			for i := 0; b.Loop(); i++ {
 				m := mutex.New(be, fmt.Sprintf("bench%d", i%64))

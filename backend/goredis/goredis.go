@@ -263,8 +263,10 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 	if errors.As(err, &re) {
 		return &backend.ServerError{Message: re.Error()}
 	}
-	if errors.Is(err, redis.ErrClosed) && b.closed.Load() {
-		return fmt.Errorf("goredis: %w", backend.ErrClosed)
+	if errors.Is(err, redis.ErrClosed) {
+		// The backend, or the caller's client under it, is closed: no
+		// retry can succeed.
+		return fmt.Errorf("goredis: %w (%v)", backend.ErrClosed, err)
 	}
 	return transportError(ctx, err)
 }
