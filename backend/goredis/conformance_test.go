@@ -35,3 +35,15 @@ func TestConformanceCluster(t *testing.T) {
 		return b
 	}, conformance.WithHooks(cl.Hooks()))
 }
+
+// TestConformanceSentinel runs the suite on a primary with a replica,
+// found through Sentinel by a failover client.
+func TestConformanceSentinel(t *testing.T) {
+	s := harness.NewSentinel(t)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
+		b := goredis.New(c)
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHooks(s.Hooks()))
+}

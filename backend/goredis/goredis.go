@@ -62,6 +62,8 @@ type options struct {
 	healthCheck time.Duration
 	mailboxSize int
 	maxBackoff  time.Duration
+	ackReplicas int
+	ackTimeout  time.Duration
 }
 
 // WithTimeout bounds a script call whose context can never end, so that a
@@ -103,6 +105,31 @@ func WithMaxBackoff(d time.Duration) Option {
 		}
 	}
 }
+
+// WithReplicaAck makes every script call wait, after it ran, until n
+// replicas acknowledged its writes (WAIT n timeout, sent in the same round
+// trip on the same connection), as Redisson's sync-slaves check does. A
+// call that fewer replicas acknowledged within timeout fails with an error
+// matching ErrNotReplicated: its writes happened on the primary, but a
+// failover now could lose them, so dsync treats the call as failed and
+// retries it (acquisitions and releases are idempotent under retry).
+//
+// Replication stays asynchronous: an acknowledged write survives the
+// failover of one primary to an acknowledging replica, no more. Fencing
+// tokens remain what keeps a resource safe. The option applies to a
+// *redis.Client (standalone or failover); on a cluster client it is
+// ignored, since go-redis would send WAIT to any node.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if n > 0 && timeout > 0 {
+			o.ackReplicas, o.ackTimeout = n, timeout
+		}
+	}
+}
+
+// ErrNotReplicated reports that a script call's writes were not
+// acknowledged by as many replicas as WithReplicaAck requires.
+var ErrNotReplicated = errors.New("goredis: writes not acknowledged by enough replicas")
 
 // Backend is a backend.Backend over a go-redis client. It is safe for
 // concurrent use.
@@ -157,6 +184,7 @@ func New(c redis.UniversalClient, opts ...Option) *Backend {
 		}
 		b.sharded = true
 		b.ctxTimeout = c.Options().ContextTimeoutEnabled
+		b.opts.ackReplicas = 0 // see WithReplicaAck
 	case *redis.Ring:
 		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
 	}
@@ -238,12 +266,49 @@ func (b *Backend) timeout(ctx context.Context) time.Duration {
 }
 
 func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
+	if b.opts.ackReplicas > 0 {
+		return b.evalAcked(ctx, s, keys, args)
+	}
 	reply, err := b.c.EvalSha(ctx, s.Hash(), keys, args...).Result()
 	if isNoScript(err) {
 		reply, err = b.c.Eval(ctx, s.Source(), keys, args...).Result()
 	}
 	if err != nil {
 		return nil, err
+	}
+	return normalize(reply)
+}
+
+// evalAcked runs the script and WAIT in one pipeline, which a
+// *redis.Client sends on one connection: WAIT counts the replicas that
+// acknowledged that connection's writes.
+func (b *Backend) evalAcked(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
+	send := func(sha bool) (*redis.Cmd, *redis.Cmd) {
+		p := b.c.Pipeline()
+		var ev *redis.Cmd
+		if sha {
+			ev = p.EvalSha(ctx, s.Hash(), keys, args...)
+		} else {
+			ev = p.Eval(ctx, s.Source(), keys, args...)
+		}
+		wait := p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
+		p.Exec(ctx) // errors are read from each command
+		return ev, wait
+	}
+	ev, wait := send(true)
+	if isNoScript(ev.Err()) {
+		ev, wait = send(false)
+	}
+	reply, err := ev.Result()
+	if err != nil {
+		return nil, err
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return nil, err
+	}
+	if acked < int64(b.opts.ackReplicas) {
+		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
 	}
 	return normalize(reply)
 }
@@ -262,6 +327,9 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 	var re redis.Error
 	if errors.As(err, &re) {
 		return &backend.ServerError{Message: re.Error()}
+	}
+	if errors.Is(err, ErrNotReplicated) {
+		return err
 	}
 	if errors.Is(err, redis.ErrClosed) {
 		// The backend, or the caller's client under it, is closed: no

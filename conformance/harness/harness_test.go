@@ -73,3 +73,29 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("Subscribers: %d, %v", n, err)
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	s := harness.NewSentinel(t)
+	t.Logf("primary, replica and sentinel up in %v", time.Since(start))
+	old := s.Primary()
+	if _, err := old.Do(ctx, "SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Nodes()) != 2 {
+		t.Fatalf("%d data nodes up, want 2", len(s.Nodes()))
+	}
+	start = time.Now()
+	if err := s.KillPrimary(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failover in %v", time.Since(start))
+	if s.Primary() == old || len(s.Nodes()) != 1 {
+		t.Fatal("the primary did not change")
+	}
+	if _, err := s.Primary().Do(ctx, "SET", "k2", "v"); err != nil {
+		t.Fatalf("write to the new primary: %v", err)
+	}
+}
