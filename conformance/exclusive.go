@@ -501,7 +501,7 @@ func (s *suite) testLostSignal(t *testing.T, ctx context.Context, k lockKind) {
 }
 
 func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k lockKind) {
-	skipWithout(t, "FlushScripts", s.hooks.FlushScripts != nil)
+	s.needHook(t, "FlushScripts", s.hooks.FlushScripts != nil)
 	const leaseD = time.Second
 	p := prefix()
 	b := s.newBackend(t)
@@ -624,7 +624,7 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 }
 
 func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context, k lockKind) {
-	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
+	s.needHook(t, "KillPubSub", s.hooks.KillPubSub != nil)
 	p := prefix()
 	probe := s.newBackend(t)
 	// Every client as if in a process of its own: hand-offs go through

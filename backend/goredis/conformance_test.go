@@ -45,5 +45,5 @@ func TestConformanceSentinel(t *testing.T) {
 		b := goredis.New(c)
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(s.Hooks()))
+	}, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"))
 }
