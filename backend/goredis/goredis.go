@@ -17,8 +17,9 @@
 // It is opened by the first Subscribe, multiplexes every subscription, is
 // pinged periodically, and is replaced with capped backoff when its
 // connection fails; every live subscription then receives a gap message.
-// Messages travel as PUBLISH, not SPUBLISH: see the package README for the
-// cost on a cluster.
+// Messages travel as PUBLISH, not SPUBLISH: on a cluster, the cluster bus
+// copies every message to every node, and one pub/sub connection, to any
+// node, serves every channel (see the dsync README, Adapters).
 //
 // Contexts: go-redis interrupts a call at the context's deadline only when
 // the client was made with ContextTimeoutEnabled, and never at a
