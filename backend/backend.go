@@ -60,3 +60,30 @@ func IsSharded(b Backend) bool {
 	s, ok := b.(Sharded)
 	return ok && s.Sharded()
 }
+
+// Batcher is an optional extension of Backend: it sends many script calls
+// at once, in one pipeline per server node, where Eval would cost a round
+// trip each. dsync uses it where a sharded backend would otherwise make one
+// call per hash slot (lease renewals on a cluster).
+type Batcher interface {
+	// EvalBatch runs every call and returns one result per call, in
+	// order. Each call is atomic on its own; the batch as a whole is not.
+	// The keys of each call share one hash slot. An error for the whole
+	// batch (a transport error, ctx done) means no result can be trusted:
+	// some calls may have run. A call's own failure, such as an error
+	// reply, is in its Result.
+	EvalBatch(ctx context.Context, calls []Call) ([]Result, error)
+}
+
+// Call is one script call of a batch.
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []any
+}
+
+// Result is the normalized reply of one call of a batch, or its error.
+type Result struct {
+	Reply any
+	Err   error
+}

@@ -4,8 +4,9 @@
 // primitives (mutex and the rest) are the portable layer that does the work,
 // in the way database/sql does the work over database/sql/driver.
 //
-// The module ships one adapter, backend/redigo. The conformance package
-// checks every rule below, and every primitive, against any adapter.
+// The module ships one adapter, backend/redigo; backend/goredis, in a
+// module of its own, adapts go-redis. The conformance package checks every
+// rule below, and every primitive, against any adapter.
 //
 // # Writing an adapter
 //
@@ -45,9 +46,20 @@
 //     lease scheduler and one pub/sub hub per backend value.
 //  10. Errors carry what happened: wrap transport errors with %w so that
 //     net errors and context errors stay matchable.
+//  11. A backend over Redis Cluster implements Sharded and reports true.
+//     Primitives pass every key a script touches in keys, and the keys of
+//     one script call share one hash slot. The one exception is batched
+//     lease renewal, which gathers many locks into one call: on a backend
+//     that does not report Sharded, a batch names keys of many slots, the
+//     cluster refuses it (CROSSSLOT), and every hold in it is lost, logged
+//     at Error. The suite checks this by holding 200 locks over every
+//     slot range for three renewal intervals.
 //
-// Primitives pass every key a script touches in keys, and the keys of one
-// script call share one Redis Cluster hash slot. The one exception is
-// batched lease renewal, which gathers many locks into one call; it stays
-// within one slot when the backend implements Sharded and reports true.
+// Optional: a sharded backend that implements Batcher has its renewals
+// sent as one pipeline per node rather than one call per slot; without it,
+// 10,000 holds on a cluster cost thousands of calls per renewal interval.
+//
+// Package conformance/harness starts the servers an adapter's tests need
+// (a standalone server, a cluster, a Sentinel set) with every fault hook,
+// so that an adapter's test file is a few dozen lines.
 package backend

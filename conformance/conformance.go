@@ -27,8 +27,10 @@
 // pausing), which run alone. Each has its own deadline. Run fails if a
 // goroutine started during the suite is still running at its end.
 //
-// Faults that only the harness can inject are optional Hooks; a test that
-// needs a missing hook skips and names it. Tests that depend on timing use
+// Faults that only the harness can inject are Hooks. A test that needs a
+// missing hook fails, unless the harness declared it cannot provide it
+// (WithoutHooks), in which case the test skips and names it. Package
+// conformance/harness starts private servers that provide every hook. Tests that depend on timing use
 // short leases in real time; run them on a machine that is not overloaded.
 package conformance
 
@@ -59,6 +61,15 @@ type Hooks struct {
 	// Restart stops and restarts the server on the same address, dropping
 	// every connection. Data may be lost.
 	Restart func(ctx context.Context) error
+	// Subscribers counts the server's subscriptions to channel (PUBSUB
+	// NUMSUB), on every node of a cluster. Without it, the suite counts a
+	// PUBLISH's receivers, which a cluster node knows only of its own.
+	Subscribers func(ctx context.Context, channel string) (int, error)
+	// ConnectionsReceived reports how many client connections the server
+	// has accepted (INFO stats total_connections_received), on every node
+	// of a cluster, less those the harness opened itself. Without it, the
+	// suite asks a script, which a cluster runs on one node.
+	ConnectionsReceived func(ctx context.Context) (int64, error)
 }
 
 // Option configures Run.
@@ -67,6 +78,19 @@ type Option func(*suite)
 // WithHooks gives the suite the harness's fault hooks.
 func WithHooks(h Hooks) Option {
 	return func(s *suite) { s.hooks = h }
+}
+
+// WithoutHooks declares the hooks the harness cannot provide, by their
+// field names in Hooks ("FlushScripts", "KillPubSub", "PubSubClients",
+// "Restart"): the tests that need them skip. A test whose hook is missing
+// and not declared fails. Subscribers and ConnectionsReceived are
+// optional: without them the suite asks the server through scripts.
+func WithoutHooks(names ...string) Option {
+	return func(s *suite) {
+		for _, n := range names {
+			s.without[n] = true
+		}
+	}
 }
 
 // WithTimeout sets each test's deadline. The default is 60s.
@@ -86,11 +110,15 @@ type NewBackend func(t *testing.T) backend.Backend
 
 // Run runs the whole suite.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
-	s := &suite{newBackend: newBackend, timeout: 60 * time.Second}
+	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, without: map[string]bool{}}
 	for _, o := range opts {
 		o(s)
 	}
-	leakOpts := append([]goleak.Option{goleak.IgnoreCurrent()}, s.leakOpts...)
+	leakOpts := append([]goleak.Option{
+		goleak.IgnoreCurrent(),
+		// A server restarted by package harness's Restart hook.
+		goleak.IgnoreAnyFunction("github.com/dsyncgo/dsync/conformance/harness.waitExit"),
+	}, s.leakOpts...)
 	t.Run("Backend", s.backendTests)
 	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
 	t.Run("FairLock", func(t *testing.T) {
@@ -110,6 +138,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 type suite struct {
 	newBackend NewBackend
 	hooks      Hooks
+	without    map[string]bool // hooks the harness declared it lacks
 	timeout    time.Duration
 	leakOpts   []goleak.Option
 
@@ -139,10 +168,17 @@ func (s *suite) test(t *testing.T, name string, exclusive bool, fn func(t *testi
 // prefix returns a random key prefix for one test.
 func prefix() string { return "dsynctest:" + dsync.NewID()[:12] }
 
-func skipWithout(t *testing.T, hook string, present bool) {
+// needHook fails t when the hook a test needs is missing, or skips it
+// when the harness declared it cannot provide it (WithoutHooks): a hook
+// left out by oversight must not pass the suite unnoticed.
+func (s *suite) needHook(t *testing.T, hook string, present bool) {
 	t.Helper()
-	if !present {
-		t.Skipf("harness provides no %s hook", hook)
+	switch {
+	case present:
+	case s.without[hook]:
+		t.Skipf("harness provides no %s hook (WithoutHooks)", hook)
+	default:
+		t.Fatalf("harness provides no %s hook: provide it (package conformance/harness has every hook), or declare conformance.WithoutHooks(%q)", hook, hook)
 	}
 }
 

@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/gomodule/redigo/redis"
@@ -10,30 +9,23 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance"
+	"github.com/dsyncgo/dsync/conformance/harness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The test an adapter's package runs: a fresh backend per call, all on the
-// same throwaway server, and the fault hooks the harness can provide.
+// The test file of an adapter (here redigo's): a private server started by
+// package harness, a fresh backend per call, and every fault hook. On a
+// cluster, harness.NewCluster and a cluster client; behind Sentinel,
+// harness.NewSentinel, a failover client and WithoutHooks("Restart").
 func testConformance(t *testing.T) {
-	const addr = "127.0.0.1:6379" // a server the test may disturb
+	srv := harness.Standalone(t)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
-		pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr) }}
+		pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
 		b := redigo.New(pool)
 		t.Cleanup(func() { b.Close(); pool.Close() })
 		return b
-	}, conformance.WithHooks(conformance.Hooks{
-		FlushScripts: func(ctx context.Context) error {
-			c, err := redis.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_, err = redis.DoContext(c, ctx, "SCRIPT", "FLUSH")
-			return err
-		},
-	}))
+	}, conformance.WithHooks(srv.Hooks()))
 }
 
 func ExampleRun() {

@@ -23,7 +23,8 @@ return redis.call('DEL', unpack(KEYS))`)
 	zcardScript = backend.NewScript(`-- KEYS[1]: a sorted set. Reply: its size.
 return redis.call('ZCARD', KEYS[1])`)
 
-	keysScript = backend.NewScript(`-- KEYS: none. ARGV[1]: a KEYS pattern.
+	keysScript = backend.NewScript(`-- KEYS: none, or one that only routes the call to a cluster node.
+-- ARGV[1]: a KEYS pattern.
 -- Reply: {key, pttl, value ('' unless a string), ...} for every
 -- matching key.
 local out = {}
@@ -70,6 +71,8 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 		{"AbandonedWait", "waiters that give up do not swallow a wake-up", false, s.testAbandonedWait},
 		{"ForeignValue", "a key dsync did not write is an error, left untouched", false, s.testForeignValue},
 		{"BadInput", "bad input is a sentinel error before any I/O", false, s.testBadInput},
+		{"ManyHoldsAcrossSlots", "200 holds over every slot range survive three renewal intervals (backend.Sharded on a cluster)", true, s.testManyHoldsAcrossSlots},
+		{"ContentionAcrossSlots", "one holder per name among 200 names over every slot range, with renewals and hand-offs", true, s.testContentionAcrossSlots},
 	}
 	for _, c := range cases {
 		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
@@ -85,10 +88,12 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 
 // assertNoKeys fails t if keys under p remain, other than the two that
 // keep the last fencing token of a free lock ("<token> free" at the lock
-// key, "<token>" at the fence key), with a TTL no longer than limit.
-func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p string, limit time.Duration) {
+// key, "<token>" at the fence key), with a TTL no longer than limit. The
+// listing runs where key lives: on a cluster, the node that holds every
+// key of key's lock.
+func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p, key string, limit time.Duration) {
 	t.Helper()
-	reply, err := b.Eval(ctx, keysScript, nil, p+":*")
+	reply, err := b.Eval(ctx, keysScript, []string{key}, p+":*")
 	must(t, err, "list keys")
 	a, err := backend.Array(reply, 0)
 	must(t, err, "list keys")
@@ -192,7 +197,7 @@ func (s *suite) testMutualExclusion(t *testing.T, ctx context.Context, k lockKin
 	if shared != rounds {
 		t.Errorf("shared counter %d after %d rounds", shared, rounds)
 	}
-	assertNoKeys(t, ctx, b0, p, options.DefaultFenceTTL)
+	assertNoKeys(t, ctx, b0, p, k.key(p, "counter"), options.DefaultFenceTTL)
 }
 
 // testGiveUpStorm has waiters give up all the time, most of them while an
@@ -271,7 +276,7 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 	}
 	// Every waiter that gave up cleaned up after itself: nothing holds
 	// the mutex, and nobody is left registered to be handed it.
-	assertNoKeys(t, ctx, b0, p, options.DefaultFenceTTL)
+	assertNoKeys(t, ctx, b0, p, k.key(p, "storm"), options.DefaultFenceTTL)
 	free := k.open(b0, "storm", lockConfig{prefix: p})
 	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
@@ -315,7 +320,7 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 	for err := range errs {
 		t.Error(err)
 	}
-	assertNoKeys(t, ctx, bs[0], p, options.DefaultFenceTTL)
+	assertNoKeys(t, ctx, bs[0], p, k.key(p, "many"), options.DefaultFenceTTL)
 }
 
 func (s *suite) testReentrancy(t *testing.T, ctx context.Context, k lockKind) {
@@ -499,7 +504,7 @@ func (s *suite) testLostSignal(t *testing.T, ctx context.Context, k lockKind) {
 }
 
 func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k lockKind) {
-	skipWithout(t, "FlushScripts", s.hooks.FlushScripts != nil)
+	s.needHook(t, "FlushScripts", s.hooks.FlushScripts != nil)
 	const leaseD = time.Second
 	p := prefix()
 	b := s.newBackend(t)
@@ -622,7 +627,7 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 }
 
 func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context, k lockKind) {
-	skipWithout(t, "KillPubSub", s.hooks.KillPubSub != nil)
+	s.needHook(t, "KillPubSub", s.hooks.KillPubSub != nil)
 	p := prefix()
 	probe := s.newBackend(t)
 	// Every client as if in a process of its own: hand-offs go through
@@ -814,7 +819,7 @@ func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context, k lockKind)
 		t.Errorf("the waiter that stayed acquired %v after the release", d)
 	}
 	must(t, stayer.UnlockContext(ctx), "unlock")
-	assertNoKeys(t, ctx, b, p, options.DefaultFenceTTL)
+	assertNoKeys(t, ctx, b, p, k.key(p, "abandon"), options.DefaultFenceTTL)
 }
 
 func (s *suite) testBadInput(t *testing.T, ctx context.Context, k lockKind) {

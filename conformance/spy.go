@@ -88,3 +88,9 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 	}
 	return reply, err
 }
+
+// Wrappers pass on what the wrapped backend declares: a wrapper that hid
+// Sharded would make a cluster refuse its batched renewals.
+
+func (s *spy) Sharded() bool      { return backend.IsSharded(s.Backend) }
+func (e elsewhere) Sharded() bool { return backend.IsSharded(e.Backend) }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1624,5 +1626,149 @@ func TestTakenBeforeStartStartsLost(t *testing.T) {
 		time.Sleep(takenMemory + time.Second)
 		late := h.start(f, watchdog("taken:2", ttl), time.Now())
 		assertActive(t, f, late)
+	})
+}
+
+// TestCrossSlotLosesBatchAtOnce: a renewal refused with CROSSSLOT (a
+// backend over a cluster that does not report Sharded) can never succeed:
+// every lease of the batch is lost at once, not retried until its lease
+// runs out, and the cause is logged at Error, once per batch and logger.
+func TestCrossSlotLosesBatchAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, nil))
+		const ttl = 3 * time.Second
+		t0 := time.Now()
+		var ls []*Lease
+		for i := range 3 {
+			spec := watchdog(fmt.Sprintf("{s%d}:lock", i), ttl)
+			spec.Logger = logger
+			ls = append(ls, h.start(f, spec, t0))
+		}
+		f.setErr(&backend.ServerError{Message: "CROSSSLOT Keys in request don't hash to the same slot"})
+		sleepUntil(t0.Add(ttl / 3))
+		for _, l := range ls {
+			assertEnded(t, f, l, true)
+		}
+		sleepUntil(t0.Add(2 * ttl))
+		if c := f.numCalls(); c != 1 {
+			t.Errorf("%d calls, want 1 (no retry after CROSSSLOT)", c)
+		}
+		out := buf.String()
+		if n := strings.Count(out, "level=ERROR"); n != 1 || !strings.Contains(out, "backend.Sharded") || !strings.Contains(out, "CROSSSLOT") {
+			t.Errorf("want one Error naming CROSSSLOT and backend.Sharded, got:\n%s", out)
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// batchFake is a sharded fake that also implements backend.Batcher, by
+// running each call of a batch through the fake's Eval.
+type batchFake struct {
+	*fakeBackend
+
+	mu      sync.Mutex
+	batches []int // calls per EvalBatch
+	failOne bool  // the next EvalBatch fails as a whole
+}
+
+func (b *batchFake) EvalBatch(ctx context.Context, calls []backend.Call) ([]backend.Result, error) {
+	b.mu.Lock()
+	b.batches = append(b.batches, len(calls))
+	fail := b.failOne
+	b.failOne = false
+	b.mu.Unlock()
+	if fail {
+		return nil, errUnavailable
+	}
+	results := make([]backend.Result, len(calls))
+	for i, c := range calls {
+		results[i].Reply, results[i].Err = b.fakeBackend.Eval(ctx, c.Script, c.Keys, c.Args...)
+	}
+	return results, nil
+}
+
+func (b *batchFake) batchLog() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.batches)
+}
+
+// TestBatcherBundlesSlots: on a sharded backend that implements Batcher,
+// the per-slot renewals of a round go out in EvalBatch calls of up to
+// MaxBundle slots each, which count as one call each; a batch failing as a
+// whole is retried, and no lease is lost for it.
+func TestBatcherBundlesSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		f.sharded = true
+		b := &batchFake{fakeBackend: f}
+		const n, ttl = 2500, 3 * time.Second
+		t0 := time.Now()
+		slots := map[uint16]bool{}
+		var ls []*Lease
+		for i := range n {
+			spec := watchdog(fmt.Sprintf("{k%d}:lock", i), ttl)
+			slots[keys.Slot(spec.Key)] = true
+			f.acquire(spec.Key, t0, ttl)
+			l := Start(b, spec, t0)
+			h.leases = append(h.leases, l)
+			ls = append(ls, l)
+		}
+		want := (len(slots) + MaxBundle - 1) / MaxBundle
+		sleepUntil(t0.Add(ttl/3 + time.Millisecond))
+		batches := b.batchLog()
+		if len(batches) != want {
+			t.Errorf("%d EvalBatch calls for %d slots, want %d: %v", len(batches), len(slots), want, batches)
+		}
+		if _, calls := Stats(b); calls != int64(len(batches)) {
+			t.Errorf("Stats counts %d calls, want %d (one per EvalBatch)", calls, len(batches))
+		}
+		for _, c := range f.callLog() {
+			for _, k := range c.holds {
+				if keys.Slot(k) != keys.Slot(c.holds[0]) {
+					t.Fatalf("a call of the batch mixes slots: %v", c.holds)
+				}
+			}
+		}
+		for _, l := range ls {
+			if got := len(f.renewedAt(l.spec.Key)); got != 1 {
+				t.Fatalf("%s renewed %d times in the first round, want 1", l.spec.Key, got)
+			}
+		}
+
+		// A round whose batches fail as a whole is retried soon after,
+		// and nothing is lost.
+		b.mu.Lock()
+		b.failOne = true
+		b.mu.Unlock()
+		sleepUntil(t0.Add(2*ttl/3 + ttl/10 + 10*time.Millisecond))
+		for _, l := range ls {
+			assertActive(t, b, l)
+		}
+		for _, l := range ls {
+			if got := len(f.renewedAt(l.spec.Key)); got < 2 {
+				t.Fatalf("%s renewed %d times after a failed batch and its retry, want 2", l.spec.Key, got)
+			}
+		}
 	})
 }

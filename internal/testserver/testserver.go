@@ -2,8 +2,9 @@
 // against, and injects faults into it.
 //
 // Real starts a redis-server on a free loopback port in a temporary
-// directory, with persistence off and DEBUG enabled for local clients, or
-// uses the server at $DSYNC_REDIS_ADDR. When redis-server is not on PATH,
+// directory, with persistence off and DEBUG enabled for local clients
+// (package conformance/harness starts it), or uses the server at
+// $DSYNC_REDIS_ADDR. When redis-server is not on PATH,
 // Real skips the test, or fails it when $DSYNC_REQUIRE_REDIS=1. Embedded
 // servers (miniredis, in real or fake time) are in the tests module's
 // package fake, so that this module does not require miniredis.
@@ -14,10 +15,7 @@ package testserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,16 +25,13 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/conformance/harness"
 )
 
 // Server is a server the tests may talk to and, where supported, disturb.
 type Server struct {
 	addr string
-
-	mu  sync.Mutex
-	cmd *exec.Cmd // a redis-server we started; nil otherwise
-	dir string
-	ext bool // $DSYNC_REDIS_ADDR: ours to use, not to restart
+	srv  *harness.Server // a redis-server we started; nil for $DSYNC_REDIS_ADDR
 }
 
 // Addr returns host:port.
@@ -44,102 +39,30 @@ func (s *Server) Addr() string { return s.addr }
 
 // RequireRedis reports whether a missing redis-server fails tests instead of
 // skipping them.
-func RequireRedis() bool { return os.Getenv("DSYNC_REQUIRE_REDIS") == "1" }
+func RequireRedis() bool { return harness.RequireRedis() }
 
 // RedisAvailable reports whether Real can provide a server.
 func RedisAvailable() bool {
-	if os.Getenv("DSYNC_REDIS_ADDR") != "" {
-		return true
-	}
-	_, err := exec.LookPath("redis-server")
-	return err == nil
+	return os.Getenv("DSYNC_REDIS_ADDR") != "" || harness.Available()
 }
 
-// StartRedis starts a private redis-server, or connects to
-// $DSYNC_REDIS_ADDR. The caller stops it with Stop.
+// StartRedis starts a private redis-server (package conformance/harness),
+// or connects to $DSYNC_REDIS_ADDR. The caller stops it with Stop.
 func StartRedis() (*Server, error) {
 	if addr := os.Getenv("DSYNC_REDIS_ADDR"); addr != "" {
-		return &Server{addr: addr, ext: true}, nil
+		return &Server{addr: addr}, nil
 	}
-	path, err := exec.LookPath("redis-server")
+	srv, err := harness.StartServer(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("testserver: redis-server not on PATH: %w", err)
+		return nil, fmt.Errorf("testserver: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "dsync-redis-")
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &Server{addr: net.JoinHostPort("127.0.0.1", port), dir: dir}
-	if err := s.startProcess(path, port); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
+	return &Server{addr: srv.Addr(), srv: srv}, nil
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	return port, err
-}
-
-func (s *Server) startProcess(path, port string) error {
-	cmd := exec.Command(path,
-		"--port", port,
-		"--bind", "127.0.0.1",
-		"--dir", s.dir,
-		"--save", "",
-		"--appendonly", "no",
-		"--enable-debug-command", "local",
-		"--maxclients", "20000",
-		"--logfile", filepath.Join(s.dir, "redis.log"),
-	)
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testserver: start redis-server: %w", err)
-	}
-	s.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := redis.Dial("tcp", s.addr, redis.DialConnectTimeout(time.Second))
-		if err == nil {
-			_, err = c.Do("PING")
-			c.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("testserver: redis-server did not answer: %v\n%s", err, log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// Stop stops a server that Start* started. It is idempotent.
+// Stop stops a server that StartRedis started. It is idempotent.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
-	}
-	if s.dir != "" {
-		os.RemoveAll(s.dir)
-		s.dir = ""
+	if s.srv != nil {
+		s.srv.Close()
 	}
 }
 
@@ -255,20 +178,13 @@ func (s *Server) Pause(ctx context.Context, d time.Duration) error {
 
 // Restartable reports whether Restart can work: not on a server the tests
 // did not start.
-func (s *Server) Restartable() bool { return !s.ext }
+func (s *Server) Restartable() bool { return s.srv != nil }
 
 // Restart stops the server and starts it again on the same address. It
 // comes back empty, and every client connection is dropped.
 func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.cmd != nil:
-		path := s.cmd.Path
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		_, port, _ := net.SplitHostPort(s.addr)
-		return s.startProcess(path, port)
+	if s.srv == nil {
+		return fmt.Errorf("testserver: cannot restart an external server")
 	}
-	return fmt.Errorf("testserver: cannot restart an external server")
+	return s.srv.Node().Restart(ctx)
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testserver
+package harness
 
 import "os/exec"
 

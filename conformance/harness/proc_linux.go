@@ -1,4 +1,4 @@
-package testserver
+package harness
 
 import (
 	"os/exec"

@@ -1,0 +1,49 @@
+package goredis_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/backend/goredis"
+	"github.com/dsyncgo/dsync/conformance"
+	"github.com/dsyncgo/dsync/conformance/harness"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestConformance runs the suite on a private standalone redis-server.
+func TestConformance(t *testing.T) {
+	srv := harness.Standalone(t)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		b := goredis.New(c)
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHooks(srv.Hooks()))
+}
+
+// TestConformanceCluster runs the suite on a 3-master Redis Cluster.
+func TestConformanceCluster(t *testing.T) {
+	cl := harness.NewCluster(t, 3)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		b := goredis.New(c)
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHooks(cl.Hooks()))
+}
+
+// TestConformanceSentinel runs the suite on a primary with a replica,
+// found through Sentinel by a failover client.
+func TestConformanceSentinel(t *testing.T) {
+	s := harness.NewSentinel(t)
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
+		b := goredis.New(c)
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"))
+}

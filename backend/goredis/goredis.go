@@ -1,0 +1,492 @@
+// Package goredis adapts a github.com/redis/go-redis/v9 client to
+// backend.Backend: a *redis.Client (standalone server), a
+// *redis.ClusterClient (Redis Cluster) or the *redis.Client that
+// redis.NewFailoverClient returns (a primary found through Sentinel).
+// It lives in a module of its own, so that a program using another client
+// does not get go-redis in its module graph.
+//
+// Scripts run with EVALSHA and a transparent EVAL fallback on NOSCRIPT, on
+// the node that owns their first key's slot (a cluster client routes them;
+// a script without keys runs on any node). The backend reports
+// backend.Sharded for a cluster client, so that dsync never sends one
+// script keys of different slots, and renews the leases of many locks
+// through EvalBatch, one pipeline per node (see backend.Batcher).
+//
+// Pub/sub uses one *redis.PubSub per Backend (one connection; on a
+// cluster, to one node, since PUBLISH reaches every node's subscribers).
+// It is opened by the first Subscribe, multiplexes every subscription, is
+// pinged periodically, and is replaced with capped backoff when its
+// connection fails; every live subscription then receives a gap message.
+// Messages travel as PUBLISH, not SPUBLISH: on a cluster, the cluster bus
+// copies every message to every node, and one pub/sub connection, to any
+// node, serves every channel (see the dsync README, Adapters).
+//
+// Contexts: go-redis interrupts a call at the context's deadline only when
+// the client was made with ContextTimeoutEnabled, and never at a
+// cancellation. A call whose context can be cancelled therefore waits for
+// its reply on a goroutine of its own and returns at once when the
+// context ends, with an error matching ctx.Err(); the abandoned call
+// finishes in the background (go-redis reads the whole reply, so the
+// connection returns to the pool in a known state) and Close waits for
+// it. A call whose context can never end runs on the caller's goroutine,
+// bounded by WithTimeout when the client honours deadlines, or by the
+// client's ReadTimeout otherwise. A socket timeout at the context's
+// deadline is reported as context.DeadlineExceeded.
+//
+// go-redis retries a command after some network errors (MaxRetries):
+// dsync's scripts are written to be retried with the same arguments.
+//
+// Close releases the pub/sub connection and waits for the adapter's
+// goroutines; the client stays the caller's to close.
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// Option configures a Backend.
+type Option func(*options)
+
+type options struct {
+	timeout     time.Duration
+	healthCheck time.Duration
+	mailboxSize int
+	maxBackoff  time.Duration
+	ackReplicas int
+	ackTimeout  time.Duration
+}
+
+// WithTimeout bounds a script call whose context can never end, so that a
+// server that stopped answering fails the call instead of blocking it.
+// It takes effect when the client was made with ContextTimeoutEnabled;
+// otherwise the client's ReadTimeout bounds such calls. The default is 10s.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// WithHealthCheck sets how often the pub/sub connection is pinged. A
+// connection that answers nothing for three intervals is considered lost and
+// re-established. The default is 5s.
+func WithHealthCheck(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.healthCheck = d
+		}
+	}
+}
+
+// WithMailboxSize sets how many undelivered messages a subscription queues
+// before they are replaced by a gap. The default is
+// backend.DefaultMailboxSize.
+func WithMailboxSize(n int) Option {
+	return func(o *options) { o.mailboxSize = n }
+}
+
+// WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
+// connection. The first attempt is immediate; the default cap is 500ms.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.maxBackoff = d
+		}
+	}
+}
+
+// WithReplicaAck makes every script call wait, after it ran, until n
+// replicas acknowledged its writes (WAIT n timeout, sent in the same round
+// trip on the same connection), as Redisson's sync-slaves check does. A
+// call that fewer replicas acknowledged within timeout fails with an error
+// matching ErrNotReplicated: its writes happened on the primary, but a
+// failover now could lose them, so dsync treats the call as failed and
+// retries it (acquisitions and releases are idempotent under retry).
+//
+// Replication stays asynchronous: an acknowledged write survives the
+// failover of one primary to an acknowledging replica, no more. Fencing
+// tokens remain what keeps a resource safe. The option applies to a
+// *redis.Client (standalone or failover); on a cluster client it is
+// ignored, since go-redis would send WAIT to any node.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if n > 0 && timeout > 0 {
+			o.ackReplicas, o.ackTimeout = n, timeout
+		}
+	}
+}
+
+// ErrNotReplicated reports that a script call's writes were not
+// acknowledged by as many replicas as WithReplicaAck requires.
+var ErrNotReplicated = errors.New("goredis: writes not acknowledged by enough replicas")
+
+// Backend is a backend.Backend over a go-redis client. It is safe for
+// concurrent use.
+type Backend struct {
+	c          redis.UniversalClient
+	opts       options
+	sharded    bool
+	ctxTimeout bool  // the client sets socket deadlines from contexts
+	invalid    error // why c cannot be used, or nil
+
+	closed atomic.Bool
+
+	// Calls abandoned by their cancelled context, which Close waits for.
+	// mu orders their Add before Close's Wait.
+	mu       sync.Mutex
+	inflight sync.WaitGroup
+
+	ps *pubsub
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Sharded = (*Backend)(nil)
+	_ backend.Batcher = (*Backend)(nil)
+)
+
+// New returns a Backend that runs scripts through c. A nil client, or a
+// *redis.Ring (whose shards do not share pub/sub), makes every call fail
+// with an error matching dsync.ErrInvalidBackend.
+func New(c redis.UniversalClient, opts ...Option) *Backend {
+	b := &Backend{
+		c:    c,
+		opts: options{timeout: 10 * time.Second, healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
+	}
+	for _, o := range opts {
+		o(&b.opts)
+	}
+	errNil := fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
+	switch c := c.(type) {
+	case nil:
+		b.invalid = errNil
+	case *redis.Client:
+		if c == nil {
+			b.invalid = errNil
+			break
+		}
+		b.ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		if c == nil {
+			b.invalid = errNil
+			break
+		}
+		b.sharded = true
+		b.ctxTimeout = c.Options().ContextTimeoutEnabled
+		b.opts.ackReplicas = 0 // see WithReplicaAck
+	case *redis.Ring:
+		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
+	}
+	b.ps = newPubSub(b)
+	return b
+}
+
+// Sharded implements backend.Sharded: it reports true for a cluster
+// client.
+func (b *Backend) Sharded() bool { return b.sharded }
+
+func (b *Backend) check(ctx context.Context) error {
+	if b.invalid != nil {
+		return b.invalid
+	}
+	if b.closed.Load() {
+		return backend.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// Eval implements backend.Backend.
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	return b.call(ctx, func(ctx context.Context) (any, error) {
+		return b.evalOnce(ctx, s, keys, args)
+	})
+}
+
+// call runs fn bounded by ctx (see the package documentation).
+func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	if ctx.Done() == nil {
+		// Nothing can cancel ctx: no goroutine. A client that honours
+		// deadlines gets one, the adapter's or less (backend rule 7).
+		cctx := ctx
+		if b.ctxTimeout {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, b.timeout(ctx))
+			defer cancel()
+		}
+		reply, err := fn(cctx)
+		return reply, b.wrap(cctx, err)
+	}
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	b.inflight.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.inflight.Done()
+		reply, err := fn(ctx)
+		done <- result{reply, err}
+	}()
+	select {
+	case r := <-done:
+		return r.reply, b.wrap(ctx, r.err)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("goredis: %w", ctx.Err())
+	}
+}
+
+// timeout returns the bound of a call whose context can never end: the
+// adapter's timeout, or less if the context has a deadline.
+func (b *Backend) timeout(ctx context.Context) time.Duration {
+	d := b.opts.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl), time.Millisecond))
+	}
+	return d
+}
+
+func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
+	if b.opts.ackReplicas > 0 {
+		return b.evalAcked(ctx, s, keys, args)
+	}
+	reply, err := b.c.EvalSha(ctx, s.Hash(), keys, args...).Result()
+	if isNoScript(err) {
+		reply, err = b.c.Eval(ctx, s.Source(), keys, args...).Result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return normalize(reply)
+}
+
+// evalAcked runs the script and WAIT in one pipeline, which a
+// *redis.Client sends on one connection: WAIT counts the replicas that
+// acknowledged that connection's writes.
+func (b *Backend) evalAcked(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
+	send := func(sha bool) (*redis.Cmd, *redis.Cmd) {
+		p := b.c.Pipeline()
+		var ev *redis.Cmd
+		if sha {
+			ev = p.EvalSha(ctx, s.Hash(), keys, args...)
+		} else {
+			ev = p.Eval(ctx, s.Source(), keys, args...)
+		}
+		wait := p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
+		p.Exec(ctx) // errors are read from each command
+		return ev, wait
+	}
+	ev, wait := send(true)
+	if isNoScript(ev.Err()) {
+		ev, wait = send(false)
+	}
+	reply, err := ev.Result()
+	if err != nil {
+		return nil, err
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return nil, err
+	}
+	if acked < int64(b.opts.ackReplicas) {
+		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
+	}
+	return normalize(reply)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// wrap normalizes the error of a call: a nil reply is no error, an error
+// reply is a *backend.ServerError, and a transport error that ctx caused
+// matches ctx.Err().
+func (b *Backend) wrap(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return nil
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return &backend.ServerError{Message: re.Error()}
+	}
+	if errors.Is(err, ErrNotReplicated) {
+		return err
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		// The backend, or the caller's client under it, is closed: no
+		// retry can succeed.
+		return fmt.Errorf("goredis: %w (%v)", backend.ErrClosed, err)
+	}
+	return transportError(ctx, err)
+}
+
+// transportError makes an error of a failed round trip match ctx.Err()
+// when the context is what ended it: go-redis turns a deadline into a
+// socket deadline, whose i/o timeout can fire just before the context's
+// own timer.
+func transportError(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("goredis: %w (%v)", cerr, err)
+	}
+	return fmt.Errorf("goredis: %w", err)
+}
+
+// normalize converts a go-redis reply to the backend contract. Over RESP3
+// a script's true arrives as a boolean and its numbers may arrive as
+// doubles; they are given their RESP2 shapes, which dsync's scripts
+// assume.
+func normalize(v any) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case int64:
+		return v, nil
+	case string:
+		return v, nil
+	case []byte:
+		return string(v), nil
+	case bool:
+		if v {
+			return int64(1), nil
+		}
+		return nil, nil
+	case float64:
+		if v >= math.MinInt64 && v <= math.MaxInt64 {
+			return int64(v), nil
+		}
+	case redis.Error:
+		return &backend.ServerError{Message: v.Error()}, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			n, err := normalize(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: goredis: reply of type %T", dsync.ErrUnexpectedReply, v)
+}
+
+// EvalBatch implements backend.Batcher: the calls go out in one pipeline,
+// which a cluster client splits per node and sends to the nodes in
+// parallel, one round trip each.
+func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backend.Result, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	results := make([]backend.Result, len(calls))
+	_, err := b.call(ctx, func(ctx context.Context) (any, error) {
+		return nil, b.pipeline(ctx, calls, results)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, results []backend.Result) error {
+	run := func(idx []int, sha bool) ([]*redis.Cmd, error) {
+		p := b.c.Pipeline()
+		cmds := make([]*redis.Cmd, len(idx))
+		for j, i := range idx {
+			c := calls[i]
+			if sha {
+				cmds[j] = p.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
+			} else {
+				cmds[j] = p.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
+			}
+		}
+		_, err := p.Exec(ctx)
+		return cmds, err
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	cmds, err := run(all, true)
+	var again []int
+	for j, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, all[j])
+		}
+	}
+	if len(again) > 0 {
+		var cmds2 []*redis.Cmd
+		cmds2, err = run(again, false)
+		for j, cmd := range cmds2 {
+			cmds[again[j]] = cmd
+		}
+	}
+	if err != nil && !isServerErr(err) {
+		// A transport error: whatever replies arrived are not trusted to
+		// be complete; the caller retries.
+		return err
+	}
+	for i, cmd := range cmds {
+		reply, err := cmd.Result()
+		if err == nil {
+			reply, err = normalize(reply)
+		}
+		results[i] = backend.Result{Reply: reply, Err: b.wrap(ctx, err)}
+	}
+	return nil
+}
+
+func isServerErr(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// Subscribe implements backend.Backend.
+func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscription, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	return b.ps.subscribe(ctx, channel)
+}
+
+// Close closes the pub/sub connection, ends every subscription and waits for
+// the adapter's goroutines to exit, calls abandoned by their context
+// included. It does not close the client. Close is idempotent; afterwards
+// every call returns an error matching backend.ErrClosed.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	first := b.closed.CompareAndSwap(false, true)
+	b.mu.Unlock()
+	if !first {
+		return nil
+	}
+	b.ps.close()
+	b.inflight.Wait()
+	return nil
+}
