@@ -153,7 +153,7 @@ func (s *suite) testRWInvariant(t *testing.T, ctx context.Context) {
 	if maxReaders.Load() < 2 {
 		t.Errorf("readers never overlapped (at most %d at once)", maxReaders.Load())
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+	assertNoKeys(t, ctx, s.newBackend(t), p, rwlockWriteKind.key(p, "rw"), time.Hour)
 }
 
 // overlappingReaders runs n readers on their own backends, each taking a
@@ -298,7 +298,7 @@ func (s *suite) testRWReadersWokenTogether(t *testing.T, ctx context.Context) {
 	}
 	must(t, within(t, 5*time.Second, nextGot, "writer after the readers"), "writer")
 	next.Unlock()
-	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+	assertNoKeys(t, ctx, s.newBackend(t), p, rwlockWriteKind.key(p, "rw"), time.Hour)
 }
 
 func (s *suite) testRWLastReaderHandsOff(t *testing.T, ctx context.Context) {
@@ -401,7 +401,7 @@ func (s *suite) testRWDowngradeUpgrade(t *testing.T, ctx context.Context) {
 	if st := rwState(t, ctx, m); st.Mode != rwlock.Free {
 		t.Errorf("at the end: %+v", st)
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+	assertNoKeys(t, ctx, s.newBackend(t), p, rwlockWriteKind.key(p, "rw"), time.Hour)
 }
 
 func (s *suite) testRWReentrancy(t *testing.T, ctx context.Context) {
@@ -575,7 +575,7 @@ func (s *suite) testRWGiveUpStorm(t *testing.T, ctx context.Context) {
 		t.Fatalf("TryLock after the storm: %v, %v", ok, err)
 	}
 	m.Unlock()
-	assertNoKeys(t, ctx, s.newBackend(t), p, time.Hour)
+	assertNoKeys(t, ctx, s.newBackend(t), p, rwlockWriteKind.key(p, "rw"), time.Hour)
 }
 
 func (s *suite) testRWBadInput(t *testing.T, ctx context.Context) {
