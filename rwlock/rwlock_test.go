@@ -2,6 +2,7 @@ package rwlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -221,5 +222,34 @@ func TestReadersAcquireWithin50msOfWriteRelease(t *testing.T) {
 		for _, r := range rs {
 			r.RUnlock()
 		}
+	}
+}
+
+// The server refuses an upgrade too, at once, for a read hold the process
+// does not know to be on that server: here one kept through another
+// backend value of the same server, which no call through this one has
+// shown to reach it.
+func TestServerRefusesUpgrade(t *testing.T) {
+	srv := testserver.Real(t)
+	ctx, cancel := context.WithTimeout(dsync.WithOwner(context.Background()), 5*time.Second)
+	defer cancel()
+	p := prefix()
+	reader := rwlock.New(srv.NewBackend(t), "up", rwlock.WithPrefix(p))
+	writer := rwlock.New(srv.NewBackend(t), "up", rwlock.WithPrefix(p))
+	if err := reader.RLockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := writer.LockContext(ctx); !errors.Is(err, dsync.ErrUpgrade) {
+		t.Errorf("write acquisition by a reader, through another backend value: %v, want ErrUpgrade", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("the refusal took %v; it must not wait", d)
+	}
+	if st, err := reader.State(ctx); err != nil || st.ReadCount != 1 || st.WaitingWriters != 0 || st.Mode != rwlock.Read {
+		t.Errorf("after the refusal: %+v, %v; want the read hold alone, nothing queued", st, err)
+	}
+	if err := reader.RUnlockContext(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
