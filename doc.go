@@ -3,10 +3,11 @@
 // errors every package returns, and the Locker interface that multilock
 // composes.
 //
-// The primitives live in subpackages: mutex (reentrant mutex), and, as they
-// land, rwlock, fairlock, semaphore and multilock. They all run over a
-// backend.Backend, a small interface that any Redis client can implement;
-// backend/redigo is the adapter shipped with the module.
+// The primitives live in subpackages: mutex (reentrant mutex), fairlock,
+// rwlock, semaphore and multilock. They all run over a backend.Backend, a
+// small interface that any Redis client can implement; backend/redigo is
+// the adapter shipped with the module, backend/goredis (a module of its
+// own) the one for go-redis.
 //
 // # Owners
 //
@@ -25,4 +26,42 @@
 //
 // Owner ids are random 128-bit values, unique without coordination; they are
 // what the server stores as the holder.
+//
+// # Failure modes
+//
+// What holds under each fault class, as the fault suite (tests/fault, run
+// by CI against real servers) checks it, with figures from a 2-vCPU VM:
+//
+//   - Server stalled or paused (DEBUG SLEEP, SIGSTOP): a failed lock
+//     returns at most half a second after its ctx's deadline (0.45s),
+//     matching context.DeadlineExceeded. Past the lease the holder is told
+//     (Done) within it, a waiter acquires 1–2ms after the server is back,
+//     and the old holder's fenced write is refused.
+//   - Partition, latency, lost replies: a partitioned holder is told
+//     before the other side can acquire; an acquisition whose reply was
+//     lost is undone by its clean-up; a retried release does not release
+//     twice.
+//   - Server restarted: with appendfsync always, holds are kept. Without
+//     persistence they are lost and another owner may acquire at once; the
+//     holder is told as its connection comes back (12–17ms after the
+//     server answers), and only fencing tokens protect the resource.
+//   - Failover (Sentinel): an acquisition not yet replicated is lost; Done
+//     fires and tokens keep increasing.
+//   - Pub/sub connection killed, or dropped as a slow consumer: waiters
+//     still acquire, 13–21ms after the release.
+//   - Client process killed or paused: a killed holder's lock is free when
+//     its lease ends; a paused one is told on resume and its fenced writes
+//     are refused. A dead waiter handed a mutex holds it up to 2s, and the
+//     others notice within their 5s heartbeat.
+//   - Key deleted behind the holder's back: Done within a third of the
+//     lease (600ms lease: p50 108ms, max 200ms over 120 trials).
+//   - Expiry under CPU load: Done closes a margin (1% of the lease + 2ms,
+//     WithExpiryMargin) before the server's expiry; an unlock within the
+//     margin still releases the hold. A holder stalled longer than the
+//     margin can still act after its hold is gone: use fencing tokens.
+//
+// A 60s nemesis soak mixes these faults over client processes of every
+// primitive doing fenced read-modify-writes, and checks that no two
+// lease-valid holds overlap, that no fenced update is lost, and that the
+// histories are linearizable (porcupine).
 package dsync

@@ -32,6 +32,10 @@ var (
 	// ErrClosed reports use of a backend after Close.
 	ErrClosed = errors.New("dsync: backend closed")
 
+	// ErrInvalidMembers reports a multi-lock made of no locks, a nil lock,
+	// or the same lock twice.
+	ErrInvalidMembers = errors.New("dsync: invalid multi-lock members")
+
 	// ErrUnexpectedReply reports a server reply whose shape the caller did
 	// not expect, typically from an adapter that breaks the reply contract
 	// or a key that was overwritten by something other than dsync.

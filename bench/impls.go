@@ -8,6 +8,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsredigo "github.com/go-redsync/redsync/v4/redis/redigo"
 	"github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
@@ -159,16 +160,24 @@ func (d *dsyncFairClient) Lock(ctx context.Context) error   { return d.m.LockCon
 func (d *dsyncFairClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
 func (d *dsyncFairClient) Close()                           { d.b.Close(); d.pool.Close() }
 
+// redsyncClient is redsync over one server, or, for the RedLock scenario,
+// over several (addr comma-separated), one pool each.
 type redsyncClient struct {
-	pool *redis.Pool
-	m    *redsync.Mutex
+	pools []*redis.Pool
+	m     *redsync.Mutex
 }
 
 func newRedsync(opts []redsync.Option) func(addr, name string, c *counter) Client {
 	return func(addr, name string, c *counter) Client {
-		pool := redigoPool(addr, c)
-		rs := redsync.New(rsredigo.NewPool(pool))
-		return &redsyncClient{pool: pool, m: rs.NewMutex(name, opts...)}
+		r := &redsyncClient{}
+		var ps []rsredis.Pool
+		for _, a := range addrs(addr) {
+			pool := redigoPool(a, c)
+			r.pools = append(r.pools, pool)
+			ps = append(ps, rsredigo.NewPool(pool))
+		}
+		r.m = redsync.New(ps...).NewMutex(name, opts...)
+		return r
 	}
 }
 
@@ -188,7 +197,11 @@ func (r *redsyncClient) Unlock(ctx context.Context) error {
 	return err
 }
 
-func (r *redsyncClient) Close() { r.pool.Close() }
+func (r *redsyncClient) Close() {
+	for _, p := range r.pools {
+		p.Close()
+	}
+}
 
 type redislockClient struct {
 	cl    *goredis.Client

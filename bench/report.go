@@ -49,6 +49,10 @@ type Config struct {
 	// SemaphoreCapacity, beside the dsync mutex with as many, holding for
 	// Hold (0 to skip).
 	SemContenders int
+	// RedLockAddrs, if not empty, are independent servers for the RedLock
+	// scenario (see RedLockImpls): Uncontended/10 cycles and Contenders
+	// at Hold, in-process.
+	RedLockAddrs []string
 	// Spawn, if set, runs each contender of the contended scenarios in a
 	// process of its own (see Worker); otherwise they are goroutines of
 	// this process.
@@ -98,6 +102,8 @@ type Report struct {
 
 	Sem       map[string]Result // the semaphore scenario: "dsync" (the mutex) and SemImpl
 	SemUncont Result            // SemImpl's uncontended acquire+release
+
+	RedLock map[string]RedLockResult // by implementation (see RedLockImpls)
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -115,7 +121,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ad := admin{cfg.Addr}
 	rep := &Report{Config: cfg, Server: "redis " + ad.version() + " at " + cfg.Addr, Impls: Impls(),
 		Uncont: map[string]Result{}, Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{},
-		RW: map[string]Result{}, RWUncont: map[string]Result{}, Sem: map[string]Result{}}
+		RW: map[string]Result{}, RWUncont: map[string]Result{}, Sem: map[string]Result{}, RedLock: map[string]RedLockResult{}}
 	var err error
 	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
 		return nil, err
@@ -264,6 +270,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if rep.SemUncont, err = Uncontended(ctx, cfg.Addr, SemImpl, cfg.Uncontended/4); err != nil {
 			return fail(fmt.Errorf("%s uncontended: %w", SemImpl.Name, err))
+		}
+	}
+	if len(cfg.RedLockAddrs) > 0 {
+		impls := RedLockImpls()
+		for i := 0; i < redLockRounds; i++ {
+			if i%2 == 1 {
+				slices.Reverse(impls)
+			}
+			for _, impl := range impls {
+				if err := step(fmt.Sprintf("RedLock over %d servers, round %d of %d: %s", len(cfg.RedLockAddrs), i+1, redLockRounds, impl.Name)); err != nil {
+					return rep, err
+				}
+				r, err := RedLockRun(ctx, cfg.RedLockAddrs, impl, max(1, cfg.Uncontended/10/redLockRounds), cfg.Contenders, cfg.Hold, cfg.Duration/redLockRounds)
+				if err != nil {
+					return fail(fmt.Errorf("%s RedLock: %w", impl.Name, err))
+				}
+				acc := rep.RedLock[impl.Name]
+				acc.Uncont.add(r.Uncont)
+				acc.Cont.add(r.Cont)
+				rep.RedLock[impl.Name] = acc
+			}
 		}
 	}
 	if cfg.Waiters > 0 {
@@ -432,6 +459,7 @@ func (r *Report) Write(w io.Writer) {
 		}
 	}
 	r.writeSemaphore(w)
+	r.writeRedLock(w)
 	r.writeTargets(w)
 }
 
@@ -526,6 +554,14 @@ func (r *Report) writeTargets(w io.Writer) {
 			SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, us(sp), float64(sp)/float64(max(1, ideal)), us(ideal))
 		u := r.SemUncont
 		check(u.PerAcq(u.RoundTrips) <= 2, "semaphore, uncontended: %.2f round trips per acquire+release (target 2)", u.PerAcq(u.RoundTrips))
+	}
+	if d, rs := r.RedLock["dsync-redlock"], r.RedLock["redsync-redlock"]; d.Uncont.Acquisitions > 0 && rs.Uncont.Acquisitions > 0 {
+		n := len(r.Config.RedLockAddrs)
+		per := func(x Result) float64 { return float64(x.Elapsed) / float64(max(1, x.Acquisitions)) }
+		check(per(d.Uncont) <= 0.6*per(rs.Uncont), "RedLock over %d servers, uncontended: time %.2fx redsync's (target <= 0.6x)", n, per(d.Uncont)/per(rs.Uncont))
+		dp, rp := percentile(d.Cont.Waits, 0.99), percentile(rs.Cont.Waits, 0.99)
+		check(4*dp <= rp, "RedLock over %d servers, %d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", n, r.Config.Contenders, r.Config.Hold, us(dp), us(rp))
+		check(d.Cont.Rate() >= 0.95*rs.Cont.Rate(), "RedLock over %d servers, %d contenders, %v hold: throughput %.2fx redsync's (target >= 0.95x)", n, r.Config.Contenders, r.Config.Hold, d.Cont.Rate()/max(1, rs.Cont.Rate()))
 	}
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)

@@ -19,19 +19,23 @@
 //
 // Subtest names are stable ("Backend/SubscribeThenPublish",
 // "Mutex/MutualExclusion", "FairLock/Order", ...), so a run can be
-// narrowed with -run. Every exclusive lock (mutex, fairlock) runs the same
-// table of cases, each naming the rule it checks, and then cases of its
-// own. Tests
-// use random key prefixes and channel names and run in parallel, except
-// those that disturb the whole server (killing connections, restarting,
-// pausing), which run alone. Each has its own deadline. Run fails if a
-// goroutine started during the suite is still running at its end.
+// narrowed with -run. Every exclusive lock (mutex, fairlock, the write side
+// of rwlock) runs the same table of cases, each naming the rule it checks,
+// and then cases of its own. Tests use random key prefixes and channel
+// names and run in parallel, except those that disturb the whole server
+// (killing connections, restarting, pausing), which run alone. Each has
+// its own deadline. Run fails if a goroutine started during the suite is
+// still running at its end, and a closed backend must leave no goroutine
+// and no pub/sub connection of its own behind (Backend/CloseLeavesNothing).
 //
 // Faults that only the harness can inject are Hooks. A test that needs a
 // missing hook fails, unless the harness declared it cannot provide it
 // (WithoutHooks), in which case the test skips and names it. Package
-// conformance/harness starts private servers that provide every hook. Tests that depend on timing use
-// short leases in real time; run them on a machine that is not overloaded.
+// conformance/harness starts private servers that provide every hook.
+// WithSharedClient gives the suite two backends over one client, to check
+// that Close leaves the caller's client working. Tests that depend on
+// timing use short leases in real time; run them on a machine that is not
+// overloaded.
 package conformance
 
 import (
@@ -70,6 +74,10 @@ type Hooks struct {
 	// of a cluster, less those the harness opened itself. Without it, the
 	// suite asks a script, which a cluster runs on one node.
 	ConnectionsReceived func(ctx context.Context) (int64, error)
+	// Masters counts the masters of a cluster. A sharded backend may keep a
+	// pub/sub connection per master; without the hook the suite does not
+	// bound a sharded backend's pub/sub connections.
+	Masters func(ctx context.Context) (int, error)
 }
 
 // Option configures Run.
@@ -82,9 +90,10 @@ func WithHooks(h Hooks) Option {
 
 // WithoutHooks declares the hooks the harness cannot provide, by their
 // field names in Hooks ("FlushScripts", "KillPubSub", "PubSubClients",
-// "Restart"): the tests that need them skip. A test whose hook is missing
-// and not declared fails. Subscribers and ConnectionsReceived are
-// optional: without them the suite asks the server through scripts.
+// "Restart"), or "SharedClient" for WithSharedClient: the tests that need
+// them skip. A test whose hook is missing and not declared fails.
+// Subscribers and ConnectionsReceived are optional: without them the suite
+// asks the server through scripts.
 func WithoutHooks(names ...string) Option {
 	return func(s *suite) {
 		for _, n := range names {
@@ -130,6 +139,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		s.rwlockTests(t)
 	})
 	t.Run("Semaphore", s.semaphoreTests)
+	t.Run("MultiLock", s.multilockTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}
@@ -141,6 +151,8 @@ type suite struct {
 	without    map[string]bool // hooks the harness declared it lacks
 	timeout    time.Duration
 	leakOpts   []goleak.Option
+
+	sharedClient NewSharedClient
 
 	// gate lets ordinary tests run together and disruptive ones alone.
 	gate sync.RWMutex
@@ -177,6 +189,8 @@ func (s *suite) needHook(t *testing.T, hook string, present bool) {
 	case present:
 	case s.without[hook]:
 		t.Skipf("harness provides no %s hook (WithoutHooks)", hook)
+	case hook == "SharedClient":
+		t.Fatalf("no two backends over one client: pass conformance.WithSharedClient, or declare conformance.WithoutHooks(%q)", hook)
 	default:
 		t.Fatalf("harness provides no %s hook: provide it (package conformance/harness has every hook), or declare conformance.WithoutHooks(%q)", hook, hook)
 	}

@@ -25,7 +25,13 @@ func testConformance(t *testing.T) {
 		b := redigo.New(pool)
 		t.Cleanup(func() { b.Close(); pool.Close() })
 		return b
-	}, conformance.WithHooks(srv.Hooks()))
+	}, conformance.WithHooks(srv.Hooks()),
+		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+			pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
+			a, b := redigo.New(pool), redigo.New(pool)
+			t.Cleanup(func() { a.Close(); b.Close(); pool.Close() })
+			return a, b
+		}))
 }
 
 func ExampleRun() {

@@ -9,6 +9,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 const (
@@ -55,6 +56,21 @@ func WithWaiterTimeout(d time.Duration) Option {
 // same name. The default is an hour; d must be at least 1s.
 func WithFenceTTL(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
+}
+
+// WithExpiryMargin sets how long before a hold's expiry on the server its
+// holder gives it up (Done closes); see the mutex package's option of the
+// same name. The default is 1% of the lease plus 2ms; d must not be
+// negative, and must be less than half the lease.
+func WithExpiryMargin(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetExpiryMargin(d) }}
+}
+
+// WithObserver sets the observer of this handle's acquisitions, holds
+// and waiters (see package observe), instead of its backend's. The
+// default is the backend's observer, if observe.Set gave it one.
+func WithObserver(o *observe.Observer) Option {
+	return Option{func(c *options.Common) { c.Observer = o }}
 }
 
 // WithPrefix sets the first part of every key and channel name; the

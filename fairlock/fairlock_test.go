@@ -126,7 +126,10 @@ func commandCalls(t *testing.T, srv *testserver.Server) int64 {
 	}
 	var sum int64
 	for _, line := range strings.Split(v, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_") {
+		// Subscriptions come and go on their own schedule (a backend's
+		// first hold subscribes the lease watch): not the hand-off's.
+		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_subscribe:") ||
+			strings.HasPrefix(line, "cmdstat_unsubscribe:") || strings.HasPrefix(line, "cmdstat_ping:") {
 			continue
 		}
 		_, rest, _ := strings.Cut(line, ":calls=")
@@ -143,7 +146,9 @@ func TestCommandsPerHandOffIndependentOfQueueLength(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	per := map[int]int64{}
-	for _, n := range []int{2, 10, 50} {
+	// The first round loads the scripts (a NOSCRIPT reply and an EVAL
+	// count as two calls): it is not counted.
+	for round, n := range []int{2, 2, 10, 50} {
 		p := "ops:" + dsync.NewID()[:8]
 		b := srv.NewBackend(t)
 		// A long waiter timeout: no heartbeat runs while counting.
@@ -169,7 +174,9 @@ func TestCommandsPerHandOffIndependentOfQueueLength(t *testing.T) {
 		if first := <-acquired; first != 0 {
 			t.Fatalf("%d waiters: waiter %d acquired first", n, first)
 		}
-		per[n] = commandCalls(t, srv) - before
+		if round > 0 {
+			per[n] = commandCalls(t, srv) - before
+		}
 		close(proceed)
 		for range n - 1 {
 			<-acquired

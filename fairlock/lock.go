@@ -26,8 +26,8 @@ func (m *Mutex) Lock() {
 // The wait ends when the lock is acquired or ctx is done; ctx's deadline
 // is the longest wait. On failure the waiter leaves the queue at once,
 // nothing is left held, and the error matches ctx.Err(), or is the backend
-// error that cannot pass. An attempt on the server when ctx ends is still
-// awaited for at most half a second, as in package mutex.
+// error that cannot pass. It returns at most half a second after ctx
+// ends, as in package mutex.
 func (m *Mutex) LockContext(ctx context.Context) error {
 	return m.h.Lock(ctx, m.spec())
 }

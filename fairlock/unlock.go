@@ -23,8 +23,8 @@ func (m *Mutex) Unlock() {
 // ownerless hold taken through m. The final release hands the lock to the
 // head of the queue, in the same script.
 //
-// The release does not depend on ctx's cancellation and is bounded by a
-// few seconds of its own; if it fails, the watchdog stops and the hold
+// The release does not depend on ctx's cancellation or deadline and is
+// bounded by a few seconds of its own and by the hold's lease; if it fails, the watchdog stops and the hold
 // expires by itself. It returns an error matching dsync.ErrNotHeld,
 // without I/O, when the owner holds nothing through this process, and one
 // too when the hold was lost.

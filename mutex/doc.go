@@ -36,14 +36,26 @@
 // A hold can be lost: a fixed lease expires, renewals fail until the lease
 // runs out (the server was unreachable), or the key vanished (ForceUnlock,
 // a flush, a failover that lost the write). Done returns a channel that is
-// closed when that happens, as well as on the final unlock. Redisson only
+// closed when that happens, as well as on the final unlock. It closes a
+// margin before the lease ends on the server (WithExpiryMargin; 1% of the
+// lease plus 2ms by default), so that the holder is told before another
+// owner can acquire the mutex even when its timer fires a little late.
+// While it holds locks, a backend keeps a pub/sub subscription of its own:
+// when that connection breaks and is made again, every hold on the backend
+// is renewed (or, on a fixed lease, checked) at once, so a server that
+// restarted without its data, or failed over to a replica that lacked the
+// hold, is noticed within a round trip of its return rather than at the
+// next renewal. Redisson only
 // logs a loss; here the holder is told, and should stop touching the
 // resource. After a loss, UnlockContext returns an error matching
-// dsync.ErrNotHeld, and Unlock logs instead of panicking.
+// dsync.ErrNotHeld, and Unlock logs instead of panicking; except within
+// the expiry margin of a lease that ran out, when the hold may still be on
+// the server: the unlock then still releases it, and returns nil if it did.
 //
 // A release does not depend on the caller's cancellation: UnlockContext
 // with a context that has ended (a request's, in a deferred unlock) still
-// releases, bounded by a few seconds of its own. If the release fails, the
+// releases, bounded by a few seconds of its own and by the hold's lease,
+// not by ctx's deadline. If the release fails, the
 // watchdog stops and Done is closed: the hold expires by itself within one
 // lease.
 //
@@ -79,8 +91,10 @@
 // is accepted only if it is newer than every hold the waiter saw: a wake-up
 // delayed past the hold's expiry is refused. A hold handed to a waiter
 // starts on a lease of at most 2s, which the waiter's watchdog extends at
-// its first renewal, so a waiter that died holds the mutex up only that
-// long. A waiter that gives up passes on a hold handed to it.
+// its first renewal, so a waiter that died holds the mutex for only that
+// long; the other waiters, who are not woken by a hand-off to someone
+// else, notice at their next attempt: within their heartbeat (5s) of the
+// hand-off. A waiter that gives up passes on a hold handed to it.
 //
 // The waiter handed the mutex is the one that has gone longest without an
 // attempt: usually the longest waiting, but the order is not promised

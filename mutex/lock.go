@@ -28,10 +28,15 @@ func (m *Mutex) Lock() {
 // On failure nothing is left held or queued, and the error matches
 // ctx.Err(), or is the backend error that cannot pass.
 //
-// An attempt on the server when ctx ends is still awaited, for at most
-// half a second: the script runs whether or not its reply is read, and
-// must not land after the clean-up. So LockContext can return that much
-// after ctx ends, and reports success if that attempt acquired the mutex.
+// An attempt on the server when ctx ends is still awaited briefly: the
+// script runs whether or not its reply is read, and must not land after
+// the clean-up. LockContext reports success if that attempt acquired the
+// mutex. Either way it returns at most half a second after ctx ends, even
+// on a stalled server: a clean-up the server has not answered by then
+// goes on in the background, bounded by a few seconds, and a hold or
+// registration it could not undo expires by itself. A failure past ctx's
+// deadline matches context.DeadlineExceeded, after a cancellation
+// context.Canceled.
 func (m *Mutex) LockContext(ctx context.Context) error {
 	return m.h.Lock(ctx, m.spec())
 }
@@ -39,8 +44,8 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // TryLockContext makes one attempt to lock m for ctx's owner, without
 // waiting for another holder to release. It reports whether the mutex is
 // now held by the owner. When the attempt fails with an error, nothing is
-// left held. As with LockContext, an attempt under way when ctx ends is
-// awaited for at most half a second.
+// left held. As with LockContext, it returns at most half a second after
+// ctx ends.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	return m.h.TryLock(ctx, m.spec())
 }

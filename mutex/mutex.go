@@ -9,6 +9,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 const (
@@ -60,6 +61,26 @@ func WithWatchdog(d time.Duration) Option {
 // must be at least 1s.
 func WithFenceTTL(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
+}
+
+// WithExpiryMargin sets how long before a hold's expiry on the server its
+// holder gives it up: Done closes, and renewals stop, d before the lease
+// ends as measured from when the acquiring (or last renewing) call was
+// sent. The margin covers a server clock that runs fast and a timer that
+// fires late, so that no other owner can acquire the mutex before Done has
+// told the holder. The default is 1% of the lease plus 2ms (the drift
+// allowance of the RedLock algorithm): 302ms for the 30s watchdog lease,
+// 12ms for a 1s fixed lease. d must not be negative, and must be less
+// than half the lease.
+func WithExpiryMargin(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetExpiryMargin(d) }}
+}
+
+// WithObserver sets the observer of this handle's acquisitions, holds
+// and waiters (see package observe), instead of its backend's. The
+// default is the backend's observer, if observe.Set gave it one.
+func WithObserver(o *observe.Observer) Option {
+	return Option{func(c *options.Common) { c.Observer = o }}
 }
 
 // WithPrefix sets the first part of every key and channel name; the

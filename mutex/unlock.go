@@ -30,9 +30,12 @@ func (m *Mutex) Unlock() {
 // released as many holds as it took.
 //
 // The release does not depend on ctx's cancellation: an unlock deferred
-// with a context that has ended still releases. It is bounded by a few
-// seconds of its own; if it fails, the watchdog stops, so the hold expires
-// by itself within one lease, and Done is closed.
+// with a context that has ended still releases. Nor does it depend on
+// ctx's deadline: it is bounded by a few seconds of its own and by the
+// hold's lease (a release past it finds the hold expired). If it fails,
+// the error matches context.DeadlineExceeded when that bound passed, the
+// watchdog stops, so the hold expires by itself within one lease, and
+// Done is closed.
 //
 // It returns an error matching dsync.ErrNotHeld, without any I/O, when the
 // owner holds nothing through this process: never locked, unlocked once too

@@ -31,8 +31,8 @@ func (m *RWMutex) RUnlock() {
 // the queue, in the same script. An owner that also holds a read hold
 // (a downgrade) keeps it.
 //
-// The release does not depend on ctx's cancellation and is bounded by a
-// few seconds of its own; if it fails, the watchdog stops and the hold
+// The release does not depend on ctx's cancellation or deadline and is
+// bounded by a few seconds of its own and by the hold's lease; if it fails, the watchdog stops and the hold
 // expires by itself. It returns an error matching dsync.ErrNotHeld,
 // without I/O, when the owner holds no write hold through this process (a
 // read hold is released by RUnlockContext), and one too when the hold was

@@ -65,7 +65,8 @@ func (s *Semaphore) spec(n int64) core.LockSpec {
 		Abandon: func(ctx context.Context, owner, op, entry string) error {
 			return s.abandon(ctx, owner, op, n, entry)
 		},
-		Hold: s.holdSpec(),
+		Hold:    s.holdSpec(),
+		Confirm: true,
 		Kept: func(owner string, anon bool, l *lease.Lease) {
 			if anon {
 				s.mu.Lock()

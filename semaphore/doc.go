@@ -53,7 +53,11 @@
 // pub/sub: a waiter never polls. A waiter's place lasts the waiter timeout
 // (WithWaiterTimeout, 5s) past its last heartbeat, as in fairlock; permits
 // handed to a waiter start on a lease of at most 2s, which the waiter
-// extends at once.
+// extends at once. A waiter with an owner from ctx confirms a hand-off
+// with one more round trip, which tells it the hold the permits joined:
+// other goroutines of its owner may have been handed permits at once. A
+// waiter held up behind one whose process died looks again when that
+// waiter's place ends, not at its own next heartbeat.
 //
 // # Capacity
 //

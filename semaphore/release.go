@@ -24,8 +24,8 @@ import (
 // it touches). An acquisition stays remembered until all its permits are
 // given back.
 //
-// The release does not depend on ctx's cancellation and is bounded by a
-// few seconds of its own; if it fails, the watchdog stops and the permits
+// The release does not depend on ctx's cancellation or deadline and is
+// bounded by a few seconds of its own and by the permits' lease; if it fails, the watchdog stops and the permits
 // expire by themselves. A release retried after a lost reply is applied
 // once. It returns an error matching dsync.ErrNotHeld when the owner (or
 // the handle, for ownerless permits) holds fewer than n permits, without
@@ -41,7 +41,7 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 		if l == nil {
 			return s.h.Wrap("release", dsync.ErrNotHeld)
 		}
-		if l.Lost() {
+		if !l.Releasable() {
 			return s.h.Wrap("release", fmt.Errorf("%w: %w", dsync.ErrNotHeld, core.ErrLost))
 		}
 		return s.h.Wrap("release", s.release(ctx, owner, l, n))
@@ -74,7 +74,7 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
-		if p.a.l.Lost() {
+		if !p.a.l.Releasable() {
 			errs = append(errs, fmt.Errorf("%w: %w", dsync.ErrNotHeld, core.ErrLost))
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 const (
@@ -51,6 +52,21 @@ func WithLease(d time.Duration) Option {
 // crashes come back within 30s. d must be at least 1ms.
 func WithWatchdog(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetWatchdog(d) }}
+}
+
+// WithExpiryMargin sets how long before a hold's expiry on the server its
+// holder gives its permits up (Done closes); see the mutex package's option of the
+// same name. The default is 1% of the lease plus 2ms; d must not be
+// negative, and must be less than half the lease.
+func WithExpiryMargin(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetExpiryMargin(d) }}
+}
+
+// WithObserver sets the observer of this handle's acquisitions, holds
+// and waiters (see package observe), instead of its backend's. The
+// default is the backend's observer, if observe.Set gave it one.
+func WithObserver(o *observe.Observer) Option {
+	return Option{func(c *options.Common) { c.Observer = o }}
 }
 
 // WithWaiterTimeout sets how long a waiter's place in the queue outlives

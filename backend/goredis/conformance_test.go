@@ -22,7 +22,12 @@ func TestConformance(t *testing.T) {
 		b := goredis.New(c)
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(srv.Hooks()))
+	}, conformance.WithHooks(srv.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		a, b := goredis.New(c), goredis.New(c)
+		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+		return a, b
+	}))
 }
 
 // TestConformanceCluster runs the suite on a 3-master Redis Cluster.
@@ -33,7 +38,12 @@ func TestConformanceCluster(t *testing.T) {
 		b := goredis.New(c)
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(cl.Hooks()))
+	}, conformance.WithHooks(cl.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		a, b := goredis.New(c), goredis.New(c)
+		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+		return a, b
+	}))
 }
 
 // TestConformanceSentinel runs the suite on a primary with a replica,
@@ -45,5 +55,10 @@ func TestConformanceSentinel(t *testing.T) {
 		b := goredis.New(c)
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"))
+	}, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
+		a, b := goredis.New(c), goredis.New(c)
+		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+		return a, b
+	}))
 }

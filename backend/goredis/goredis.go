@@ -12,14 +12,23 @@
 // script keys of different slots, and renews the leases of many locks
 // through EvalBatch, one pipeline per node (see backend.Batcher).
 //
-// Pub/sub uses one *redis.PubSub per Backend (one connection; on a
-// cluster, to one node, since PUBLISH reaches every node's subscribers).
-// It is opened by the first Subscribe, multiplexes every subscription, is
-// pinged periodically, and is replaced with capped backoff when its
-// connection fails; every live subscription then receives a gap message.
-// Messages travel as PUBLISH, not SPUBLISH: on a cluster, the cluster bus
-// copies every message to every node, and one pub/sub connection, to any
-// node, serves every channel (see the dsync README, Adapters).
+// Pub/sub uses one *redis.PubSub per Backend on a single server, and one
+// per master on a cluster. Each multiplexes its subscriptions, is pinged
+// periodically, and is replaced with capped backoff when its connection
+// fails; every live subscription on it then receives a gap message.
+// Messages travel as PUBLISH, which the cluster bus copies to every node,
+// so a subscriber connected to any node receives them. On a cluster each
+// channel is subscribed on the master serving its hash slot, where the
+// scripts that publish on it run (a channel shares its lock's hash tag):
+// the wake-up then reaches the waiter without crossing the cluster bus.
+// This costs one pub/sub connection per master instead of one; the
+// dsync README gives the measured difference. Sharded SPUBLISH would also
+// spare the copies to other nodes, but it ties each subscription to its
+// slot's current owner, so a resharding or failover would cut
+// subscriptions off until they moved.
+// With PUBLISH, placement only affects speed: a channel whose slot moved
+// is still delivered, through the bus, and the connection follows its
+// slot's master when it reconnects.
 //
 // Contexts: go-redis interrupts a call at the context's deadline only when
 // the client was made with ContextTimeoutEnabled, and never at a
@@ -148,7 +157,12 @@ type Backend struct {
 	mu       sync.Mutex
 	inflight sync.WaitGroup
 
-	ps *pubsub
+	ps *pubsub // nil on a cluster
+
+	// On a cluster, one pub/sub connection per master, by its address
+	// when the first of its channels was placed; shards ends with Close.
+	shardMu sync.Mutex
+	shards  map[string]*pubsub
 }
 
 var (
@@ -189,7 +203,11 @@ func New(c redis.UniversalClient, opts ...Option) *Backend {
 	case *redis.Ring:
 		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
 	}
-	b.ps = newPubSub(b)
+	if b.sharded {
+		b.shards = make(map[string]*pubsub)
+	} else {
+		b.ps = newPubSub(b, "")
+	}
 	return b
 }
 
@@ -472,7 +490,40 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	return b.ps.subscribe(ctx, channel)
+	if !b.sharded {
+		return b.ps.subscribe(ctx, channel)
+	}
+	ps, err := b.shard(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	return ps.subscribe(ctx, channel)
+}
+
+// shard returns the pub/sub connection, on a cluster, of the master that
+// serves channel's hash slot, where the scripts that publish on channel
+// run: a message published by a script reaches a subscriber connected to
+// the script's node at once, and one on another node only through the
+// cluster bus, which is slower and, under load, stalls (see the package
+// documentation). Placement is only a matter of speed: PUBLISH reaches
+// every node, so a channel whose slot moved is still delivered.
+func (b *Backend) shard(ctx context.Context, channel string) (*pubsub, error) {
+	m, err := b.c.(*redis.ClusterClient).MasterForKey(ctx, channel)
+	if err != nil {
+		return nil, b.wrap(ctx, err)
+	}
+	addr := m.Options().Addr
+	b.shardMu.Lock()
+	defer b.shardMu.Unlock()
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	ps := b.shards[addr]
+	if ps == nil {
+		ps = newPubSub(b, channel)
+		b.shards[addr] = ps
+	}
+	return ps, nil
 }
 
 // Close closes the pub/sub connection, ends every subscription and waits for
@@ -486,7 +537,16 @@ func (b *Backend) Close() error {
 	if !first {
 		return nil
 	}
-	b.ps.close()
+	if b.ps != nil {
+		b.ps.close()
+	}
+	b.shardMu.Lock()
+	shards := b.shards
+	b.shards = nil
+	b.shardMu.Unlock()
+	for _, ps := range shards {
+		ps.close()
+	}
 	b.inflight.Wait()
 	return nil
 }

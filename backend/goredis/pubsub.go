@@ -34,6 +34,10 @@ const sendTimeout = 2 * time.Second
 // publishes from then on are delivered.
 type pubsub struct {
 	b *Backend
+	// node, on a cluster, is a channel whose hash slot's master the
+	// connection goes to, found anew at each reconnection (a failover
+	// moves it); "" for any node.
+	node string
 
 	mu      sync.Mutex
 	conn    *redis.PubSub // nil while disconnected
@@ -53,9 +57,10 @@ type channel struct {
 	gapDue    bool          // tell subscribers once re-subscribed after a reconnect
 }
 
-func newPubSub(b *Backend) *pubsub {
+func newPubSub(b *Backend, node string) *pubsub {
 	return &pubsub{
 		b:       b,
+		node:    node,
 		chans:   make(map[string]*channel),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -228,9 +233,18 @@ func (ps *pubsub) sleep(d time.Duration) bool {
 // dials lazily, so a PING makes it dial now, outside ps.mu. Its reply is
 // read, and ignored, by the reader.
 func (ps *pubsub) open() (*redis.PubSub, error) {
-	conn := ps.b.c.Subscribe(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
+	var conn *redis.PubSub
+	if ps.node == "" {
+		conn = ps.b.c.Subscribe(ctx)
+	} else {
+		m, err := ps.b.c.(*redis.ClusterClient).MasterForKey(ctx, ps.node)
+		if err != nil {
+			return nil, err
+		}
+		conn = m.Subscribe(ctx)
+	}
 	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance"
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
@@ -28,5 +29,12 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.Run(t, func(t *testing.T) backend.Backend {
 		return srv.NewBackend(t)
-	}, conformance.WithHooks(hooks), conformance.WithoutHooks(lacks...))
+	}, conformance.WithHooks(hooks), conformance.WithoutHooks(lacks...),
+		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+			pool := srv.Pool()
+			t.Cleanup(func() { pool.Close() })
+			a, b := redigo.New(pool), redigo.New(pool)
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		}))
 }

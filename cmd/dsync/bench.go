@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/bench"
+	"github.com/dsyncgo/dsync/conformance/harness"
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
@@ -23,8 +24,9 @@ const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock) side b
 one server and prints the comparison and the targets of DESIGN.md §7:
 uncontended lock+unlock, contended runs with each contender in a process of
 its own, the hand-off from a release to a waiter, and for dsync a
-semaphore of capacity 4 beside the mutex, many waiters on one lock and many
-locks held at once. Without -redis it starts a
+semaphore of capacity 4 beside the mutex, many waiters on one lock, many
+locks held at once, and multilock.RedLock against redsync's RedLock over
+-redlock-servers private servers of its own. Without -redis it starts a
 private redis-server from PATH on a free loopback port. Progress is shown
 on standard error when it is a terminal. An interrupt (Ctrl-C) stops the
 run and lists the steps it completed.`
@@ -43,6 +45,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "dsync waiters on one lock (0 to skip)")
 	fs.IntVar(&cfg.Held, "held", cfg.Held, "dsync locks held at once (0 to skip)")
 	fs.IntVar(&cfg.SemContenders, "sem-contenders", cfg.SemContenders, "contenders for a dsync semaphore of capacity 4 and for the mutex beside it, holding for -hold (0 to skip)")
+	redlockServers := fs.Int("redlock-servers", 5, "private redis-servers for the RedLock scenario (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
 	timeout := fs.Duration("timeout", defaultTimeout, "give up on a -redis server that does not connect or answer a PING within this `duration`")
 	pos, err := fs.parse(args)
@@ -55,8 +58,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
 	}
-	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *timeout <= 0 {
-		return usagef("-waiters, -held, -hold and -sem-contenders must not be negative, -timeout must be positive")
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || *timeout <= 0 {
+		return usagef("-waiters, -held, -hold, -sem-contenders and -redlock-servers must not be negative, -timeout must be positive")
 	}
 
 	if *addr == "" {
@@ -76,6 +79,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		srv.close()
 	}
 	cfg.Addr = *addr
+	for range *redlockServers {
+		// Always private servers, even with -redis: RedLock needs
+		// independent ones.
+		srv, err := harness.StartServer(ctx)
+		if err != nil {
+			return fmt.Errorf("the RedLock scenario needs redis-server on PATH; pass -redlock-servers 0 to skip it (%w)", err)
+		}
+		defer srv.Close()
+		cfg.RedLockAddrs = append(cfg.RedLockAddrs, srv.Addr())
+	}
 	if !*inProcess {
 		self, err := os.Executable()
 		if err != nil {

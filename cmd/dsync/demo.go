@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/mutex"
+	dotel "github.com/dsyncgo/dsync/otel"
 )
 
 const demoDoc = `demo has workers, each with a connection pool of its own as separate
@@ -28,7 +30,11 @@ It runs on an embedded miniredis unless -redis names a real server. On a
 real server it deletes the keys it created when it ends: they would
 otherwise stay for up to an hour, the lifetime of the last fencing token.
 An interrupt (Ctrl-C) stops the workers, prints what was measured so far,
-and still deletes the keys.`
+and still deletes the keys.
+
+With -metrics it prints, at the end, the OpenTelemetry metrics that
+package github.com/dsyncgo/dsync/otel recorded: what a service gets from
+observe.Set(backend, otel.New()).`
 
 // demoLeaseDemo is the fixed lease of the lease part of the demo.
 const demoLeaseDemo = 300 * time.Millisecond
@@ -42,6 +48,7 @@ func demo(ctx context.Context, e *env, args []string) error {
 	rounds := fs.Int("rounds", 8, "acquisitions per worker")
 	hold := fs.Duration("hold", 2*time.Millisecond, "time spent holding the mutex each round")
 	timeout := fs.Duration("timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
+	metrics := fs.Bool("metrics", false, "print the OpenTelemetry metrics of the run at the end")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -58,6 +65,11 @@ func demo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer srv.close()
+	var reader *sdkmetric.ManualReader
+	if *metrics {
+		reader = sdkmetric.NewManualReader()
+		srv.observer = dotel.New(dotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	}
 	out := &syncWriter{w: e.stdout}
 	name := "demo:" + dsync.NewID()[:8]
 	fmt.Fprintf(out, "dsync demo on %s\n", srv)
@@ -80,6 +92,11 @@ func demo(ctx context.Context, e *env, args []string) error {
 	}
 	if !srv.embedded() {
 		removeDemoKeys(ctx, srv, out, name, "", ":reentry", ":lease")
+	}
+	if reader != nil {
+		if merr := printMetrics(ctx, out, reader); merr != nil && err == nil {
+			err = merr
+		}
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -33,6 +33,27 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// With -metrics the demo prints the OpenTelemetry metrics of its run: the
+// acquisitions it made, the holds released and the one lost to the fixed
+// lease, and no waiter left.
+func TestDemoMetrics(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "", "demo", "-metrics", "-workers", "3", "-rounds", "4", "-hold", "1ms")
+	if code != exitOK {
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"metrics (OpenTelemetry",
+		"dsync.acquire.duration     {dsync.outcome=acquired dsync.primitive=mutex dsync.try=false} count 16 ",
+		"dsync.hold.duration        {dsync.hold.end=released dsync.primitive=mutex}            count 13 ",
+		"dsync.hold.lost            {dsync.lost.reason=lease expired dsync.primitive=mutex}    1",
+		"dsync.waiters              {dsync.primitive=mutex}                                    0",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo -metrics lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
 // TestDemoRemovesKeys runs the demo against a server given by -redis (a
 // miniredis of the test's) and checks that it leaves no key behind.
 func TestDemoRemovesKeys(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // server is where a command's backends connect: the -redis address, or an
@@ -19,6 +20,8 @@ type server struct {
 	addr    string
 	mini    *miniredis.Miniredis
 	timeout time.Duration // bounds dialing and each read and write
+
+	observer *observe.Observer // of every client's backend, if set
 }
 
 // openServer checks that the server at addr answers a PING within
@@ -99,7 +102,11 @@ func (s *server) client() *client {
 		IdleTimeout: time.Minute,
 		DialContext: s.dial,
 	}
-	return &client{pool: pool, b: bredigo.New(pool, bredigo.WithTimeout(s.timeout))}
+	c := &client{pool: pool, b: bredigo.New(pool, bredigo.WithTimeout(s.timeout))}
+	if s.observer != nil {
+		observe.Set(c.b, s.observer)
+	}
+	return c
 }
 
 // do runs one command on a connection of c's pool, within the server's
@@ -118,4 +125,5 @@ func (c *client) do(ctx context.Context, timeout time.Duration, cmd string, args
 func (c *client) close() {
 	c.b.Close()
 	c.pool.Close()
+	observe.Set(c.b, nil)
 }

@@ -140,7 +140,9 @@ func (c *Cluster) Restart(ctx context.Context) error {
 
 // Hooks returns every conformance hook, each acting on every node.
 func (c *Cluster) Hooks() conformance.Hooks {
-	return hooks(c.Nodes, c.Restart)
+	h := hooks(c.Nodes, c.Restart)
+	h.Masters = func(context.Context) (int, error) { return len(c.Nodes()), nil }
+	return h
 }
 
 // Close stops every node and removes their files. It is idempotent.

@@ -228,6 +228,18 @@ func (n *Node) log() string {
 	return string(b)
 }
 
+// Signal sends sig to the node's process: SIGSTOP pauses it, as a process
+// descheduled for long would be, and SIGCONT resumes it. It fails if the
+// node is down.
+func (n *Node) Signal(sig os.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("harness: redis-server on port %s is down", n.port)
+	}
+	return n.cmd.Process.Signal(sig)
+}
+
 // Kill ends the process with SIGKILL, as a crash would, and leaves it
 // down. Every connection to it drops. It is idempotent.
 func (n *Node) Kill() {

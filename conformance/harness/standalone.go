@@ -12,10 +12,11 @@ type Server struct {
 	node *Node
 }
 
-// StartServer starts a private standalone redis-server. The caller stops it
-// with Close.
-func StartServer(ctx context.Context) (*Server, error) {
-	n, err := startNode(ctx, false, "")
+// StartServer starts a private standalone redis-server, with args (such
+// as "--appendonly", "yes") after the harness's own, which they override.
+// The caller stops it with Close.
+func StartServer(ctx context.Context, args ...string) (*Server, error) {
+	n, err := startNode(ctx, false, "", args...)
 	if err != nil {
 		return nil, err
 	}

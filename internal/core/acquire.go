@@ -11,6 +11,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // Attempt is one try of an acquisition: it runs the primitive's acquire
@@ -49,6 +50,13 @@ type LockSpec struct {
 	// Entry, if set, makes the entry under which the waiter at address
 	// registers for owner; the default is Entry(address, owner, Handed).
 	Entry func(address, owner string) string
+
+	// Confirm makes every hand-off to a waiter with an owner from ctx
+	// confirmed by an attempt, whose reply names the hold, rather than
+	// taken from the wake-up: for a primitive that hands several waiters
+	// their holds in one script, two goroutines of one owner may be handed
+	// the same hold at once, which only the server's reply tells.
+	Confirm bool
 
 	// Kept, if set, is told of every acquisition, with the lease that
 	// keeps its hold, and the handle does not remember ownerless holds:
@@ -100,9 +108,21 @@ func Entry(address, owner string, lease time.Duration) string {
 
 // Lock acquires a hold of role for ctx's owner (or a fresh ownerless
 // one), waiting while it is held elsewhere, until ctx is done.
-func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
+func (h *Handle) Lock(ctx context.Context, s LockSpec) (err error) {
 	if err := h.Begin(s.op(false), ctx); err != nil {
 		return err
+	}
+	var waiting func(int)
+	if o := h.Observer(); o != nil {
+		var done func(observe.AcquireResult)
+		start := time.Now()
+		ctx, done = o.StartAcquire(ctx, observe.Acquisition{Primitive: h.Kind, Name: h.Name, Role: s.Hold.Role})
+		defer func() {
+			done(observe.AcquireResult{Outcome: observe.OutcomeOf(ctx, true, err), Wait: time.Since(start), Err: err})
+		}()
+		if o.Waiting != nil {
+			waiting = func(delta int) { o.ReportWaiting(observe.Waiters{Primitive: h.Kind, Name: h.Name, Delta: delta}) }
+		}
 	}
 	owner, anon := LockOwner(ctx)
 	op := dsync.NewID()
@@ -111,13 +131,14 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 		address string // the waiter's, once it joined the channel
 		entry   string // under which the waiter registers
 	)
-	err := wait.Acquire(ctx, wait.Spec{
+	err = wait.Acquire(ctx, wait.Spec{
 		Backend:   h.B,
 		Channel:   s.Channel,
 		WaiterID:  op, // a hand-off counts as the acquisition op
 		Heartbeat: s.Heartbeat,
 		Logger:    h.Cfg.Logger,
 		Name:      h.Name,
+		Waiting:   waiting,
 		Try: func(ctx context.Context, a wait.Try) (wait.Result, error) {
 			if a.Address != "" && entry == "" {
 				address = a.Address
@@ -132,7 +153,13 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 					return wait.Result{RetryIn: lasts}, nil
 				}
 			}
-			return s.Try(ctx, owner, op, entry, a.Prior > 0, &got)
+			r, err := s.Try(ctx, owner, op, entry, a.Prior > 0, &got)
+			if err == nil && r.Acquired && h.late(got) {
+				// Ask again at once: the retry, with the same operation
+				// id, confirms the hold and says how long it has left.
+				return wait.Result{RetryIn: 0}, nil
+			}
+			return r, err
 		},
 		Granted: func(token int64, since time.Time) bool {
 			// Without time to spare, the next attempt confirms the
@@ -142,7 +169,7 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) error {
 			// hand-off may have joined that hold, whose id only the
 			// server's reply tells.
 			if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) ||
-				len(lease.Anywhere(h.Key, owner, s.Role)) > 0 {
+				(s.Confirm && !anon) || len(lease.Anywhere(h.Key, owner, s.Role)) > 0 {
 				return false
 			}
 			got = Grant{Count: 1, Token: token, ID: op, Sent: since, TTL: s.Handed}
@@ -177,19 +204,34 @@ func (h *Handle) MustLock(s LockSpec) {
 // TryLock makes one attempt at a hold of role for ctx's owner, without
 // waiting for another holder, and reports whether it holds it now. When
 // the attempt fails with an error, nothing is left held.
-func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
+func (h *Handle) TryLock(ctx context.Context, s LockSpec) (acquired bool, err error) {
 	if err := h.Begin(s.op(true), ctx); err != nil {
 		return false, err
+	}
+	if o := h.Observer(); o != nil {
+		var done func(observe.AcquireResult)
+		start := time.Now()
+		ctx, done = o.StartAcquire(ctx, observe.Acquisition{Primitive: h.Kind, Name: h.Name, Role: s.Hold.Role, Try: true})
+		defer func() {
+			done(observe.AcquireResult{Outcome: observe.OutcomeOf(ctx, acquired, err), Wait: time.Since(start), Err: err})
+		}()
 	}
 	owner, anon := LockOwner(ctx)
 	op := dsync.NewID()
 	var got Grant
 	r, err := s.Try(ctx, owner, op, "", false, &got)
+	for retries := 0; err == nil && r.Acquired && h.late(got); retries++ {
+		// As in Lock: a retry with the same operation id confirms the
+		// hold and says how long it has left.
+		if retries == maxLateRetries {
+			err = errLate
+			break
+		}
+		r, err = s.Try(ctx, owner, op, "", false, &got)
+	}
 	if err != nil {
 		// The attempt may have succeeded with its reply lost.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait.AbandonTimeout)
-		s.Abandon(actx, owner, op, "")
-		cancel()
+		wait.Cleanup(ctx, func(ctx context.Context) { s.Abandon(ctx, owner, op, "") })
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = ctxError(cerr, err)
 		}
@@ -203,6 +245,29 @@ func (h *Handle) TryLock(ctx context.Context, s LockSpec) (bool, error) {
 		s.Local.Held(owner, "", l)
 	}
 	return true, nil
+}
+
+// maxLateRetries bounds the retries of a try whose replies keep coming
+// too late (see late).
+const maxLateRetries = 3
+
+// errLate is the error of a try whose replies kept coming too late.
+var errLate = errors.New("the server's replies came after the hold's lease had run out")
+
+// late reports whether the reply that granted g came so late that, counted
+// from when its call was sent, the hold's lease has run out already (less
+// the expiry margin): the server, stalled or paused with the call queued,
+// ran it later, and the hold is likely still there, but the client cannot
+// tell for how long.
+func (h *Handle) late(g Grant) bool {
+	if g.TTL <= 0 {
+		return false
+	}
+	m := h.Cfg.ExpiryMargin
+	if m < 0 {
+		m = lease.DefaultMargin(g.TTL)
+	}
+	return time.Since(g.Sent) >= g.TTL-min(m, g.TTL/2)
 }
 
 // AcquireReply decodes the reply of an acquire script sent at sent:

@@ -36,6 +36,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
 	"github.com/dsyncgo/dsync/internal/wait"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // Exclusive is the role of a hold that excludes every other.
@@ -65,7 +66,7 @@ type Handle struct {
 // arguments are kept and reported by every call, before any I/O.
 func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) {
 	h.B, h.Kind, h.Name, h.Cfg = b, kind, name, cfg
-	h.err = cfg.Err
+	h.err = cfg.Check()
 	if err := options.CheckBackend(b); err != nil {
 		h.err = err
 	}
@@ -77,6 +78,15 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}
+}
+
+// Observer returns the observer of h's acquisitions, holds and waiters:
+// its own (WithObserver), or its backend's (observe.Set), or nil.
+func (h *Handle) Observer() *observe.Observer {
+	if h.Cfg.Observer != nil {
+		return h.Cfg.Observer
+	}
+	return observe.For(h.B)
 }
 
 // Companion returns the key of the companion suffix of the main key.
@@ -209,6 +219,29 @@ type HoldSpec struct {
 // backend value of the process keeps it. An ownerless hold is remembered
 // by the handle.
 func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Lease {
+	l := keepHold(h, owner, g, hs)
+	if anon {
+		h.mu.Lock()
+		if h.anon == nil {
+			h.anon = make(map[string][]*lease.Lease)
+		}
+		h.anon[hs.Role] = append(h.anon[hs.Role], l)
+		h.mu.Unlock()
+	}
+	return l
+}
+
+// keeping makes finding a hold's lease and starting one if there is none
+// one step: two goroutines of one owner acquiring the same hold at once
+// (a semaphore's hand-offs to both) must not start two leases for it, or
+// the second, left behind when the first is released, is taken by a later
+// release for the owner's hold.
+var keeping sync.Mutex
+
+// keepHold returns the lease of the hold g, extended, or a new one.
+func keepHold(h *Handle, owner string, g Grant, hs HoldSpec) *lease.Lease {
+	keeping.Lock()
+	defer keeping.Unlock()
 	l := lease.ByID(h.Key, owner, hs.Role, g.ID)
 	if l != nil && !l.Lost() {
 		// A re-entry: the server kept the hold's expiry, or extended
@@ -226,25 +259,30 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Leas
 			Token:  g.Token,
 			Keys:   hs.Keys,
 			Args:   append([]any{owner, Ms(h.Cfg.Lease), g.ID}, hs.Args...),
+			Margin: h.Cfg.ExpiryMargin,
 			Logger: h.Cfg.Logger,
+		}
+		if o := h.Observer(); o != nil && o.HoldEnded != nil {
+			kind, name, role, sent := h.Kind, h.Name, hs.Role, g.Sent
+			spec.Ended = func(lost bool, reason string) {
+				o.ReportHoldEnded(observe.HoldEnd{Primitive: kind, Name: name, Role: role, Held: time.Since(sent), Lost: lost, Reason: reason})
+			}
 		}
 		if h.Cfg.Watchdog {
 			spec.Renew = hs.Renew
 			if g.TTL > 0 && g.TTL < h.Cfg.Lease {
 				spec.Initial = g.TTL
 			}
-		} else if g.TTL > 0 && g.TTL < h.Cfg.Lease {
-			spec.TTL = g.TTL
+		} else {
+			// A fixed lease is only ever checked: its lease argument is
+			// 0, which the renewal scripts take as "change nothing".
+			spec.Check = hs.Renew
+			spec.Args[1] = int64(0)
+			if g.TTL > 0 && g.TTL < h.Cfg.Lease {
+				spec.TTL = g.TTL
+			}
 		}
 		l = lease.Start(h.B, spec, g.Sent)
-	}
-	if anon {
-		h.mu.Lock()
-		if h.anon == nil {
-			h.anon = make(map[string][]*lease.Lease)
-		}
-		h.anon[hs.Role] = append(h.anon[hs.Role], l)
-		h.mu.Unlock()
 	}
 	return l
 }

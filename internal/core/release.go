@@ -37,29 +37,40 @@ var errGone = errors.New("it is no longer on the server")
 // it may release (space-separated), and returns its reply: the holds left
 // (-1 if the owner held none of those) and the id of the hold.
 //
-// The release does not depend on ctx's cancellation: it is bounded by
-// ReleaseTimeout and by l's lease, and errors that may pass are retried
-// until then; a call under way then is bounded by ReleaseTimeout too. On failure the lease ends (renewals stop, Done closes) and
-// the hold expires by itself on the server.
+// The release does not depend on ctx's cancellation or deadline: it is
+// bounded by ReleaseTimeout and by the end of l's lease (plus
+// wait.SettleGrace), and errors that may pass are retried until then. A call still under way then is awaited
+// for wait.SettleGrace more; its failure matches
+// context.DeadlineExceeded. On failure the lease ends (renewals stop,
+// Done closes) and the hold expires by itself on the server.
 //
 // l may be kept through another backend value of the process than h's;
 // the outcome is applied to it only if the release reached the hold it
 // keeps, which the hold id tells.
 func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool, holds string) (wait.Reply, error)) (int64, error) {
+	l.BeginRelease()
+	// Shortly past the lease's end the hold has expired on the server,
+	// released or not: waiting longer for the reply tells nobody
+	// anything. The grace lets a release sent just before the end, which
+	// the server's later expiry leaves time for, learn its outcome.
+	now := time.Now()
+	deadline := now.Add(ReleaseTimeout)
+	end := l.Deadline()
+	if end.Before(now) {
+		end = now
+	}
+	if end = end.Add(wait.SettleGrace); end.Before(deadline) {
+		deadline = end
+	}
 	if ctx.Done() != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 	} else {
 		// A context that can never end stays one, with a deadline the
 		// backend honours (backend rule 7): a cancellable call costs
 		// more (redigo's, a goroutine per call).
-		ctx = deadlineOnly{ctx, time.Now().Add(ReleaseTimeout)}
-	}
-	l.BeginRelease()
-	deadline := time.Now().Add(ReleaseTimeout)
-	if d := l.Deadline(); d.Before(deadline) {
-		deadline = d
+		ctx = deadlineOnly{ctx, deadline}
 	}
 	// The holds the script may release: l's, or, when l is not known to
 	// be on this server (Take's guess), any of the owner's in the
@@ -153,12 +164,14 @@ func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost
 	if l == nil {
 		return h.Wrap("unlock", dsync.ErrNotHeld), true
 	}
-	if l.Lost() {
+	if !l.Releasable() {
 		if lost != nil {
 			lost(l)
 		}
 		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
 	}
+	// A hold whose lease ran out less than the expiry margin ago may still
+	// be on the server: releasing it spares the others the wait.
 	_, err = release(ctx, owner, l)
 	return h.Wrap("unlock", err), false
 }

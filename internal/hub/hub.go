@@ -34,6 +34,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/registry"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // WakeAll is the payload that wakes every waiter on a channel.
@@ -53,7 +54,12 @@ type hub struct {
 	mu      sync.Mutex
 	topics  map[string]*topic
 	closing []backend.Subscription // retired under mu, closed after it
+
+	watchers map[*watcher]struct{}
 }
+
+// watcher is a Watch registration.
+type watcher struct{ fn func() }
 
 type topic struct {
 	name    string        // the primitive's channel base
@@ -62,9 +68,13 @@ type topic struct {
 	err     error         // its outcome
 	sub     backend.Subscription
 	waiters map[string]*Waiter
+	watched bool        // the watch channel, kept while there are watchers
 	idle    *time.Timer // retires the topic when it has lingered long enough
 	gone    bool        // removed from the hub
 }
+
+// unused reports whether nothing keeps t subscribed.
+func (t *topic) unused() bool { return len(t.waiters) == 0 && !t.watched }
 
 // Waiter is one waiter's registration on a channel.
 type Waiter struct {
@@ -98,17 +108,7 @@ func Process() string { return process }
 // missed. The caller must Leave.
 func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, error) {
 	w := &Waiter{id: id, c: make(chan struct{}, 1)}
-	hubs.Do(b, func() *hub {
-		local.mu.Lock()
-		defer local.mu.Unlock()
-		local.n++
-		h := &hub{id: process + "." + strconv.FormatUint(local.n, 36), b: b, topics: make(map[string]*topic)}
-		if local.m == nil {
-			local.m = make(map[string]*hub)
-		}
-		local.m[h.id] = h
-		return h
-	}, func(h *hub) bool {
+	hubs.Do(b, newHub(b), func(h *hub) bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		t := h.topics[channel]
@@ -130,6 +130,84 @@ func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, 
 	case <-ctx.Done():
 		w.Leave()
 		return nil, ctx.Err()
+	}
+}
+
+// newHub returns the constructor of b's hub.
+func newHub(b backend.Backend) func() *hub {
+	return func() *hub {
+		local.mu.Lock()
+		defer local.mu.Unlock()
+		local.n++
+		h := &hub{id: process + "." + strconv.FormatUint(local.n, 36), b: b, topics: make(map[string]*topic)}
+		if local.m == nil {
+			local.m = make(map[string]*hub)
+		}
+		local.m[h.id] = h
+		return h
+	}
+}
+
+// WatchChannel is the channel base that a Watch keeps subscribed.
+const WatchChannel = "dsync-watch"
+
+// Watch calls fn whenever b's pub/sub connection may have been broken
+// and established again: a gap, or a subscription of b's hub that failed
+// and was made again, on any channel. Messages may have been lost then,
+// and the server may have restarted. So that there is a connection to
+// notice, Watch keeps WatchChannel subscribed, asynchronously, until stop
+// is called; on a sharded backend that connection reaches one shard, and
+// the channels of the hub's waiters the shards they hash to. fn is called
+// without any lock held, in a goroutine of its own, and must not block
+// for long; it may be called more than once for one reconnection.
+func Watch(b backend.Backend, fn func()) (stop func()) {
+	w := &watcher{fn: fn}
+	var h *hub
+	hubs.Do(b, newHub(b), func(x *hub) bool {
+		h = x
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.watchers == nil {
+			x.watchers = make(map[*watcher]struct{})
+		}
+		x.watchers[w] = struct{}{}
+		t := x.topics[WatchChannel]
+		if t == nil {
+			t = &topic{name: WatchChannel, channel: WatchChannel + "/" + x.id, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
+			x.topics[WatchChannel] = t
+			go x.serve(t)
+		}
+		t.watched = true
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
+		return false
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.watchers, w)
+			if t := h.topics[WatchChannel]; t != nil && len(h.watchers) == 0 {
+				t.watched = false
+				if t.unused() {
+					h.lingerLocked(t)
+				}
+			}
+			empty := len(h.topics) == 0
+			h.unlock()
+			if empty {
+				h.forgetIfIdle()
+			}
+		})
+	}
+}
+
+// notifyLocked calls the watchers, each in a goroutine of its own.
+func (h *hub) notifyLocked() {
+	for w := range h.watchers {
+		go w.fn()
 	}
 }
 
@@ -186,7 +264,7 @@ func (w *Waiter) Leave() {
 	h.mu.Lock()
 	if w.t.waiters[w.id] == w {
 		delete(w.t.waiters, w.id)
-		if len(w.t.waiters) == 0 {
+		if w.t.unused() {
 			h.lingerLocked(w.t)
 		}
 	}
@@ -256,14 +334,22 @@ func (h *hub) serve(t *topic) {
 		// The hub's own deadline, not any caller's: a failure to retry.
 		err = fmt.Errorf("hub: subscribing %q took over %v: %v", t.channel, subscribeTimeout, err)
 	}
-
 	h.mu.Lock()
+	if err != nil && t.watched && !errors.Is(err, dsync.ErrClosed) {
+		// No waiter is told of the failure: the watch channel is wanted
+		// until its watchers stop, however long the server is away.
+		h.mu.Unlock()
+		if sub = h.resubscribe(t); sub != nil {
+			err = nil
+		}
+		h.mu.Lock()
+	}
 	t.err = err
 	if err == nil {
 		t.sub = sub
 		if t.gone {
 			h.closing = append(h.closing, sub)
-		} else if len(t.waiters) == 0 {
+		} else if t.unused() {
 			h.lingerLocked(t)
 		}
 	} else {
@@ -308,6 +394,10 @@ func (h *hub) serve(t *topic) {
 		case m.Gap || m.Payload == WakeAll:
 			for _, w := range t.waiters {
 				w.wake()
+			}
+			if m.Gap {
+				h.notifyLocked()
+				observe.For(h.b).ReportPubSub(observe.PubSubEvent{Channel: t.name})
 			}
 		default:
 			id, grant, _ := strings.Cut(m.Payload, " ")
@@ -356,6 +446,8 @@ func (h *hub) resubscribe(t *topic) backend.Subscription {
 		for _, w := range t.waiters {
 			w.wake()
 		}
+		h.notifyLocked()
+		observe.For(h.b).ReportPubSub(observe.PubSubEvent{Channel: t.name, Reconnect: true})
 		h.unlock()
 		return sub
 	}

@@ -14,8 +14,16 @@
 // round trips per interval, against some 4,700 without it). A hold is
 // lost when a renewal finds it gone, or when renewals have failed until the
 // lease ran out; validity is measured on the local monotonic clock from the
-// moment the acquiring (or renewing) call was sent, so the client always
-// gives up no later than the server expires the key.
+// moment the acquiring (or renewing) call was sent, and the client gives
+// up a margin before that (Spec.Margin), so that it gives up before the
+// server expires the key even when its timer fires a little late or the
+// server's clock runs a little fast.
+//
+// While a scheduler keeps leases it watches its backend's pub/sub
+// connection (hub.Watch): when that connection breaks and is made again,
+// the server may have restarted without its data, so every lease is
+// renewed (a fixed one checked) at once, with quick retries for the pooled
+// connections the same break left dead.
 //
 // The package also indexes the holds of this process by key, owner and
 // role, whatever backend value keeps them, so that any handle on a lock can
@@ -35,8 +43,10 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/registry"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 const (
@@ -85,7 +95,46 @@ type Spec struct {
 	Keys  []string
 	Args  []any
 
+	// Check, for a fixed lease, is the renewal script, given Args with a
+	// lease of 0 ms so that it only checks that the hold is still there:
+	// it is run when the connection to the server was broken and made
+	// again (see Scheduler.check). Nil for a watchdog lease.
+	Check *backend.Script
+
+	// Margin is how long before the hold's expiry on the server the
+	// client gives it up (Done closes): the server's clock may run
+	// ahead, and the timer that reports the end may fire late. Negative
+	// means DefaultMargin; it is capped at half the lease.
+	Margin time.Duration
+
 	Logger *slog.Logger // may be nil
+
+	// Ended, if set, is told when the lease ends: whether it was lost,
+	// and why. It is called with the scheduler's lock held: it must be
+	// quick.
+	Ended func(lost bool, reason string)
+}
+
+// DefaultMargin is the margin of a lease of ttl unless given another:
+// 1% of it for clock drift, as the RedLock algorithm counts, plus 2ms for
+// the granularity of the server's expiry and the scheduling of the timer.
+func DefaultMargin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// margin returns the margin of a lease of ttl.
+func (l *Lease) margin(ttl time.Duration) time.Duration {
+	m := l.spec.Margin
+	if m < 0 {
+		m = DefaultMargin(ttl)
+	}
+	return min(m, ttl/2)
+}
+
+// until returns until when a hold that had ttl left after a call sent at
+// t is known valid: its expiry, less the margin.
+func (l *Lease) until(t time.Time, ttl time.Duration) time.Time {
+	return t.Add(ttl - l.margin(ttl))
 }
 
 type state int
@@ -109,8 +158,12 @@ type Lease struct {
 	deadline  time.Time // lost when passed without a renewal
 	next      time.Time // when the scheduler next looks at it
 	retrying  bool      // the last renewal failed: next is a retry, not a due time
+	checking  bool      // due for a check after a reconnection (see Scheduler.check)
+	gone      bool      // a renewal found it gone while a release was under way (next to the bools: a Lease stays in its size class)
+	expired   bool      // lost at its deadline, so perhaps still on the server for the margin (see Releasable)
+	indexed   bool      // in the held index; guarded by held.mu
+	rechecks  int       // checks failed since that reconnection
 	releasing int       // releases under way
-	gone      bool      // a renewal found it gone while a release was under way
 	index     int       // in s.queue, or -1
 }
 
@@ -145,7 +198,8 @@ func (l *Lease) Lost() bool {
 	return l.state == lost
 }
 
-// Deadline returns the time until which the hold is known valid.
+// Deadline returns the time until which the hold is known valid: its
+// expiry on the server, as far as the client can tell, less the margin.
 func (l *Lease) Deadline() time.Time {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -168,6 +222,8 @@ type Scheduler struct {
 	busy  bool        // a round is running; it re-arms the timer when done
 
 	renewing chan struct{} // a token per renewal call in flight
+
+	unwatch func() // ends the scheduler's hub.Watch
 
 	// Observed by tests and benchmarks.
 	calls int64
@@ -194,11 +250,16 @@ func index(l *Lease) {
 	}
 	k := l.holdKey()
 	held.m[k] = append(held.m[k], l)
+	l.indexed = true
 }
 
 func unindex(l *Lease) {
 	held.mu.Lock()
 	defer held.mu.Unlock()
+	if !l.indexed {
+		return
+	}
+	l.indexed = false
 	k := l.holdKey()
 	ls := held.m[k]
 	for i, x := range ls {
@@ -220,7 +281,9 @@ func unindex(l *Lease) {
 func Start(b backend.Backend, spec Spec, sentAt time.Time) *Lease {
 	var l *Lease
 	schedulers.Do(b, func() *Scheduler {
-		return &Scheduler{b: b, renewing: make(chan struct{}, MaxRenewing)}
+		s := &Scheduler{b: b, renewing: make(chan struct{}, MaxRenewing)}
+		s.unwatch = hub.Watch(b, s.check)
+		return s
 	}, func(s *Scheduler) bool {
 		l = s.start(spec, sentAt)
 		return false
@@ -430,7 +493,7 @@ func (s *Scheduler) start(spec Spec, sentAt time.Time) *Lease {
 // never past what the server keeps.
 func (l *Lease) renewedLocked(t time.Time, ttl time.Duration) {
 	l.retrying = false
-	if d := t.Add(ttl); l.deadline.IsZero() || d.After(l.deadline) {
+	if d := l.until(t, ttl); l.deadline.IsZero() || d.After(l.deadline) {
 		l.deadline = d
 	}
 	if l.spec.Renew == nil {
@@ -453,7 +516,7 @@ func (l *Lease) Extend(sentAt time.Time, ttl time.Duration) {
 	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.state != active || !sentAt.Add(ttl).After(l.deadline) {
+	if l.state != active || !l.until(sentAt, ttl).After(l.deadline) {
 		return
 	}
 	l.renewedLocked(sentAt, ttl)
@@ -525,33 +588,104 @@ func (s *Scheduler) idleLocked() (retireNow bool) {
 
 // forgetIfIdle drops s from the registry once it has nothing to do.
 func (s *Scheduler) forgetIfIdle() {
+	dropped := false
 	schedulers.Do(s.b, nil, func(cur *Scheduler) bool {
 		if cur != s {
 			return false
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return !s.busy && s.count == 0
+		dropped = !s.busy && s.count == 0
+		return dropped
 	})
+	if dropped {
+		s.unwatch()
+	}
 }
+
+// check looks at every lease at once, because the connection to the
+// server was broken and made again (see hub.Watch): the server may have
+// restarted without its data, or failed over to a replica that had not
+// received it, and the holders must learn so now rather than at their next
+// renewal. Watchdog leases are renewed, fixed ones checked (Spec.Check).
+func (s *Scheduler) check() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, l := range s.queue {
+		if l.spec.Renew != nil || l.spec.Check != nil {
+			l.next, l.checking, l.rechecks = now, true, 0
+		}
+	}
+	heap.Init(&s.queue)
+	s.armLocked()
+}
+
+const (
+	// maxRechecks bounds the quick retries of a check after a
+	// reconnection: the first calls may go out on pooled connections that
+	// the reconnection's cause broke, each failing at once.
+	maxRechecks = 8
+	// recheckDelay is the pause between them.
+	recheckDelay = 5 * time.Millisecond
+)
 
 // endLocked moves l to a final state, once, and forgets it: its owner
 // learns of a loss from Done, and later finds nothing to release.
 func (s *Scheduler) endLocked(l *Lease, to state) {
+	s.endWhyLocked(l, to, "")
+}
+
+func (s *Scheduler) endWhyLocked(l *Lease, to state, reason string) {
 	if l.index >= 0 {
 		heap.Remove(&s.queue, l.index)
 	}
 	if l.state != active {
+		// A lease that expired and stayed indexed (see expireLocked),
+		// now released or replaced: forget it now.
+		unindex(l)
 		return
 	}
 	l.state = to
 	s.count--
-	unindex(l)
+	if !l.expired {
+		unindex(l)
+	}
+	// The observer hears of the end before the holder wakes to it.
+	if l.spec.Ended != nil {
+		l.spec.Ended(to == lost, reason)
+	}
 	close(l.done)
 }
 
+// expireLocked loses l at its deadline, the margin before the server's
+// expiry: its holder is told (Done), but the lease stays indexed, and
+// releasable, until the server's expiry, so that an unlock in the margin
+// still releases the hold, as it would have just before, instead of
+// leaving it on the server for others to wait out.
+func (s *Scheduler) expireLocked(l *Lease, reason string) {
+	l.expired = true
+	s.loseLocked(l, reason, nil)
+	time.AfterFunc(time.Until(l.serverExpiryLocked()), func() { unindex(l) })
+}
+
+// serverExpiryLocked returns when the server expires the hold, as far as
+// the client can tell: its deadline plus the margin.
+func (l *Lease) serverExpiryLocked() time.Time {
+	return l.deadline.Add(l.margin(l.spec.TTL))
+}
+
+// Releasable reports whether a release of l may still find its hold on
+// the server: it has not ended, or it expired (see expireLocked) less
+// than the margin ago.
+func (l *Lease) Releasable() bool {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.state == active || l.expired && time.Now().Before(l.serverExpiryLocked())
+}
+
 func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
-	s.endLocked(l, lost)
+	s.endWhyLocked(l, lost, reason)
 	if log := l.spec.Logger; log != nil {
 		if err != nil {
 			log.Warn("dsync: hold lost", "name", l.spec.Name, "reason", reason, "error", err)
@@ -622,9 +756,9 @@ func (s *Scheduler) dueLocked(now time.Time) []*Lease {
 		heap.Pop(&s.queue)
 		if !now.Before(l.deadline) {
 			if l.spec.Renew == nil {
-				s.loseLocked(l, "lease expired", nil)
+				s.expireLocked(l, "lease expired")
 			} else {
-				s.loseLocked(l, "renewals failed until the lease ran out", nil)
+				s.expireLocked(l, "renewals failed until the lease ran out")
 			}
 			continue
 		}
@@ -651,7 +785,11 @@ func (s *Scheduler) renew(due []*Lease) {
 	groups := map[groupKey]*group{}
 	var order []*group
 	for _, l := range due {
-		k := groupKey{script: l.spec.Renew, nkeys: len(l.spec.Keys), nargs: len(l.spec.Args)}
+		script := l.spec.Renew
+		if script == nil {
+			script = l.spec.Check // a fixed lease due for a check
+		}
+		k := groupKey{script: script, nkeys: len(l.spec.Keys), nargs: len(l.spec.Args)}
 		if sharded {
 			k.slot = keys.Slot(l.spec.Key)
 		}
@@ -756,7 +894,7 @@ func (s *Scheduler) expire(groups []*group) {
 	for _, g := range groups {
 		for _, l := range g.leases {
 			if l.state == active && l.index < 0 && !now.Before(l.deadline) {
-				s.loseLocked(l, "renewals failed until the lease ran out", nil)
+				s.expireLocked(l, "renewals failed until the lease ran out")
 			}
 		}
 	}
@@ -814,13 +952,19 @@ func (s *Scheduler) renewBundle(bd bundle) {
 		err = fmt.Errorf("%w: %d results for a batch of %d calls", dsync.ErrUnexpectedReply, len(results), len(calls))
 	}
 
+	took := time.Since(sent)
 	s.mu.Lock()
+	o := observe.For(s.b)
 	for i, p := range parts {
+		perr := err
+		var gone int
 		if err != nil {
-			s.applyLocked(p.leases, nil, err, sent)
+			gone = s.applyLocked(p.leases, nil, err, sent)
 		} else {
-			s.applyLocked(p.leases, results[i].Reply, results[i].Err, sent)
+			perr = results[i].Err
+			gone = s.applyLocked(p.leases, results[i].Reply, results[i].Err, sent)
 		}
+		o.ReportRenewed(observe.Renewal{Leases: len(p.leases), Failed: perr != nil, Gone: gone, Took: took})
 	}
 	s.armLocked()
 	retire := s.idleLocked()
@@ -872,9 +1016,11 @@ func (s *Scheduler) renewGroup(g *group) {
 	ctx, cancel := context.WithDeadline(context.Background(), earliest)
 	reply, err := s.b.Eval(ctx, g.script, ks, args...)
 	cancel()
+	took := time.Since(sent)
 
 	s.mu.Lock()
-	s.applyLocked(leases, reply, err, sent)
+	gone := s.applyLocked(leases, reply, err, sent)
+	observe.For(s.b).ReportRenewed(observe.Renewal{Leases: len(leases), Failed: err != nil, Gone: gone, Took: took})
 	s.armLocked()
 	retire := s.idleLocked()
 	s.mu.Unlock()
@@ -884,8 +1030,8 @@ func (s *Scheduler) renewGroup(g *group) {
 }
 
 // applyLocked reschedules leases by the outcome of their renewal call,
-// sent at sent.
-func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time.Time) {
+// sent at sent, and returns how many the call found gone.
+func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time.Time) (gone int) {
 	var results []int64
 	if err == nil {
 		results, err = backend.Ints(reply, len(leases))
@@ -897,8 +1043,19 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 		if l.state != active || l.index >= 0 {
 			continue // released, or re-acquired and rescheduled, meanwhile
 		}
+		transient := err != nil && !errors.Is(err, dsync.ErrClosed) && !crossSlot
 		switch {
+		case l.checking && transient && l.rechecks < maxRechecks:
+			l.rechecks++
+			l.next = now.Add(recheckDelay)
+		case l.spec.Renew == nil && (err == nil && results[i] == 1 || transient):
+			// A fixed lease checked: it stays as it was, to expire at
+			// its deadline. A check that kept failing is left; the next
+			// reconnection checks again.
+			l.checking = false
+			l.next = l.deadline
 		case err == nil && results[i] == 1:
+			l.checking = false
 			// An Extend while the call was in flight may have moved the
 			// deadline further than this renewal does: it stays.
 			l.renewedLocked(sent, l.spec.TTL)
@@ -908,6 +1065,7 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 			l.gone = true
 			continue
 		case err == nil:
+			gone++
 			s.loseLocked(l, "hold no longer on the server", nil)
 			continue
 		case errors.Is(err, dsync.ErrClosed):
@@ -927,7 +1085,7 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 				log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", err)
 			}
 			retry := max(min(l.spec.TTL/10, time.Second), 10*time.Millisecond)
-			l.retrying = true
+			l.retrying, l.checking = true, false
 			l.next = now.Add(retry)
 			if l.next.After(l.deadline) {
 				l.next = l.deadline
@@ -935,6 +1093,7 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 		}
 		heap.Push(&s.queue, l)
 	}
+	return gone
 }
 
 // isCrossSlot reports whether err is a cluster's refusal of a call whose

@@ -12,6 +12,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 const (
@@ -40,11 +41,20 @@ type Common struct {
 	// WaiterTimeout is how long a waiter's place in a queue outlives its
 	// last heartbeat; 0 means the primitive's default.
 	WaiterTimeout time.Duration
+
+	// ExpiryMargin is how long before a hold's expiry on the server its
+	// holder is told it ended; negative means the default (see
+	// lease.DefaultMargin).
+	ExpiryMargin time.Duration
+
+	// Observer, if set, hears of this handle's acquisitions, holds and
+	// waiters instead of its backend's observer (see package observe).
+	Observer *observe.Observer
 }
 
 // Defaults returns the documented defaults: prefix "dsync", a 30s lease
 // renewed by the watchdog, slog.Default for background events, the last
-// fencing token kept for an hour.
+// fencing token kept for an hour, the default expiry margin.
 func Defaults() Common {
 	return Common{
 		Prefix:   keys.DefaultPrefix,
@@ -52,7 +62,32 @@ func Defaults() Common {
 		Watchdog: true,
 		Logger:   slog.Default(),
 		FenceTTL: DefaultFenceTTL,
+
+		ExpiryMargin: -1,
 	}
+}
+
+// SetExpiryMargin sets how long before a hold's expiry on the server its
+// holder is told it ended.
+func (c *Common) SetExpiryMargin(d time.Duration) {
+	if d < 0 {
+		c.fail(fmt.Errorf("%w: expiry margin %v (it must not be negative)", dsync.ErrInvalidLease, d))
+		return
+	}
+	c.ExpiryMargin = d
+}
+
+// Check reports settings that are invalid together: an expiry margin of
+// half the lease or more, which would leave the holder less time than it
+// gives up.
+func (c *Common) Check() error {
+	if c.Err != nil {
+		return c.Err
+	}
+	if c.ExpiryMargin >= 0 && 2*c.ExpiryMargin >= c.Lease {
+		return fmt.Errorf("%w: expiry margin %v is half the lease %v or more", dsync.ErrInvalidLease, c.ExpiryMargin, c.Lease)
+	}
+	return nil
 }
 
 // setLease sets the lease, in whole milliseconds as the server keeps it:

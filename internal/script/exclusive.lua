@@ -86,9 +86,10 @@ end
 
 -- renew_holds extends many holds in one call (the lease scheduler's
 -- batch): KEYS holds one main key per hold, ARGV[1] = keys per hold (1),
--- ARGV[2] = args per hold, then per hold its owner id, lease ms and hold
--- id. It replies per hold 1 if that very hold (owner and hold id) is still
--- there and now expires no sooner than its lease, else 0. A key that is not a dsync state costs
+-- ARGV[2] = args per hold, then per hold its owner id, lease ms (0: only
+-- check the hold, as for a fixed lease) and hold id. It replies per hold 1
+-- if that very hold (owner and hold id) is still there and now expires no
+-- sooner than its lease, else 0. A key that is not a dsync state costs
 -- only its own hold.
 local function renew_holds()
   local out, per = {}, tonumber(ARGV[2])

@@ -10,9 +10,11 @@ end
 
 -- expire_at_least makes key expire ttl ms from now unless it already
 -- lives longer: a key shared by entries of different lifetimes lives as
--- long as the longest.
+-- long as the longest. A ttl of 0 changes nothing (a renewal script's
+-- check of a fixed lease).
 local function expire_at_least(key, ttl)
-  if redis.call('PTTL', key) < tonumber(ttl) then
+  ttl = tonumber(ttl)
+  if ttl > 0 and redis.call('PTTL', key) < ttl then
     redis.call('PEXPIRE', key, ttl)
   end
 end

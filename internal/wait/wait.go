@@ -30,6 +30,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // Attempt makes one try. A failed try registers the waiter on the server
@@ -88,6 +89,11 @@ type Spec struct {
 	// once and then every UnreachableLogEvery, naming Name.
 	Logger *slog.Logger
 	Name   string
+
+	// Waiting, if set, is called with +1 when the acquisition starts
+	// waiting (an attempt found the primitive held), and with -1 when
+	// it stops.
+	Waiting func(delta int)
 }
 
 // UnreachableLogEvery is how often a wait that keeps failing to reach the
@@ -95,8 +101,11 @@ type Spec struct {
 const UnreachableLogEvery = time.Minute
 
 // SettleGrace is how long an attempt still in flight when its context
-// ends may take to answer before it is cut off (see Detach).
-const SettleGrace = 500 * time.Millisecond
+// ends may take to answer before it is cut off (see Detach). With
+// CleanupBudget, it bounds how long after its context ends a failed
+// acquisition returns: the documented half second, less a margin for
+// scheduling.
+const SettleGrace = 350 * time.Millisecond
 
 // Detach returns the context for an attempt on ctx's behalf. A script
 // that was sent runs on the server whether or not its caller waits for
@@ -104,19 +113,28 @@ const SettleGrace = 500 * time.Millisecond
 // to undo it; waiting for the reply orders the two. So the returned
 // context ends SettleGrace after ctx does, not with it, and the caller
 // learns the attempt's result unless the server takes longer than that.
-// A context that can never end is returned as is. The caller must call
-// release when the attempt is over.
+// It ends the way ctx does: past a deadline when ctx's deadline passed,
+// cancelled when ctx was cancelled. A context that can never end is
+// returned as is. The caller must call release when the attempt is over.
 func Detach(ctx context.Context) (actx context.Context, release func()) {
 	if ctx.Done() == nil {
 		return ctx, func() {}
 	}
-	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		actx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(SettleGrace))
+	} else {
+		actx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
 	var (
 		mu       sync.Mutex
 		grace    *time.Timer
 		released bool
 	)
 	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return // actx's own deadline follows
+		}
 		mu.Lock()
 		if !released {
 			grace = time.AfterFunc(SettleGrace, cancel)
@@ -138,15 +156,50 @@ func Detach(ctx context.Context) (actx context.Context, release func()) {
 // AbandonTimeout bounds the clean-up after a failed acquisition.
 const AbandonTimeout = 5 * time.Second
 
+// CleanupBudget is how long the caller of a failed acquisition waits for
+// its clean-up (see Cleanup) before leaving it to finish in the
+// background.
+const CleanupBudget = 100 * time.Millisecond
+
+// cleanups counts the clean-ups under way, for Settle.
+var cleanups sync.WaitGroup
+
+// Cleanup runs f, the clean-up after a failed acquisition, on a context of
+// its own bounded by AbandonTimeout, and waits for it at most
+// CleanupBudget: on a server that answers, the caller returns with the
+// clean-up done; on a stalled one, it returns in time, and the clean-up
+// goes on in the background until the server answers or its bound passes.
+// Either way the clean-up is not cut short by the caller's return.
+func Cleanup(ctx context.Context, f func(ctx context.Context)) {
+	done := make(chan struct{})
+	cleanups.Add(1)
+	go func() {
+		defer cleanups.Done()
+		defer close(done)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
+		defer cancel()
+		f(actx)
+	}()
+	t := time.NewTimer(CleanupBudget)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// Settle waits for the clean-ups under way in the background to end; for
+// tests.
+func Settle() { cleanups.Wait() }
+
 // Acquire runs the loop until an attempt succeeds, ctx is done, or a
 // permanent error occurs. A ctx error is returned as is when no backend
 // error preceded it, else wrapped together with the last backend error.
+// A failed acquisition is cleaned up with Spec.Abandon through Cleanup.
 func Acquire(ctx context.Context, s Spec) (err error) {
 	defer func() {
 		if err != nil && s.Abandon != nil {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
-			s.Abandon(actx)
-			cancel()
+			Cleanup(ctx, func(ctx context.Context) { s.Abandon(ctx) })
 		}
 	}()
 
@@ -182,6 +235,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 	}
 
 	attempts := 0
+	waiting := false // reported to s.Waiting
 	// sent is when the latest attempt was sent, and refused when the
 	// latest one that failed with a reply was; seen is the highest token
 	// the failed attempts saw.
@@ -226,6 +280,11 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		failures = 0
 		refused = sent
 		seen = max(seen, r.Token)
+		if s.Waiting != nil && !waiting {
+			waiting = true
+			s.Waiting(1)
+			defer s.Waiting(-1)
+		}
 		if w == nil {
 			// Join, then try again at once: a release may have been
 			// announced before the subscription existed.
@@ -380,8 +439,12 @@ func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.
 		if handed != nil && to.Backend != nil {
 			handed(to, false)
 		}
-		if !hub.Deliver(channel, address, grant) && handed != nil && to.Backend != nil {
+		delivered := hub.Deliver(channel, address, grant)
+		if !delivered && handed != nil && to.Backend != nil {
 			handed(to, true)
+		}
+		if o := observe.For(b); o != nil {
+			o.ReportHandedOff(observe.HandOff{Channel: channel, Local: delivered})
 		}
 	}
 	return Reply{N: n, HoldID: id}, nil

@@ -2,7 +2,8 @@
 -- batch).
 -- KEYS: per hold, its readers hash and its read expiry set (see rw.lua).
 -- ARGV[1] keys per hold (2); ARGV[2] args per hold; then per hold its
--- owner id, lease ms and hold id.
+-- owner id, lease ms (0: only check the hold, as for a fixed lease) and
+-- hold id.
 -- Reply: per hold 1 if that very hold is still live and now expires no
 -- sooner than its lease from now, else 0. Keys of the wrong type cost only
 -- their own hold.

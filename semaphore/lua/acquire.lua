@@ -9,8 +9,9 @@
 -- Reply: {1, the owner's permits, grant counter, hold id, remaining ms of
 -- the owner's lease} when acquired (or found acquired: a retry, or a
 -- hand-off to this waiter); {0, ms until the earliest holder's lease ends
--- (-1 if none), grant counter ('0' if none)} otherwise. An error reply
--- "DSYNC capacity mismatch" when the state's capacity differs from the
+-- or the place of the first waiter queued before this one does, whichever
+-- comes first (-1 if neither), grant counter ('0' if none)} otherwise. An
+-- error reply "DSYNC capacity mismatch" when the state's capacity differs from the
 -- handle's and none was set at runtime; "DSYNC invalid permits" when n
 -- exceeds the capacity in force.
 --
@@ -62,5 +63,16 @@ local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
 local retry = -1
 if first[2] then
   retry = math.max(0, tonumber(first[2]) - now_ms)
+end
+-- A waiter queued before this one may hold it up although permits are
+-- free (a head that does not fit): if that waiter dies, its place ends at
+-- its expiry, when this one must look again rather than at its next
+-- heartbeat. A live head's expiry is always further off than a heartbeat.
+local hd = st.queued and head(k.queue, k.expiry, now_ms)
+if hd and hd ~= entry then
+  local exp = tonumber(redis.call('ZSCORE', k.expiry, hd)) - now_ms
+  if retry < 0 or exp < retry then
+    retry = exp
+  end
 end
 return {0, retry, st.grant or '0'}

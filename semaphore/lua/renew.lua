@@ -2,7 +2,8 @@
 -- batch).
 -- KEYS: per hold, its semaphore's hash and holders (see state.lua).
 -- ARGV[1] keys per hold (2); ARGV[2] args per hold (3); then per hold its
--- owner id, lease ms and hold id.
+-- owner id, lease ms (0: only check the hold, as for a fixed lease) and
+-- hold id.
 -- Reply: per hold 1 if that very hold (owner and hold id) is still there,
 -- its lease not ended, and now ends no sooner than its lease from now;
 -- else 0. A key that is not a semaphore's costs only its own hold.

@@ -81,8 +81,12 @@ end
 
 -- sem_expire makes hash expire no sooner than ttl ms from now, and holders
 -- when hash does: holders must outlive every permit the hash counts, or
--- those permits would never be purged.
+-- those permits would never be purged. A ttl of 0 changes nothing (the
+-- renewal script's check of a fixed lease).
 local function sem_expire(hash, holders, ttl)
+  if tonumber(ttl) <= 0 then
+    return
+  end
   local pt = redis.call('PTTL', hash)
   if pt < tonumber(ttl) then
     redis.call('PEXPIRE', hash, ttl)

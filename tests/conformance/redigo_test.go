@@ -22,5 +22,8 @@ func TestRedigoOnMiniredis(t *testing.T) {
 		FlushScripts: srv.FlushScripts,
 		Restart:      srv.Restart,
 	}), conformance.WithoutHooks("KillPubSub", "PubSubClients"),
-		conformance.WithLeakOptions(fake.LeakOptions()...))
+		conformance.WithLeakOptions(fake.LeakOptions()...),
+		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+			return srv.NewBackendPair(t)
+		}))
 }

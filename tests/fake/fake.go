@@ -113,6 +113,25 @@ func (s *Server) NewBackend(t testing.TB, opts ...bredigo.Option) backend.Backen
 	return b
 }
 
+// NewBackendPair returns two redigo backends over one pool, closed when t
+// ends: the pool after both backends.
+func (s *Server) NewBackendPair(t testing.TB) (backend.Backend, backend.Backend) {
+	addr := s.Addr()
+	pool := &redis.Pool{
+		MaxIdle: 64,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			return redis.DialContext(ctx, "tcp", addr)
+		},
+	}
+	a, b := bredigo.New(pool), bredigo.New(pool)
+	t.Cleanup(func() {
+		a.Close()
+		b.Close()
+		pool.Close()
+	})
+	return a, b
+}
+
 // FlushScripts empties the server's script cache.
 func (s *Server) FlushScripts(ctx context.Context) error {
 	c, err := redis.DialContext(ctx, "tcp", s.Addr())
@@ -139,5 +158,7 @@ func LeakOptions() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).serve"),
 		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+		// A connection's reader, alive while a pool keeps the connection.
+		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"),
 	}
 }

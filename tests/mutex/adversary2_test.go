@@ -557,6 +557,9 @@ func TestAdv2PartialReleaseExtendsFixedLease(t *testing.T) {
 		}
 		<-done
 		lostAt := time.Since(start)
+		// Done closes the expiry margin (1% of the lease plus 2ms)
+		// before the server's expiry.
+		time.Sleep(100*time.Millisecond + 2*time.Millisecond)
 		locked, err := other.IsLocked(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,222 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/multilock"
+)
+
+// multilockTests runs multilock.All over the exclusive kinds on the
+// backend: the group behaves as one exclusive lock. RedLock needs
+// independent servers, which a harness does not give; its tests start
+// their own (package multilock).
+func (s *suite) multilockTests(t *testing.T) {
+	cases := []struct {
+		name, rule string
+		exclusive  bool
+		fn         func(*testing.T, context.Context)
+	}{
+		{"MutualExclusion", "one holder of All at a time, over members given in different orders, across backends", true, s.testMultiMutualExclusion},
+		{"PartialRelease", "a member held elsewhere blocks the group; the others are free right after the attempt", false, s.testMultiPartialRelease},
+		{"MixedKinds", "a mutex, a fairlock and an rwlock's write side on separate backends work as one lock", false, s.testMultiMixedKinds},
+		{"LostSignal", "a member's key deleted on the server closes the group's Done", false, s.testMultiLostSignal},
+		{"BadInput", "no member, a nil or a repeated member is ErrInvalidMembers before any I/O", false, s.testMultiBadInput},
+	}
+	for _, c := range cases {
+		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rule: %s", c.rule)
+				}
+			})
+			c.fn(t, ctx)
+		})
+	}
+}
+
+// group returns All over the mutexes names[i] for i in order, under p.
+func group(b backend.Backend, p string, names []string, order ...int) *multilock.Lock {
+	var ms []dsync.Locker
+	for _, i := range order {
+		ms = append(ms, mutexKind.open(b, names[i], lockConfig{prefix: p}))
+	}
+	return multilock.All(ms...)
+}
+
+func (s *suite) testMultiMutualExclusion(t *testing.T, ctx context.Context) {
+	const backends, perBackend, rounds = 4, 2, 40
+	p := prefix()
+	names := []string{"a", "b", "c"}
+	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {0, 2, 1}}
+	var (
+		shared int // read-modify-written without atomics: the group protects it
+		inside atomic.Int32
+		bad    atomic.Int32
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, backends*perBackend)
+	var b0 backend.Backend
+	for i := range backends {
+		b := s.newBackend(t)
+		if i == 0 {
+			b0 = b
+		}
+		l := group(b, p, names, orders[i%len(orders)]...)
+		for j := range perBackend {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					o := dsync.WithOwner(ctx)
+					if (r+j)%2 == 1 {
+						o = ctx // ownerless
+					}
+					if err := l.LockContext(o); err != nil {
+						errs <- fmt.Errorf("lock: %w", err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						bad.Add(1)
+					}
+					v := shared
+					time.Sleep(50 * time.Microsecond)
+					shared = v + 1
+					inside.Add(-1)
+					if err := l.UnlockContext(o); err != nil {
+						errs <- fmt.Errorf("unlock: %w", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if bad.Load() != 0 || shared != backends*perBackend*rounds {
+		t.Fatalf("%d overlaps, counter %d, want 0 and %d", bad.Load(), shared, backends*perBackend*rounds)
+	}
+	for _, n := range names {
+		assertNoKeys(t, ctx, b0, p, mutexKind.key(p, n), time.Hour+time.Minute)
+	}
+}
+
+func (s *suite) testMultiPartialRelease(t *testing.T, ctx context.Context) {
+	p := prefix()
+	names := []string{"a", "b", "c"}
+	b, ob := s.newBackend(t), s.newBackend(t)
+	l := group(b, p, names, 0, 1, 2)
+	other := mutexKind.open(ob, "b", lockConfig{prefix: p})
+	oo := dsync.WithOwner(ctx)
+	must(t, other.LockContext(oo), "lock b elsewhere")
+	o := dsync.WithOwner(ctx)
+	if ok, err := l.TryLockContext(o); ok || err != nil {
+		t.Fatalf("TryLockContext with b held elsewhere = %v, %v; want false", ok, err)
+	}
+	free := func(when string) {
+		for _, n := range []string{"a", "c"} {
+			m := mutexKind.open(ob, n, lockConfig{prefix: p})
+			if locked, err := m.IsLocked(ctx); err != nil || locked {
+				t.Fatalf("%s: %s locked = %v, %v; want free", when, n, locked, err)
+			}
+		}
+	}
+	free("after the try")
+	short, cancel := context.WithTimeout(o, 200*time.Millisecond)
+	defer cancel()
+	if err := l.LockContext(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext with b held elsewhere = %v, want DeadlineExceeded", err)
+	}
+	free("after the failed lock")
+	got := make(chan error, 1)
+	go func() { got <- l.LockContext(o) }()
+	must(t, other.UnlockContext(oo), "unlock b")
+	must(t, within(t, 5*time.Second, got, "group lock after b's release"), "group lock")
+	must(t, l.UnlockContext(o), "group unlock")
+	for _, n := range names {
+		assertNoKeys(t, ctx, b, p, mutexKind.key(p, n), time.Hour+time.Minute)
+	}
+}
+
+func (s *suite) testMultiMixedKinds(t *testing.T, ctx context.Context) {
+	p := prefix()
+	kinds := []lockKind{mutexKind, fairlockKind, rwlockWriteKind}
+	var ms, others []dsync.Locker
+	for _, k := range kinds {
+		ms = append(ms, k.open(s.newBackend(t), "mixed", lockConfig{prefix: p}))
+		others = append(others, k.open(s.newBackend(t), "mixed", lockConfig{prefix: p}))
+	}
+	l := multilock.All(ms...)
+	o := dsync.WithOwner(ctx)
+	must(t, l.LockContext(o), "group lock")
+	for i, m := range others {
+		if ok, err := m.TryLockContext(dsync.WithOwner(ctx)); ok || err != nil {
+			t.Fatalf("%s member: TryLockContext during the group's hold = %v, %v", kinds[i].kind, ok, err)
+		}
+	}
+	toks, err := l.Tokens(o)
+	must(t, err, "tokens")
+	for i, tok := range toks {
+		if tok <= 0 {
+			t.Errorf("%s member: token %d, want > 0", kinds[i].kind, tok)
+		}
+	}
+	must(t, l.UnlockContext(o), "group unlock")
+	for i, m := range others {
+		oo := dsync.WithOwner(ctx)
+		if ok, err := m.TryLockContext(oo); !ok || err != nil {
+			t.Fatalf("%s member: TryLockContext after the group's unlock = %v, %v", kinds[i].kind, ok, err)
+		}
+		must(t, m.UnlockContext(oo), "unlock")
+	}
+}
+
+func (s *suite) testMultiLostSignal(t *testing.T, ctx context.Context) {
+	const leaseD = time.Second
+	p := prefix()
+	b := s.newBackend(t)
+	var ms []dsync.Locker
+	for _, n := range []string{"a", "b"} {
+		ms = append(ms, mutexKind.open(b, n, lockConfig{prefix: p, watchdog: leaseD}))
+	}
+	l := multilock.All(ms...)
+	o := dsync.WithOwner(ctx)
+	must(t, l.LockContext(o), "group lock")
+	done := l.Done(o)
+	_, err := b.Eval(ctx, delScript, []string{mutexKind.key(p, "b")})
+	must(t, err, "DEL")
+	within(t, leaseD/3+500*time.Millisecond, done, "group's lost signal after DEL")
+	if err := l.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("unlock after loss: %v, want ErrNotHeld", err)
+	}
+	if locked, err := ms[0].(exclusiveLock).IsLocked(ctx); err != nil || locked {
+		t.Errorf("member a locked = %v, %v after the lost group's unlock; want free", locked, err)
+	}
+}
+
+func (s *suite) testMultiBadInput(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	m := mutexKind.open(b, "bad", lockConfig{prefix: prefix()})
+	o := dsync.WithOwner(ctx)
+	for name, l := range map[string]*multilock.Lock{
+		"none": multilock.All(), "nil": multilock.All(m, nil), "twice": multilock.All(m, m),
+		"redlock none": multilock.RedLock(), "redlock twice": multilock.RedLock(m, m),
+	} {
+		if err := l.LockContext(o); !errors.Is(err, dsync.ErrInvalidMembers) {
+			t.Errorf("%s: LockContext = %v, want ErrInvalidMembers", name, err)
+		}
+		if _, err := l.TryLockContext(o); !errors.Is(err, dsync.ErrInvalidMembers) {
+			t.Errorf("%s: TryLockContext = %v, want ErrInvalidMembers", name, err)
+		}
+	}
+}
