@@ -130,7 +130,7 @@ func (s *suite) connectionsReceived(ctx context.Context, b backend.Backend) (int
 // its connections while idle: its health checks must not fail on a
 // connection with no subscription left and redial every interval.
 func (s *suite) testIdlePubSub(t *testing.T, ctx context.Context) {
-	const idle = 15 * time.Second
+	idle := 3 * s.healthCheck
 	b := s.newBackend(t)
 	if _, ok := s.connectionsReceived(ctx, b); !ok {
 		t.Skip("no ConnectionsReceived hook, and the server reports no total_connections_received to scripts (INFO stats)")

@@ -107,6 +107,20 @@ func WithTimeout(d time.Duration) Option {
 	return func(s *suite) { s.timeout = d }
 }
 
+// WithHealthCheck tells the suite how often the backends newBackend returns
+// ping an idle pub/sub connection. The test that idle connections are not
+// redialled waits three of these intervals. The default, 5s, is the
+// interval of the redigo and go-redis adapters; a harness that sets a
+// shorter one on its backends shortens that test. A d of zero or less
+// leaves the default.
+func WithHealthCheck(d time.Duration) Option {
+	return func(s *suite) {
+		if d > 0 {
+			s.healthCheck = d
+		}
+	}
+}
+
 // WithLeakOptions passes options to the suite's goroutine leak check, for
 // goroutines the harness itself starts during the suite, such as those of an
 // embedded server restarted by the Restart hook.
@@ -119,7 +133,7 @@ type NewBackend func(t *testing.T) backend.Backend
 
 // Run runs the whole suite.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
-	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, without: map[string]bool{}}
+	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, healthCheck: 5 * time.Second, without: map[string]bool{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -146,11 +160,12 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 }
 
 type suite struct {
-	newBackend NewBackend
-	hooks      Hooks
-	without    map[string]bool // hooks the harness declared it lacks
-	timeout    time.Duration
-	leakOpts   []goleak.Option
+	newBackend  NewBackend
+	hooks       Hooks
+	without     map[string]bool // hooks the harness declared it lacks
+	timeout     time.Duration
+	healthCheck time.Duration
+	leakOpts    []goleak.Option
 
 	sharedClient NewSharedClient
 

@@ -2,6 +2,7 @@ package goredis_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -14,15 +15,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// healthCheck is the pub/sub health-check interval of the suite's
+// backends: shorter than the default, so that the suite's idle test
+// (three intervals) is short too.
+const healthCheck = time.Second
+
 // TestConformance runs the suite on a private standalone redis-server.
 func TestConformance(t *testing.T) {
 	srv := harness.Standalone(t)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		b := goredis.New(c)
+		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(srv.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(srv.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		a, b := goredis.New(c), goredis.New(c)
 		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
@@ -35,10 +41,10 @@ func TestConformanceCluster(t *testing.T) {
 	cl := harness.NewCluster(t, 3)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-		b := goredis.New(c)
+		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(cl.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(cl.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		a, b := goredis.New(c), goredis.New(c)
 		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
@@ -52,10 +58,10 @@ func TestConformanceSentinel(t *testing.T) {
 	s := harness.NewSentinel(t)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
-		b := goredis.New(c)
+		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
 		a, b := goredis.New(c), goredis.New(c)
 		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })

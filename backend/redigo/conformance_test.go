@@ -2,6 +2,7 @@ package redigo_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/backend/redigo"
@@ -28,8 +29,8 @@ func TestConformance(t *testing.T) {
 		lacks = append(lacks, "Restart") // $DSYNC_REDIS_ADDR: not ours to restart
 	}
 	conformance.Run(t, func(t *testing.T) backend.Backend {
-		return srv.NewBackend(t)
-	}, conformance.WithHooks(hooks), conformance.WithoutHooks(lacks...),
+		return srv.NewBackend(t, redigo.WithHealthCheck(time.Second))
+	}, conformance.WithHealthCheck(time.Second), conformance.WithHooks(hooks), conformance.WithoutHooks(lacks...),
 		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 			pool := srv.Pool()
 			t.Cleanup(func() { pool.Close() })
