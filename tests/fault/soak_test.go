@@ -160,8 +160,10 @@ func TestNemesisSoak(t *testing.T) {
 		case "kill-pubsub":
 			do(context.Background(), lockSrv.Addr(), "CLIENT", "KILL", "TYPE", "pubsub")
 		case "pause-client":
-			record(c, "paused")
+			// Noted once stopped: every renewal the client sent before
+			// the pause is then before the note.
 			c.c.signal(t, syscall.SIGSTOP)
+			record(c, "paused")
 			time.Sleep(d)
 			c.c.signal(t, syscall.SIGCONT)
 		case "kill-client":
@@ -400,7 +402,7 @@ func checkSemaphoreGroup(events []soakEvent, lease time.Duration, capacity int) 
 	var edges []edge
 	open := map[int][2]int64{} // client -> {from, until}
 	flush := func(c int) {
-		if h, ok := open[c]; ok {
+		if h, ok := open[c]; ok && h[1] > h[0] {
 			edges = append(edges, edge{h[0], +1}, edge{h[1], -1})
 			delete(open, c)
 		}
@@ -465,6 +467,7 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		call, from int64 // acquisition sent, reply received
 		until      int64 // validity: unlock sent, or lease less margin
 		relCall    int64 // when an unlock was sent, or 0
+		lost       bool  // watchdog: Done closed before the unlock
 		rel        *soakEvent
 	}
 	var holds []*hold
@@ -536,6 +539,7 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			if h := byClient[e.client]; h != nil && h.token == e.token {
 				if h.relCall == 0 || e.call < h.relCall {
 					told++ // Done closed before any unlock: a loss
+					h.lost = true
 				}
 				h.until = min(h.until, e.call)
 			}
@@ -545,16 +549,20 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			renewals[e.client] = append(renewals[e.client], e.call)
 		}
 	}
-	// A hold whose client was killed ends then; one whose client was
-	// paused is valid at most a lease (less the margin) after the last
-	// renewal sent before the pause (or the acquisition).
+	// A hold whose client was killed ends then (or, acquired between the
+	// note and the signal, at its acquisition's reply at the latest); one
+	// whose client was paused is valid at most a lease (less the margin)
+	// after the last renewal sent before the pause (or the acquisition).
 	for _, e := range stops {
 		for _, h := range holds {
-			if h.client != e.client || h.call > e.call || h.until <= e.call {
+			if h.client != e.client || h.until <= e.call {
 				continue
 			}
 			if e.kind == "killed" {
-				h.until = e.call
+				h.until = min(h.until, max(e.call, h.from))
+				continue
+			}
+			if h.call > e.call {
 				continue
 			}
 			last := h.call
@@ -565,6 +573,29 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			}
 			h.until = min(h.until, last+int64(lease-margin))
 		}
+	}
+	// A lost hold (Done closed, or the unlock did not release it) was valid
+	// at most a lease (less the margin) after the last renewal of its
+	// chain: its client's "lost" line comes later, by its goroutine's
+	// wake-up, perhaps after the unlock was sent.
+	for c := range renewals {
+		slices.Sort(renewals[c])
+	}
+	for _, h := range holds {
+		if !h.lost && (h.rel == nil || h.rel.ok) {
+			continue // not lost, or released: its chain held
+		}
+		last := h.call
+		for _, r := range renewals[h.client] {
+			if r < h.call {
+				continue
+			}
+			if r > last+int64(lease-margin) {
+				break
+			}
+			last = r
+		}
+		h.until = min(h.until, last+int64(lease-margin))
 	}
 	for _, p := range pending {
 		if p.kind != "rel?" {
@@ -593,29 +624,29 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 	// The lock history is linearizable for an owner-aware, fenced mutex.
 	var lockOps []porcupine.Operation
 	for _, h := range holds {
-		lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "acq", client: h.client},
+		lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "acq", client: h.client, token: h.token},
 			Call: h.call, Output: h.token, Return: h.from})
 		released := h.rel != nil && h.rel.ok
 		if h.rel != nil && h.rel.known && h.rel.ok {
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel", client: h.client},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel", client: h.client, token: h.token},
 				Call: h.rel.call, Output: int64(0), Return: h.rel.ret})
 		} else if h.rel != nil && !h.rel.known {
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token},
 				Call: h.rel.call, Output: int64(0), Return: h.rel.ret})
 		} else if h.rel == nil && h.relCall != 0 {
 			// Killed while unlocking.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token},
 				Call: h.relCall, Output: int64(0), Return: never})
 		}
 		if !released && watchdog && h.until < never {
 			// A renewed hold expired on the server at some time after
 			// its holder stopped believing in it.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
 				Call: h.until, Output: int64(0), Return: never})
 		} else if !released && !watchdog {
 			// The server expired the hold a lease after it ran the
 			// acquisition, which it did between call and reply.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
 				Call: h.call + int64(lease), Output: int64(0), Return: h.from + int64(lease)})
 		}
 	}
@@ -753,6 +784,7 @@ func TestSoakCheckerCatches(t *testing.T) {
 type lockInput struct {
 	op     string // acq, rel, rel? (outcome unknown), exp
 	client int
+	token  int64 // of the hold; 0: unknown (Token failed)
 }
 
 type mutexState struct {
@@ -767,25 +799,33 @@ var mutexModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{mutexState{holder: -1}} },
 	Step: func(state, input, output any) []any {
 		s, in := state.(mutexState), input.(lockInput)
+		mine := s.holder == in.client && (in.token == 0 || s.token == in.token)
 		switch in.op {
 		case "acq":
 			token := output.(int64)
+			if token == 0 {
+				// Token() failed: the hold's token is unknown.
+				if s.holder != -1 {
+					return nil
+				}
+				return []any{mutexState{holder: in.client, token: s.token}}
+			}
 			if s.holder != -1 || token <= s.token {
 				return nil
 			}
 			return []any{mutexState{holder: in.client, token: token}}
 		case "rel":
-			if s.holder != in.client {
+			if !mine {
 				return nil
 			}
 			return []any{mutexState{holder: -1, token: s.token}}
 		case "rel?":
-			if s.holder != in.client {
+			if !mine {
 				return []any{s}
 			}
 			return []any{s, mutexState{holder: -1, token: s.token}}
 		case "exp":
-			if s.holder != in.client {
+			if !mine {
 				return []any{s}
 			}
 			return []any{mutexState{holder: -1, token: s.token}}

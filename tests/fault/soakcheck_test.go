@@ -1,0 +1,157 @@
+package fault
+
+// Cases of the soak's checker found by an adversarial review: histories a
+// correct lock can produce that the checker called violations, and
+// violations it let through. Each failed before its fix.
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const msec = int64(time.Millisecond)
+
+func notLinearizable(r soakReport) bool {
+	return slices.ContainsFunc(r.problems, func(p string) bool { return strings.Contains(p, "linearizable") })
+}
+
+// Token() fails when the hold was lost locally (the client was stopped,
+// or starved, for more than the lease between LockContext and Token): the
+// client reports token 0, which is an unknown token, not a token going back.
+func TestSoakCheckerTokenUnknown(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+		{kind: "read?", client: 0, token: 10, call: 2 * msec},
+		{kind: "read", client: 0, token: 10, call: 2 * msec, ret: 3 * msec, ok: true, known: true, value: 0},
+		{kind: "write?", client: 0, token: 10, call: 4 * msec, value: 1},
+		{kind: "write", client: 0, token: 10, call: 4 * msec, ret: 5 * msec, ok: true, known: true, value: 1},
+		{kind: "rel?", client: 0, token: 10, call: 100 * msec},
+		{kind: "rel", client: 0, token: 10, call: 100 * msec, ret: 101 * msec, ok: true, known: true},
+		// client 1 acquires (token 11 on the server), is paused before Token()
+		{kind: "paused", client: 1, call: 201 * msec},
+		{kind: "acq", client: 1, token: 0, call: 150 * msec, ret: 1500 * msec},
+		{kind: "read?", client: 1, token: 0, call: 1501 * msec},
+		{kind: "read", client: 1, token: 0, call: 1501 * msec, ret: 1502 * msec, ok: false, known: true, value: 10},
+		{kind: "rel?", client: 1, token: 0, call: 1503 * msec},
+		{kind: "rel", client: 1, token: 0, call: 1503 * msec, ret: 1504 * msec, ok: false, known: true},
+	}
+	if r := checkSoakGroup("mutex", es, time.Second, 1, 1); len(r.problems) > 0 {
+		t.Errorf("a hold whose Token() failed: %v", r.problems)
+	}
+}
+
+// The parent takes a kill's time before it signals: a watchdog client can
+// send (and finish) an acquisition between the note and the signal; its
+// hold ends at the kill all the same.
+func TestSoakCheckerHoldAfterNote(t *testing.T) {
+	other := []soakEvent{
+		{kind: "acq", client: 1, token: 11, call: 500 * msec, ret: 1010 * msec},
+		{kind: "read?", client: 1, token: 11, call: 1011 * msec},
+		{kind: "read", client: 1, token: 11, call: 1011 * msec, ret: 1012 * msec, ok: true, known: true, value: 0},
+		{kind: "rel?", client: 1, token: 11, call: 1100 * msec},
+		{kind: "rel", client: 1, token: 11, call: 1100 * msec, ret: 1101 * msec, ok: true, known: true},
+	}
+	killed := append([]soakEvent{
+		{kind: "killed", client: 0, call: 500_000}, // 0.5ms
+		{kind: "acq", client: 0, token: 10, call: 1 * msec, ret: 2 * msec},
+	}, other...)
+	if r := checkSoakGroup("watchdog", killed, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("killed just after the note: %v", r.problems)
+	}
+	paused := append([]soakEvent{
+		{kind: "paused", client: 0, call: 500_000},
+		{kind: "acq", client: 0, token: 10, call: 1 * msec, ret: 2 * msec},
+	}, other...)
+	paused = append(paused, []soakEvent{ // SIGCONT at 1502ms
+		{kind: "lost", client: 0, token: 10, call: 1503 * msec},
+		{kind: "read?", client: 0, token: 10, call: 1503 * msec},
+		{kind: "read", client: 0, token: 10, call: 1503 * msec, ret: 1504 * msec, ok: false, known: true, value: 11},
+		{kind: "rel?", client: 0, token: 10, call: 1505 * msec},
+		{kind: "rel", client: 0, token: 10, call: 1505 * msec, ret: 1505 * msec, ok: false, known: true},
+	}...)
+	if r := checkSoakGroup("watchdog", paused, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("paused just after the note: %v", r.problems)
+	}
+}
+
+// A lost watchdog hold ended at the library's deadline (last renewal sent
+// + lease - margin, 1588ms here), not when its "lost" goroutine ran: a
+// wake-up late by more than the margin (12ms) is no overlap.
+func TestSoakCheckerLostSeenLate(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+		{kind: "renewed", client: 0, call: 300 * msec},
+		{kind: "renewed", client: 0, call: 600 * msec},
+		// partitioned: renewals fail; the server expires the hold at 1600ms
+		{kind: "acq", client: 1, token: 11, call: 700 * msec, ret: 1605 * msec},
+		{kind: "lost", client: 0, token: 10, call: 1620 * msec}, // Done closed at 1588ms
+		{kind: "rel?", client: 1, token: 11, call: 1700 * msec},
+		{kind: "rel", client: 1, token: 11, call: 1700 * msec, ret: 1701 * msec, ok: true, known: true},
+		{kind: "rel?", client: 0, token: 10, call: 1625 * msec},
+		{kind: "rel", client: 0, token: 10, call: 1625 * msec, ret: 1626 * msec, ok: false, known: true},
+	}
+	if r := checkSoakGroup("watchdog", es, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("Done closed on time, its goroutine woke 32ms late: %v", r.problems)
+	}
+}
+
+// A semaphore acquisition that took longer than the lease was never
+// lease-valid: its reversed interval (until < from) must not hide a third
+// holder.
+func TestSoakCheckerSemaphoreSlowAcquisition(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 3, call: 0, ret: 2000 * msec},
+	}
+	for c := range 3 {
+		es = append(es,
+			soakEvent{kind: "acq", client: c, call: 1000 * msec, ret: 1000 * msec},
+			soakEvent{kind: "rel?", client: c, call: 1200 * msec},
+			soakEvent{kind: "rel", client: c, call: 1200 * msec, ret: 1201 * msec, ok: true, known: true})
+	}
+	es = append(es, soakEvent{kind: "rel?", client: 3, call: 2001 * msec},
+		soakEvent{kind: "rel", client: 3, call: 2001 * msec, ret: 2002 * msec, ok: true, known: true})
+	if r := checkSemaphoreGroup(es, time.Second, 2); r.overlaps == 0 {
+		t.Errorf("three permits at once not caught: %v", r)
+	}
+}
+
+// The model matches a release or an expiry to its hold, not just its
+// client: the expiry of client 0's earlier hold (token 10, released with
+// an unknown outcome) must not free its later hold (token 11), so that a
+// grant while the server still keeps token 11 is caught.
+func TestSoakCheckerExpiryOfEarlierHold(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+		{kind: "rel?", client: 0, token: 10, call: 5 * msec},
+		{kind: "rel", client: 0, token: 10, call: 5 * msec, ret: 10 * msec, ok: false, known: false},
+		{kind: "acq", client: 0, token: 11, call: 20 * msec, ret: 21 * msec},
+		{kind: "killed", client: 0, call: 500 * msec},
+		{kind: "acq", client: 1, token: 12, call: 600 * msec, ret: 1010 * msec},
+		{kind: "rel?", client: 1, token: 12, call: 1100 * msec},
+		{kind: "rel", client: 1, token: 12, call: 1100 * msec, ret: 1101 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("mutex", es, time.Second, 0, 0); !notLinearizable(r) {
+		t.Errorf("token 12 granted while token 11 was on the server until >= 1020ms, not caught: %v", r)
+	}
+}
+
+// As TestSoakCheckerLostSeenLate, but the main loop sent the unlock before
+// the "lost" goroutine woke (so the line does not count as a loss).
+func TestSoakCheckerLostAfterUnlockSent(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+		{kind: "renewed", client: 0, call: 300 * msec},
+		{kind: "renewed", client: 0, call: 600 * msec},
+		{kind: "acq", client: 1, token: 11, call: 700 * msec, ret: 1605 * msec},
+		{kind: "rel?", client: 0, token: 10, call: 1610 * msec},
+		{kind: "lost", client: 0, token: 10, call: 1620 * msec},
+		{kind: "rel", client: 0, token: 10, call: 1610 * msec, ret: 1621 * msec, ok: false, known: true},
+		{kind: "rel?", client: 1, token: 11, call: 1700 * msec},
+		{kind: "rel", client: 1, token: 11, call: 1700 * msec, ret: 1701 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("watchdog", es, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("lost at 1588ms, unlock sent at 1610ms: %v", r.problems)
+	}
+}
