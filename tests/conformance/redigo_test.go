@@ -2,8 +2,10 @@ package conformance_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/tests/fake"
@@ -17,8 +19,8 @@ func TestMain(m *testing.M) { testserver.Main(m, fake.StopShared) }
 func TestRedigoOnMiniredis(t *testing.T) {
 	srv := fake.Mini(t)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
-		return srv.NewBackend(t)
-	}, conformance.WithHooks(conformance.Hooks{
+		return srv.NewBackend(t, redigo.WithHealthCheck(time.Second))
+	}, conformance.WithHealthCheck(time.Second), conformance.WithHooks(conformance.Hooks{
 		FlushScripts: srv.FlushScripts,
 		Restart:      srv.Restart,
 	}), conformance.WithoutHooks("KillPubSub", "PubSubClients"),
