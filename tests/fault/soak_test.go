@@ -36,7 +36,9 @@ var (
 // (mutex, fairlock, rwlock's write side; and semaphore, below), loop on a fenced
 // read-modify-write of their group's register (see register): lock, read
 // the register under the fencing token, write the value plus one under the
-// same token, unlock. Each client reaches the lock server through a proxy
+// same token, unlock. One hold in three is re-entered by its owner before
+// the read and left again (one unlock) before the write, which must not
+// release it. Each client reaches the lock server through a proxy
 // of its own. Meanwhile a nemesis, driven by a seeded random schedule,
 // partitions and slows clients, stalls, pauses and restarts the lock server
 // (kill -9, with appendfsync always), kills the pub/sub connections, and
@@ -47,16 +49,17 @@ var (
 //
 // Checked at the end, per group: no two lease-valid holds of different
 // clients overlap; the register's value equals its accepted writes (no
-// fenced update lost); the history of acquisitions, releases and expiries
-// is linearizable for an owner-aware mutex whose tokens increase, and the
+// fenced update lost); the history of acquisitions, re-entries, unlocks
+// and expiries is linearizable for an owner-aware, reentrant mutex whose
+// tokens increase (and stay the same on re-entry), and the
 // history of register operations for a fenced register (porcupine).
 //
 // The watchdog group's clients hold a mutex with a watchdog lease (renewed)
 // for up to a lease each time, and say when its Done closes; such a hold
 // is valid until then, or until its unlock, its client's kill, or a lease
 // after the last renewal its client sent before it was paused (SIGSTOP;
-// the clients report their renewals through an observe.Observer). They read and write even after a
-// loss: the register's fence must refuse them.
+// the clients report their renewals through an observe.Observer). They
+// read and write even after a loss: the register's fence must refuse them.
 //
 // The semaphore's clients share a capacity of 2 and have no tokens: for
 // them the check is that no more than 2 lease-valid permits were held at
@@ -327,12 +330,36 @@ func soakClient(args []string) error {
 			}
 		}
 
+		// One hold in three is re-entered (a second LockContext of the
+		// same owner) and left again between the read and the write: the
+		// inner unlock must keep the hold, so the write stays fenced and
+		// no one else acquires before the outer unlock.
+		entered, inner := false, token
+		if rng.IntN(3) == 0 {
+			ecall := now()
+			err := l.LockContext(ctx)
+			var etoken int64
+			if err == nil {
+				entered = true
+				etoken, _ = l.Token(ctx)
+				if etoken != 0 {
+					inner = etoken // a new hold if the first was lost meanwhile
+				}
+			}
+			say(soakEvent{kind: "enter", token: etoken, call: ecall, ret: now(), ok: err == nil, known: true})
+		}
+
 		// Each operation is announced before it is made, so that one
 		// under way when the client is killed is known to the checker.
 		rcall := now()
 		say(soakEvent{kind: "read?", token: token, call: rcall})
 		ok, v, err := reg.Read(ctx, token)
 		say(soakEvent{kind: "read", token: token, call: rcall, ret: now(), ok: ok, known: err == nil, value: v})
+		if entered {
+			lcall := now()
+			err := l.UnlockContext(ctx)
+			say(soakEvent{kind: "leave", token: inner, call: lcall, ret: now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld)})
+		}
 		if ok && err == nil {
 			wcall := now()
 			say(soakEvent{kind: "write?", token: token, call: wcall, value: v + 1})
@@ -469,11 +496,17 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		relCall    int64 // when an unlock was sent, or 0
 		lost       bool  // watchdog: Done closed before the unlock
 		rel        *soakEvent
+		// Fixed leases: the server expires the hold a lease after the
+		// script that granted it, or that re-entered it last, ran.
+		expCall, expRet int64
+		inner           []porcupine.Operation // re-entries and inner unlocks, in order
+		depth           int                   // locks not yet unlocked, as the client counts them
+		unsure          bool                  // a re-entry's token was unknown: it may have been a new hold
 	}
 	var holds []*hold
 	byClient := map[int]*hold{}
 	var regOps []porcupine.Operation
-	var acquired, failed, lost int
+	var acquired, failed, lost, reentered int
 	var stops []*soakEvent
 	renewals := map[int][]int64{} // watchdog: renewals' send times, per client
 	var told int                  // watchdog: Done closed before the unlock
@@ -505,7 +538,7 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			continue
 		}
 		switch e.kind {
-		case "acq", "fail", "read", "write", "rel":
+		case "acq", "fail", "read", "write", "rel", "enter", "leave":
 			// Only the client's own completions end its announced
 			// operation: notes of a pause or a kill (the parent's), a
 			// renewal or a loss (other goroutines) do not.
@@ -514,10 +547,31 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		switch e.kind {
 		case "fail":
 			failed++
+		case "enter":
+			h := byClient[e.client]
+			if !e.ok || h == nil {
+				break
+			}
+			if e.token == 0 || e.token == h.token {
+				// A re-entry (or, with its token unknown, perhaps a new
+				// hold: the model allows both).
+				h.depth++
+				h.unsure = h.unsure || e.token == 0
+				reentered++
+				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: "enter", client: e.client, token: e.token},
+					Call: e.call, Output: e.token, Return: e.ret})
+				if !watchdog && e.token != 0 && h.until > e.call {
+					h.until = max(h.until, e.call+int64(lease-margin))
+					h.expCall, h.expRet = e.call+int64(lease), e.ret+int64(lease)
+				}
+				break
+			}
+			// The hold was lost before the re-entry, which took a new one.
+			fallthrough
 		case "acq":
 			acquired++
 			h := &hold{client: e.client, token: e.token, call: e.call, from: e.ret,
-				until: e.call + int64(lease-margin)}
+				until: e.call + int64(lease-margin), expCall: e.call + int64(lease), expRet: e.ret + int64(lease), depth: 1}
 			if watchdog {
 				// Renewed: valid until its holder is told (lost), unlocks,
 				// is killed, or is paused past its lease (below).
@@ -532,6 +586,21 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 				if !e.ok {
 					lost++
 				}
+			}
+		case "leave":
+			// An inner unlock: the hold stays until the outer one.
+			if h := byClient[e.client]; h != nil && h.token == e.token && !(e.known && !e.ok) {
+				if h.depth--; h.depth <= 0 || h.unsure {
+					// It may have released the hold (a re-entry that
+					// was a new hold).
+					h.until = min(h.until, e.call)
+				}
+				op := "rel"
+				if !e.known {
+					op = "rel?"
+				}
+				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: op, client: e.client, token: e.token},
+					Call: e.call, Output: int64(0), Return: e.ret})
 			}
 		case "read", "write":
 			regOps = append(regOps, regOp(e))
@@ -621,12 +690,13 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		fail("%s: register value %d after %d accepted writes: %d fenced updates lost", group, value, writes, writes-value)
 	}
 
-	// The lock history is linearizable for an owner-aware, fenced mutex.
+	// The lock history is linearizable for an owner-aware, reentrant,
+	// fenced mutex.
 	var lockOps []porcupine.Operation
 	for _, h := range holds {
 		lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "acq", client: h.client, token: h.token},
 			Call: h.call, Output: h.token, Return: h.from})
-		released := h.rel != nil && h.rel.ok
+		lockOps = append(lockOps, h.inner...)
 		if h.rel != nil && h.rel.known && h.rel.ok {
 			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel", client: h.client, token: h.token},
 				Call: h.rel.call, Output: int64(0), Return: h.rel.ret})
@@ -638,22 +708,24 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token},
 				Call: h.relCall, Output: int64(0), Return: never})
 		}
-		if !released && watchdog && h.until < never {
+		// Every hold expires in the end, if its unlocks did not release
+		// it (for one already released, the model's expiry is a no-op).
+		if watchdog && h.until < never {
 			// A renewed hold expired on the server at some time after
 			// its holder stopped believing in it.
 			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
 				Call: h.until, Output: int64(0), Return: never})
-		} else if !released && !watchdog {
+		} else if !watchdog {
 			// The server expired the hold a lease after it ran the
-			// acquisition, which it did between call and reply.
+			// acquisition (or last re-entry), between call and reply.
 			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
-				Call: h.call + int64(lease), Output: int64(0), Return: h.from + int64(lease)})
+				Call: h.expCall, Output: int64(0), Return: h.expRet})
 		}
 	}
 	lockResult := porcupine.CheckOperationsTimeout(mutexModel.ToModel(), lockOps, 30*time.Second)
 	regResult := porcupine.CheckOperationsTimeout(registerModel.ToModel(), regOps, 30*time.Second)
-	r.summary = fmt.Sprintf("%s: %d holds (%d lost, %d acquisitions failed), %d fenced writes accepted, value %d; overlaps %d, lost updates %d; porcupine: mutex %s, register %s",
-		group, acquired, lost, failed, writes, value, r.overlaps, writes-value, lockResult, regResult)
+	r.summary = fmt.Sprintf("%s: %d holds (%d re-entered, %d lost, %d acquisitions failed), %d fenced writes accepted, value %d; overlaps %d, lost updates %d; porcupine: mutex %s, register %s",
+		group, acquired, reentered, lost, failed, writes, value, r.overlaps, writes-value, lockResult, regResult)
 	if watchdog {
 		r.summary += fmt.Sprintf("; Done closed before the unlock %d times", told)
 	}
@@ -782,24 +854,32 @@ func TestSoakCheckerCatches(t *testing.T) {
 }
 
 type lockInput struct {
-	op     string // acq, rel, rel? (outcome unknown), exp
+	op     string // acq, enter (re-entry), rel (one unlock), rel? (outcome unknown), exp
 	client int
 	token  int64 // of the hold; 0: unknown (Token failed)
 }
 
 type mutexState struct {
 	holder int // -1: free
+	count  int // the holder's locks not yet unlocked
 	token  int64
 }
 
-// mutexModel: an owner-aware mutex whose acquisitions hand out increasing
-// tokens. A release or expiry of a hold the owner no longer has is a
-// no-op (it was released or expired already).
+// mutexModel: an owner-aware, reentrant mutex whose acquisitions hand out
+// increasing tokens. A re-entry keeps the hold and its token, and the hold
+// is released by as many unlocks as it was locked; an expiry releases it
+// whatever the count. A release or expiry of a hold the owner no longer
+// has is a no-op (it was released or expired already).
 var mutexModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{mutexState{holder: -1}} },
 	Step: func(state, input, output any) []any {
 		s, in := state.(mutexState), input.(lockInput)
 		mine := s.holder == in.client && (in.token == 0 || s.token == in.token)
+		free := mutexState{holder: -1, token: s.token}
+		unlocked := free // one unlock of the holder's
+		if s.count > 1 {
+			unlocked = mutexState{holder: s.holder, count: s.count - 1, token: s.token}
+		}
 		switch in.op {
 		case "acq":
 			token := output.(int64)
@@ -808,27 +888,38 @@ var mutexModel = porcupine.NondeterministicModel{
 				if s.holder != -1 {
 					return nil
 				}
-				return []any{mutexState{holder: in.client, token: s.token}}
+				return []any{mutexState{holder: in.client, count: 1, token: s.token}}
 			}
 			if s.holder != -1 || token <= s.token {
 				return nil
 			}
-			return []any{mutexState{holder: in.client, token: token}}
+			return []any{mutexState{holder: in.client, count: 1, token: token}}
+		case "enter":
+			// A re-entry keeps the hold and its token. With the token
+			// unknown (Token failed) it may also have been a new hold.
+			var next []any
+			if mine {
+				next = append(next, mutexState{holder: s.holder, count: s.count + 1, token: s.token})
+			}
+			if in.token == 0 && s.holder == -1 {
+				next = append(next, mutexState{holder: in.client, count: 1, token: s.token})
+			}
+			return next
 		case "rel":
 			if !mine {
 				return nil
 			}
-			return []any{mutexState{holder: -1, token: s.token}}
+			return []any{unlocked}
 		case "rel?":
 			if !mine {
 				return []any{s}
 			}
-			return []any{s, mutexState{holder: -1, token: s.token}}
+			return []any{s, unlocked}
 		case "exp":
 			if !mine {
 				return []any{s}
 			}
-			return []any{mutexState{holder: -1, token: s.token}}
+			return []any{free}
 		}
 		return nil
 	},

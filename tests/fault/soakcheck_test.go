@@ -155,3 +155,57 @@ func TestSoakCheckerLostAfterUnlockSent(t *testing.T) {
 		t.Errorf("lost at 1588ms, unlock sent at 1610ms: %v", r.problems)
 	}
 }
+
+// Re-entries: an inner unlock keeps the hold; one that released it, so
+// that another client acquired before the outer unlock, is caught; a
+// re-entry after the hold was lost takes a new hold, which its inner
+// unlock releases.
+func TestSoakCheckerReentry(t *testing.T) {
+	held := func(leaveOK bool, other int64) []soakEvent {
+		return []soakEvent{
+			{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+			{kind: "enter", client: 0, token: 10, call: 2 * msec, ret: 3 * msec, ok: true, known: true},
+			{kind: "read?", client: 0, token: 10, call: 4 * msec},
+			{kind: "read", client: 0, token: 10, call: 4 * msec, ret: 5 * msec, ok: true, known: true, value: 0},
+			{kind: "leave", client: 0, token: 10, call: 6 * msec, ret: 7 * msec, ok: leaveOK, known: true},
+			{kind: "write?", client: 0, token: 10, call: 8 * msec, value: 1},
+			{kind: "write", client: 0, token: 10, call: 8 * msec, ret: 9 * msec, ok: true, known: true, value: 1},
+			{kind: "rel?", client: 0, token: 10, call: 100 * msec},
+			{kind: "rel", client: 0, token: 10, call: 100 * msec, ret: 101 * msec, ok: true, known: true},
+			{kind: "acq", client: 1, token: 11, call: 5 * msec, ret: other},
+			{kind: "rel?", client: 1, token: 11, call: other + 10*msec},
+			{kind: "rel", client: 1, token: 11, call: other + 10*msec, ret: other + 11*msec, ok: true, known: true},
+		}
+	}
+	if r := checkSoakGroup("mutex", held(true, 200*msec), time.Second, 1, 1); len(r.problems) > 0 {
+		t.Errorf("a re-entered hold, left and unlocked: %v", r.problems)
+	}
+	if r := checkSoakGroup("mutex", held(true, 50*msec), time.Second, 1, 1); r.overlaps == 0 || !notLinearizable(r) {
+		t.Errorf("another client acquired between the inner and the outer unlock, not caught: %v", r)
+	}
+	for _, group := range []string{"mutex", "watchdog"} {
+		if r := checkSoakGroup(group, held(true, 200*msec), time.Second, 1, 1); len(r.problems) > 0 {
+			t.Errorf("%s: a re-entered hold: %v", group, r.problems)
+		}
+	}
+
+	// The first hold's fixed lease ran out before the re-entry, which
+	// took token 12; its inner unlock released it, and the outer unlock
+	// found nothing to release.
+	renewed := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+		{kind: "enter", client: 0, token: 12, call: 1200 * msec, ret: 1201 * msec, ok: true, known: true},
+		{kind: "leave", client: 0, token: 12, call: 1300 * msec, ret: 1301 * msec, ok: true, known: true},
+		{kind: "rel", client: 0, token: 10, call: 1302 * msec, ret: 1303 * msec, ok: false, known: true},
+		{kind: "acq", client: 1, token: 13, call: 1250 * msec, ret: 1302 * msec},
+		{kind: "rel", client: 1, token: 13, call: 1400 * msec, ret: 1401 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("mutex", renewed, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("a re-entry that took a new hold after a loss: %v", r.problems)
+	}
+	back := slices.Clone(renewed)
+	back[1].token, back[2].token = 9, 9 // a "new" hold whose token went back
+	if r := checkSoakGroup("mutex", back, time.Second, 0, 0); !notLinearizable(r) {
+		t.Errorf("a re-entry with a lower token not caught: %v", r)
+	}
+}
