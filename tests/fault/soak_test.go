@@ -502,6 +502,8 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		inner           []porcupine.Operation // re-entries and inner unlocks, in order
 		depth           int                   // locks not yet unlocked, as the client counts them
 		unsure          bool                  // a re-entry's token was unknown: it may have been a new hold
+		id              int                   // the model's name for the hold
+		optCall, optRet int64                 // unsure: when the first hold may have expired before the re-entry took a new one
 	}
 	var holds []*hold
 	byClient := map[int]*hold{}
@@ -556,13 +558,33 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 				// A re-entry (or, with its token unknown, perhaps a new
 				// hold: the model allows both).
 				h.depth++
-				h.unsure = h.unsure || e.token == 0
 				reentered++
-				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: "enter", client: e.client, token: e.token},
+				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: "enter", client: e.client, token: e.token, hold: h.id},
 					Call: e.call, Output: e.token, Return: e.ret})
-				if !watchdog && e.token != 0 && h.until > e.call {
-					h.until = max(h.until, e.call+int64(lease-margin))
+				// The same token: the script found the hold on the server
+				// (perhaps in the expiry margin, after the client's lease
+				// ran out) and extended it to a full lease from when it
+				// ran; so did one that ran before the hold's earliest
+				// expiry. Otherwise, with the token unknown, it may have
+				// taken a new hold after the first expired.
+				sure := e.token != 0 || e.ret < h.expCall
+				if !sure {
+					h.unsure = true
+					h.optCall, h.optRet = h.expCall, h.expRet
+					if watchdog {
+						h.optCall, h.optRet = h.call+int64(lease), never
+					}
+				}
+				if !watchdog {
 					h.expCall, h.expRet = e.call+int64(lease), e.ret+int64(lease)
+				}
+				if e.token != 0 {
+					// Valid a lease (less the margin) from the re-entry,
+					// like a renewal: bounds below a pause or a loss too.
+					renewals[e.client] = append(renewals[e.client], e.call)
+					if !watchdog {
+						h.until = max(h.until, e.call+int64(lease-margin))
+					}
 				}
 				break
 			}
@@ -570,7 +592,7 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			fallthrough
 		case "acq":
 			acquired++
-			h := &hold{client: e.client, token: e.token, call: e.call, from: e.ret,
+			h := &hold{client: e.client, token: e.token, call: e.call, from: e.ret, id: len(holds) + 1,
 				until: e.call + int64(lease-margin), expCall: e.call + int64(lease), expRet: e.ret + int64(lease), depth: 1}
 			if watchdog {
 				// Renewed: valid until its holder is told (lost), unlocks,
@@ -589,7 +611,13 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 			}
 		case "leave":
 			// An inner unlock: the hold stays until the outer one.
-			if h := byClient[e.client]; h != nil && h.token == e.token && !(e.known && !e.ok) {
+			if h := byClient[e.client]; h != nil && h.token == e.token && e.known && !e.ok {
+				// The hold was lost (ErrNotHeld). The client watches only
+				// the first hold's Done: this may be the only word of the
+				// loss of a hold the re-entry took.
+				h.until = min(h.until, e.call)
+				h.lost = true
+			} else if h != nil && h.token == e.token {
 				if h.depth--; h.depth <= 0 || h.unsure {
 					// It may have released the hold (a re-entry that
 					// was a new hold).
@@ -599,7 +627,7 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 				if !e.known {
 					op = "rel?"
 				}
-				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: op, client: e.client, token: e.token},
+				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: lockInput{op: op, client: e.client, token: e.token, hold: h.id},
 					Call: e.call, Output: int64(0), Return: e.ret})
 			}
 		case "read", "write":
@@ -694,18 +722,18 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 	// fenced mutex.
 	var lockOps []porcupine.Operation
 	for _, h := range holds {
-		lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "acq", client: h.client, token: h.token},
+		lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "acq", client: h.client, token: h.token, hold: h.id},
 			Call: h.call, Output: h.token, Return: h.from})
 		lockOps = append(lockOps, h.inner...)
 		if h.rel != nil && h.rel.known && h.rel.ok {
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel", client: h.client, token: h.token},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel", client: h.client, token: h.token, hold: h.id},
 				Call: h.rel.call, Output: int64(0), Return: h.rel.ret})
 		} else if h.rel != nil && !h.rel.known {
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token, hold: h.id},
 				Call: h.rel.call, Output: int64(0), Return: h.rel.ret})
 		} else if h.rel == nil && h.relCall != 0 {
 			// Killed while unlocking.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "rel?", client: h.client, token: h.token, hold: h.id},
 				Call: h.relCall, Output: int64(0), Return: never})
 		}
 		// Every hold expires in the end, if its unlocks did not release
@@ -713,13 +741,19 @@ func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value
 		if watchdog && h.until < never {
 			// A renewed hold expired on the server at some time after
 			// its holder stopped believing in it.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token, hold: h.id},
 				Call: h.until, Output: int64(0), Return: never})
 		} else if !watchdog {
 			// The server expired the hold a lease after it ran the
 			// acquisition (or last re-entry), between call and reply.
-			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token},
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp", client: h.client, token: h.token, hold: h.id},
 				Call: h.expCall, Output: int64(0), Return: h.expRet})
+		}
+		if h.unsure {
+			// The first hold may have expired before the re-entry took
+			// a new one, whose expiry is the one above.
+			lockOps = append(lockOps, porcupine.Operation{ClientId: h.client, Input: lockInput{op: "exp?", client: h.client, token: h.token, hold: h.id},
+				Call: h.optCall, Output: int64(0), Return: h.optRet})
 		}
 	}
 	lockResult := porcupine.CheckOperationsTimeout(mutexModel.ToModel(), lockOps, 30*time.Second)
@@ -854,15 +888,17 @@ func TestSoakCheckerCatches(t *testing.T) {
 }
 
 type lockInput struct {
-	op     string // acq, enter (re-entry), rel (one unlock), rel? (outcome unknown), exp
+	op     string // acq, enter (re-entry), rel (one unlock), rel? (outcome unknown), exp, exp? (perhaps)
 	client int
 	token  int64 // of the hold; 0: unknown (Token failed)
+	hold   int   // the checker's hold the operation belongs to
 }
 
 type mutexState struct {
 	holder int // -1: free
 	count  int // the holder's locks not yet unlocked
 	token  int64
+	hold   int // the checker's hold held
 }
 
 // mutexModel: an owner-aware, reentrant mutex whose acquisitions hand out
@@ -874,11 +910,13 @@ var mutexModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{mutexState{holder: -1}} },
 	Step: func(state, input, output any) []any {
 		s, in := state.(mutexState), input.(lockInput)
-		mine := s.holder == in.client && (in.token == 0 || s.token == in.token)
+		// An operation is matched to its hold, not just its client, nor
+		// a token that may be unknown.
+		mine := s.holder == in.client && s.hold == in.hold
 		free := mutexState{holder: -1, token: s.token}
 		unlocked := free // one unlock of the holder's
 		if s.count > 1 {
-			unlocked = mutexState{holder: s.holder, count: s.count - 1, token: s.token}
+			unlocked = mutexState{holder: s.holder, count: s.count - 1, token: s.token, hold: s.hold}
 		}
 		switch in.op {
 		case "acq":
@@ -888,21 +926,21 @@ var mutexModel = porcupine.NondeterministicModel{
 				if s.holder != -1 {
 					return nil
 				}
-				return []any{mutexState{holder: in.client, count: 1, token: s.token}}
+				return []any{mutexState{holder: in.client, count: 1, token: s.token, hold: in.hold}}
 			}
 			if s.holder != -1 || token <= s.token {
 				return nil
 			}
-			return []any{mutexState{holder: in.client, count: 1, token: token}}
+			return []any{mutexState{holder: in.client, count: 1, token: token, hold: in.hold}}
 		case "enter":
 			// A re-entry keeps the hold and its token. With the token
 			// unknown (Token failed) it may also have been a new hold.
 			var next []any
-			if mine {
-				next = append(next, mutexState{holder: s.holder, count: s.count + 1, token: s.token})
+			if mine && (in.token == 0 || in.token == s.token) {
+				next = append(next, mutexState{holder: s.holder, count: s.count + 1, token: s.token, hold: s.hold})
 			}
 			if in.token == 0 && s.holder == -1 {
-				next = append(next, mutexState{holder: in.client, count: 1, token: s.token})
+				next = append(next, mutexState{holder: in.client, count: 1, token: s.token, hold: in.hold})
 			}
 			return next
 		case "rel":
@@ -920,6 +958,11 @@ var mutexModel = porcupine.NondeterministicModel{
 				return []any{s}
 			}
 			return []any{free}
+		case "exp?":
+			if !mine {
+				return []any{s}
+			}
+			return []any{s, free}
 		}
 		return nil
 	},
