@@ -3,34 +3,17 @@ package fairlock_test
 import (
 	"context"
 	"fmt"
-	"log"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
-// newBackend starts a private redis-server for an example; in production,
-// pass the *redis.Pool your service already has.
-func newBackend() (backend.Backend, func()) {
-	srv, err := testserver.StartRedis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Stop() }
-}
-
 // Waiters are served in the order they reached the server, whatever their
 // process or how long each waits.
 func Example() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 	lock := fairlock.New(b, "reports")
@@ -60,7 +43,7 @@ func queued(ctx context.Context, l *fairlock.Mutex) int {
 
 // State tells a waiter, through its owner, where it stands in the queue.
 func ExampleMutex_State() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 	holder := fairlock.New(b, "deploy")

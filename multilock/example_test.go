@@ -5,32 +5,16 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/multilock"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// exampleBackend starts a private redis-server for an example; in
-// production, pass the *redis.Pool your service already has.
-func exampleBackend() (backend.Backend, func()) {
-	srv, err := testserver.StartRedis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Stop() }
-}
-
 // A transfer locks both accounts, whichever order the caller names them
 // in: no deadlock with a transfer the other way.
 func ExampleAll() {
-	b, stop := exampleBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 
 	transfer := func(ctx context.Context, from, to string) error {
@@ -61,7 +45,7 @@ func ExampleAll() {
 func ExampleRedLock() {
 	var members []dsync.Locker
 	for range 3 {
-		b, stop := exampleBackend()
+		b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 		defer stop()
 		members = append(members, mutex.New(b, "report:daily"))
 	}

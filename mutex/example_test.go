@@ -7,30 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// newBackend starts a private redis-server for an example; in production,
-// pass the *redis.Pool your service already has. Without redis-server on
-// PATH the examples do not run (see testserver.Main).
-func newBackend() (backend.Backend, func()) {
-	srv, err := testserver.StartRedis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Stop() }
-}
-
 func Example() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 
 	var mu sync.Locker = mutex.New(b, "orders:42")
@@ -41,7 +24,7 @@ func Example() {
 }
 
 func ExampleMutex_LockContext() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	mu := mutex.New(b, "report")
 
@@ -65,7 +48,7 @@ func ExampleMutex_LockContext() {
 }
 
 func ExampleMutex_TryLockContext() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 
@@ -79,7 +62,7 @@ func ExampleMutex_TryLockContext() {
 }
 
 func ExampleMutex_Token() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := dsync.WithOwner(context.Background())
 	mu := mutex.New(b, "ledger")
@@ -106,7 +89,7 @@ func ExampleMutex_Token() {
 }
 
 func ExampleMutex_Done() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := dsync.WithOwner(context.Background())
 	mu := mutex.New(b, "job:7", mutex.WithLease(50*time.Millisecond))

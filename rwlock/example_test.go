@@ -6,30 +6,14 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/rwlock"
 )
 
-// newBackend starts a private redis-server for an example; in production,
-// pass the *redis.Pool your service already has.
-func newBackend() (backend.Backend, func()) {
-	srv, err := testserver.StartRedis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Stop() }
-}
-
 // Many readers share the lock; a writer has it alone.
 func Example() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 
@@ -54,7 +38,7 @@ func Example() {
 // An owner that holds the write lock may read too, and keeps reading after
 // it releases the write hold; a reader asking for write is refused at once.
 func ExampleRWMutex_RLockContext() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := dsync.WithOwner(context.Background())
 	cache := rwlock.New(b, "cache")
@@ -78,7 +62,7 @@ func ExampleRWMutex_RLockContext() {
 
 // RLocker gives the read side as a sync.Locker.
 func ExampleRWMutex_RLocker() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	m := rwlock.New(b, "catalog")
 	r := m.RLocker()

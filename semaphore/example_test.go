@@ -7,30 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
-// newBackend starts a private redis-server for an example; in production,
-// pass the *redis.Pool your service already has.
-func newBackend() (backend.Backend, func()) {
-	srv, err := testserver.StartRedis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	b := bredigo.New(pool)
-	return b, func() { b.Close(); pool.Close(); srv.Stop() }
-}
-
 // At most three workers, in any number of processes, run at once.
 func Example() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 	sem := semaphore.New(b, "workers", 3)
@@ -60,7 +44,7 @@ func Example() {
 // Permits belong to an owner: any goroutine of the request may give them
 // back, and State reports them.
 func ExampleSemaphore_State() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	req := dsync.WithOwner(context.Background())
 	sem := semaphore.New(b, "licences", 5)
@@ -83,7 +67,7 @@ func ExampleSemaphore_State() {
 // A capacity lowered at runtime takes nothing back from the holders, and
 // lets nobody in until they are below it.
 func ExampleSemaphore_SetCapacity() {
-	b, stop := newBackend()
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
 	defer stop()
 	ctx := context.Background()
 	sem := semaphore.New(b, "uploads", 4)

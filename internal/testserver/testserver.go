@@ -15,6 +15,7 @@ package testserver
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 	"sync"
@@ -57,6 +58,21 @@ func StartRedis() (*Server, error) {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
 	return &Server{addr: srv.Addr(), srv: srv}, nil
+}
+
+// ExampleBackend starts a private redis-server for a package's runnable
+// examples and returns a redigo backend on it, with a function that closes
+// the backend and stops the server. In production, pass the *redis.Pool
+// the service already has. Without redis-server on PATH the examples do
+// not run (see Main).
+func ExampleBackend() (backend.Backend, func()) {
+	srv, err := StartRedis()
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
+	b := bredigo.New(pool)
+	return b, func() { b.Close(); pool.Close(); srv.Stop() }
 }
 
 // Stop stops a server that StartRedis started. It is idempotent.
