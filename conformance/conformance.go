@@ -192,6 +192,28 @@ func (s *suite) test(t *testing.T, name string, exclusive bool, fn func(t *testi
 	})
 }
 
+// rule is one case of the suite: a test and the rule it checks, which is
+// logged when the test fails.
+type rule struct {
+	name, rule string
+	exclusive  bool // run alone (see test)
+	fn         func(*testing.T, context.Context)
+}
+
+// rules runs each case as a subtest of t (see test).
+func (s *suite) rules(t *testing.T, rs []rule) {
+	for _, r := range rs {
+		s.test(t, r.name, r.exclusive, func(t *testing.T, ctx context.Context) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("rule: %s", r.rule)
+				}
+			})
+			r.fn(t, ctx)
+		})
+	}
+}
+
 // prefix returns a random key prefix for one test.
 func prefix() string { return "dsynctest:" + dsync.NewID()[:12] }
 

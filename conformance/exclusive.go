@@ -74,16 +74,11 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 		{"ManyHoldsAcrossSlots", "200 holds over every slot range survive three renewal intervals (backend.Sharded on a cluster)", true, s.testManyHoldsAcrossSlots},
 		{"ContentionAcrossSlots", "one holder per name among 200 names over every slot range, with renewals and hand-offs", true, s.testContentionAcrossSlots},
 	}
-	for _, c := range cases {
-		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rule: %s", c.rule)
-				}
-			})
-			c.fn(t, ctx, k)
-		})
+	rs := make([]rule, len(cases))
+	for i, c := range cases {
+		rs[i] = rule{c.name, c.rule, c.exclusive, func(t *testing.T, ctx context.Context) { c.fn(t, ctx, k) }}
 	}
+	s.rules(t, rs)
 }
 
 // assertNoKeys fails t if keys under p remain, other than the two that

@@ -19,27 +19,14 @@ import (
 // independent servers, which a harness does not give; its tests start
 // their own (package multilock).
 func (s *suite) multilockTests(t *testing.T) {
-	cases := []struct {
-		name, rule string
-		exclusive  bool
-		fn         func(*testing.T, context.Context)
-	}{
+	cases := []rule{
 		{"MutualExclusion", "one holder of All at a time, over members given in different orders, across backends", true, s.testMultiMutualExclusion},
 		{"PartialRelease", "a member held elsewhere blocks the group; the others are free right after the attempt", false, s.testMultiPartialRelease},
 		{"MixedKinds", "a mutex, a fairlock and an rwlock's write side on separate backends work as one lock", false, s.testMultiMixedKinds},
 		{"LostSignal", "a member's key deleted on the server closes the group's Done", false, s.testMultiLostSignal},
 		{"BadInput", "no member, a nil or a repeated member is ErrInvalidMembers before any I/O", false, s.testMultiBadInput},
 	}
-	for _, c := range cases {
-		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rule: %s", c.rule)
-				}
-			})
-			c.fn(t, ctx)
-		})
-	}
+	s.rules(t, cases)
 }
 
 // group returns All over the mutexes names[i] for i in order, under p.

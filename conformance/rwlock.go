@@ -17,11 +17,7 @@ import (
 // rwlockTests are the read-write lock's own cases; its write side runs the
 // exclusive table.
 func (s *suite) rwlockTests(t *testing.T) {
-	cases := []struct {
-		name, rule string
-		exclusive  bool
-		fn         func(*testing.T, context.Context)
-	}{
+	cases := []rule{
 		{"RWInvariant", "never a writer with any other holder; readers overlap; counts exact", true, s.testRWInvariant},
 		{"RWWriterNotStarved", "with writer preference a waiting writer keeps new readers out", true, s.testRWWriterNotStarved},
 		{"RWReaderPreference", "with reader preference readers keep entering while a writer waits", true, s.testRWReaderPreference},
@@ -35,16 +31,7 @@ func (s *suite) rwlockTests(t *testing.T) {
 		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
 		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
 	}
-	for _, c := range cases {
-		s.test(t, c.name, c.exclusive, func(t *testing.T, ctx context.Context) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rule: %s", c.rule)
-				}
-			})
-			c.fn(t, ctx)
-		})
-	}
+	s.rules(t, cases)
 }
 
 func (s *suite) rwOpen(t *testing.T, p string, opts ...rwlock.Option) *rwlock.RWMutex {
