@@ -2,12 +2,10 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -104,31 +102,12 @@ func RedLockRun(ctx context.Context, addrs []string, impl Impl, uncontended, con
 			return res, err
 		}
 	}
-	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		waits    []time.Duration
-		giveUps  int64
-		firstErr error
-	)
 	l := newLoop(hold, duration, 0)
-	for _, cl := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, g, err := l.run(ctx, cl)
-			mu.Lock()
-			defer mu.Unlock()
-			waits, giveUps = append(waits, w...), giveUps+g
-			firstErr = errors.Join(firstErr, err)
-		}()
+	waits, giveUps, err := l.runAll(ctx, clients)()
+	if err != nil {
+		return res, err
 	}
-	l.wait(ctx)
-	wg.Wait()
-	if firstErr != nil {
-		return res, firstErr
-	}
-	res.Cont = Result{Impl: impl.Name, Acquisitions: l.acquired.Load(), Elapsed: l.elapsed(), Waits: sorted(waits), GiveUps: giveUps}
+	res.Cont = Result{Impl: impl.Name, Acquisitions: l.acquired.Load(), Elapsed: l.elapsed(), Waits: waits, GiveUps: giveUps}
 	return res, nil
 }
 

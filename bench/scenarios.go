@@ -156,39 +156,21 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		return Result{}, err
 	}
 
-	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		waits    []time.Duration
-		giveUps  int64
-		firstErr error
-	)
 	l := newLoop(hold, duration, limit)
-	for _, cl := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, g, err := l.run(ctx, cl)
-			mu.Lock()
-			defer mu.Unlock()
-			waits, giveUps = append(waits, w...), giveUps+g
-			firstErr = errors.Join(firstErr, err)
-		}()
-	}
+	finish := l.runAll(ctx, clients)
 	var pubsub, goroutines int
 	if wait.Sleep(ctx, l.sample()) {
 		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
 	}
-	l.wait(ctx)
-	wg.Wait()
-	if firstErr != nil {
-		return Result{}, firstErr
+	waits, giveUps, err := finish()
+	if err != nil {
+		return Result{}, err
 	}
 	r := Result{
 		Impl:         impl.Name,
 		Acquisitions: l.acquired.Load(),
 		Elapsed:      l.elapsed(),
-		Waits:        sorted(waits),
+		Waits:        waits,
 		GiveUps:      giveUps,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
@@ -241,6 +223,35 @@ func (l *loop) elapsed() time.Duration {
 		return l.duration
 	}
 	return time.Since(l.start)
+}
+
+// runAll starts a contender per client. Its finish ends the run (at the
+// deadline of a timed one) and returns every contender's waits, sorted,
+// their give-ups, and their errors.
+func (l *loop) runAll(ctx context.Context, clients []Client) (finish func() ([]time.Duration, int64, error)) {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		waits    []time.Duration
+		giveUps  int64
+		firstErr error
+	)
+	for _, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, g, err := l.run(ctx, cl)
+			mu.Lock()
+			defer mu.Unlock()
+			waits, giveUps = append(waits, w...), giveUps+g
+			firstErr = errors.Join(firstErr, err)
+		}()
+	}
+	return func() ([]time.Duration, int64, error) {
+		l.wait(ctx)
+		wg.Wait()
+		return sorted(waits), giveUps, firstErr
+	}
 }
 
 // run is one contender's loop. It returns the contender's waits, from its
