@@ -44,7 +44,10 @@
 //   - Server restarted: with appendfsync always, holds are kept. Without
 //     persistence they are lost and another owner may acquire at once; the
 //     holder is told as its connection comes back (12–17ms after the
-//     server answers), and only fencing tokens protect the resource.
+//     server answers), and only fencing tokens protect the resource. A
+//     loss in the first moments of a backend's holds, before its watch
+//     subscription is up (normally a millisecond), is noticed at the next
+//     renewal instead.
 //   - Failover (Sentinel): an acquisition not yet replicated is lost; Done
 //     fires and tokens keep increasing.
 //   - Pub/sub connection killed, or dropped as a slow consumer: waiters
