@@ -27,6 +27,37 @@
 // Owner ids are random 128-bit values, unique without coordination; they are
 // what the server stores as the holder.
 //
+// A hold belongs to its owner and to the backend value it was taken
+// through, as a Redisson lock belongs to its client and an etcd lock to its
+// session: every handle on that backend value finds it (Token, Done,
+// Unlock), and a handle on another backend value of the process does not.
+// An unlock through that other handle returns an error matching
+// ErrNotHeld that says the hold was taken through another backend value,
+// and changes nothing; the hold stays releasable through its own. Each
+// backend value has one session in the process, made on first use and
+// retired when idle, which renews its holds in batches, shares its pub/sub
+// subscriptions among its waiters and hands holds to them.
+//
+// # Contexts and deadlines
+//
+// Every call that takes a context keeps its deadline. An acquisition
+// (LockContext, RLockContext, Acquire, ...) waits until ctx ends and
+// returns at most half a second after its deadline, even on a stalled
+// server, with an error matching ctx.Err(); a cancellation ends the wait
+// at once, and an attempt already sent when the server answers it. A
+// release (UnlockContext, RUnlockContext, Release) does not depend on
+// ctx's cancellation: an unlock deferred with a context that has ended
+// still releases, bounded by a few seconds of its own and by the hold's
+// lease. But the call returns by ctx's deadline plus 100ms (100ms after
+// the call if ctx had ended already): if the release's outcome is not
+// known by then, the error matches ctx.Err() and the release goes on in
+// the background. Its outcome reaches the hold all the same: renewals
+// stop and Done closes if it failed, the hold then expiring by itself;
+// the observer hooks hear of it. A release that went on in the background
+// is counted once, however its retries land, and the owner may lock again
+// at once: it re-enters the hold if the release has not landed yet, or
+// takes a new one.
+//
 // # Failure modes
 //
 // What holds under each fault class, as the fault suite (tests/fault, run

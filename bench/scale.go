@@ -14,7 +14,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/keys"
-	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
@@ -146,12 +146,12 @@ func ManyHeld(ctx context.Context, addr string, n int, leaseD time.Duration, int
 	if err := <-errs; err != nil {
 		return r, err
 	}
-	_, calls0 := lease.Stats(backend.Backend(b))
+	_, calls0 := session.Stats(backend.Backend(b))
 	for end := time.Now().Add(time.Duration(intervals) * r.Interval); time.Now().Before(end); {
 		r.GoroutinesHeld = max(r.GoroutinesHeld, runtime.NumGoroutine())
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, calls1 := lease.Stats(backend.Backend(b))
+	_, calls1 := session.Stats(backend.Backend(b))
 	r.RenewalsPerInterval = float64(calls1-calls0) / float64(intervals)
 	for _, m := range ms {
 		select {

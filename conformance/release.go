@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,12 +102,25 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 	m2 := k.open(s.newBackend(t), "twob", lockConfig{prefix: p, watchdog: time.Second})
 	o := dsync.WithOwner(ctx)
 
-	// Taken through one backend value, released through another.
+	// Taken through one backend value: a release through another is
+	// refused, saying why, and leaves the hold as it was.
 	must(t, m1.LockContext(o), "lock through the first backend")
 	done := m1.Done(o)
-	must(t, m2.UnlockContext(o), "unlock through the second backend")
+	err := m2.UnlockContext(o)
+	if !errors.Is(err, dsync.ErrNotHeld) || !strings.Contains(err.Error(), "another backend value") {
+		t.Fatalf("unlock through the second backend: %v; want ErrNotHeld naming the other backend value", err)
+	}
+	if n, err := m1.HoldCount(o); err != nil || n != 1 {
+		t.Fatalf("after the refused unlock: HoldCount %d, %v; want 1", n, err)
+	}
+	select {
+	case <-done:
+		t.Fatal("the refused unlock ended the hold's lease")
+	default:
+	}
+	must(t, m1.UnlockContext(o), "unlock through the first backend")
 	if locked, err := m1.IsLocked(ctx); err != nil || locked {
-		t.Fatalf("after the unlock through the second backend: locked %v, %v", locked, err)
+		t.Fatalf("after the unlock through the first backend: locked %v, %v", locked, err)
 	}
 	within(t, time.Second, done, "Done of the hold kept through the first backend")
 	// Its watchdog stopped: nothing touches the key for three renewals.
@@ -116,22 +130,33 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 		t.Errorf("%d calls touched the key after the release; the watchdog must stop", n)
 	}
 
-	// Re-entered through the second: one hold, one lease, released by
-	// either, with no loss reported.
+	// Re-entered through the second: one hold on the server, which each
+	// backend value releases as often as it took it, with no loss
+	// reported.
 	must(t, m1.LockContext(o), "lock through the first backend")
 	must(t, m2.LockContext(o), "re-enter through the second backend")
 	if n, err := m2.HoldCount(o); err != nil || n != 2 {
 		t.Fatalf("HoldCount after re-entering through another backend: %d, %v; want 2", n, err)
 	}
-	done = m2.Done(o)
+	done1, done2 := m1.Done(o), m2.Done(o)
 	must(t, m2.UnlockContext(o), "unlock through the second backend")
-	must(t, m1.UnlockContext(o), "unlock through the first backend")
-	within(t, time.Second, done, "Done after the final unlock")
-	if locked, err := m1.IsLocked(ctx); err != nil || locked {
-		t.Errorf("after two unlocks: locked %v, %v", locked, err)
+	within(t, time.Second, done2, "Done through the second backend after its unlock")
+	time.Sleep(time.Second) // three renewals of the hold kept through the first
+	select {
+	case <-done1:
+		t.Fatal("the hold kept through the first backend ended when the second released its share")
+	default:
+	}
+	if n, err := m1.HoldCount(o); err != nil || n != 1 {
+		t.Fatalf("after the second backend's unlock: HoldCount %d, %v; want 1", n, err)
 	}
 	if err := m2.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
-		t.Errorf("a third unlock: %v, want ErrNotHeld", err)
+		t.Errorf("a second unlock through the second backend: %v, want ErrNotHeld", err)
+	}
+	must(t, m1.UnlockContext(o), "unlock through the first backend")
+	within(t, time.Second, done1, "Done after the final unlock")
+	if locked, err := m1.IsLocked(ctx); err != nil || locked {
+		t.Errorf("after two unlocks: locked %v, %v", locked, err)
 	}
 }
 

@@ -66,16 +66,16 @@ func (s *spy) touched(key string) int {
 }
 
 // elsewhere makes a backend act as if in a process of its own: scripts
-// that hand a primitive to a waiter are told the caller is another
-// process, so they wake the waiter through pub/sub, and the caller does
-// not see whom they woke. Tests use it to exercise the adapter's pub/sub
+// that hand a primitive to a waiter are told the caller's hub is another,
+// so they wake the waiter through pub/sub, and the caller does not see
+// whom they woke. Tests use it to exercise the adapter's pub/sub
 // with waiters that share the test's process.
 type elsewhere struct{ backend.Backend }
 
 func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	args = slices.Clone(args)
 	for i, a := range args {
-		if a == hub.Process() {
+		if id, ok := a.(string); ok && hub.IsID(id) {
 			args[i] = "elsewhere"
 		}
 	}

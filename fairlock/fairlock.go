@@ -95,6 +95,9 @@ type Mutex struct {
 	h core.Handle
 
 	queue, expiry, fence, channel string
+	keys                          []string
+	spec                          core.LockSpec
+	hold                          core.HoldSpec
 }
 
 var (
@@ -119,10 +122,20 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.expiry = m.h.Companion("expiry")
 	m.fence = m.h.Companion("fence")
 	m.channel = m.h.Companion("wake")
+	m.keys = []string{m.h.Key, m.queue, m.expiry, m.fence}
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
+	// No core.Local: queueing in the process first would reorder waiters.
+	m.spec = core.LockSpec{
+		Role:      core.Exclusive,
+		Channel:   m.channel,
+		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
+		Handed:    m.handedLease(),
+		Try:       m.try,
+		Abandon:   m.abandon,
+		Hold:      &m.hold,
+	}
 	return m
 }
 
 // Name returns the name the lock was created with.
 func (m *Mutex) Name() string { return m.h.Name }
-
-func (m *Mutex) keys() []string { return []string{m.h.Key, m.queue, m.expiry, m.fence} }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -15,7 +14,7 @@ import (
 // and logging at Warn while the server cannot be reached. It panics if the
 // handle is invalid (see New) or its backend is closed.
 func (m *Mutex) Lock() {
-	m.h.MustLock(m.spec())
+	m.h.MustLock(&m.spec)
 }
 
 // LockContext locks m for ctx's owner (see dsync.WithOwner), re-entering at
@@ -29,7 +28,7 @@ func (m *Mutex) Lock() {
 // error that cannot pass. It returns at most half a second after ctx
 // ends, as in package mutex.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	return m.h.Lock(ctx, m.spec())
+	return m.h.Lock(ctx, &m.spec)
 }
 
 // TryLockContext makes one attempt to lock m for ctx's owner, without
@@ -37,25 +36,7 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // lock is free and no live waiter is queued. It reports whether the lock is
 // now held by the owner.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
-	return m.h.TryLock(ctx, m.spec())
-}
-
-// spec describes the fair lock's acquisitions to the lock core. It has no
-// core.Local: queueing in the process first would reorder waiters.
-func (m *Mutex) spec() core.LockSpec {
-	return core.LockSpec{
-		Role:      core.Exclusive,
-		Channel:   m.channel,
-		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
-		Handed:    m.handedLease(),
-		Try:       m.try,
-		Abandon:   m.abandon,
-		Hold: core.HoldSpec{
-			Role:  core.Exclusive,
-			Renew: renewScript,
-			Keys:  []string{m.h.Key},
-		},
-	}
+	return m.h.TryLock(ctx, &m.spec)
 }
 
 // handedLease returns the lease of a hold handed to a waiter by a release:
@@ -69,18 +50,16 @@ func (m *Mutex) handedLease() time.Duration {
 
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	sent := time.Now()
-	actx, release := wait.Detach(ctx)
-	reply, err := m.h.B.Eval(actx, acquireScript, m.keys(), owner, op, core.Ms(m.h.Cfg.Lease), entry,
+	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
 		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel)
-	release()
 	if err != nil {
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, sent, got)
+	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := wait.HandOff(ctx, m.h.B, m.channel, abandonScript, nil, m.keys(),
-		owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
+		owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID())
 	return err
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -67,9 +66,6 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, m.h.Wrap("state", err)
 	}
 	s := State{Locked: v[0] == 1, HoldCount: int(v[1]), Holder: holder, HolderCount: int(v[5]), Token: v[3], Queued: int(v[6]), Position: int(v[7])}
-	if id, _ := n[8].(string); id != "" {
-		m.h.Observed(holder, core.Exclusive, id)
-	}
 	switch {
 	case v[2] >= 0:
 		s.TTL = time.Duration(v[2]) * time.Millisecond
@@ -116,6 +112,6 @@ func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error)
 }
 
 func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
-	return wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys(),
-		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
+	return m.h.HandOff(ctx, m.channel, forceScript, m.keys,
+		m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), token)
 }

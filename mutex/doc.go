@@ -11,11 +11,16 @@
 //
 // # Owners and reentrancy
 //
-// A hold belongs to an owner, carried by the context (dsync.WithOwner), not
-// to a handle or a backend value. LockContext with an owner re-enters when
-// the owner already holds the mutex, through any handle of the process, and
-// the owner must unlock as many times as it locked, through any handle of
-// the process on the same server.
+// A hold belongs to an owner, carried by the context (dsync.WithOwner), and
+// to the backend value it was taken through, as a Redisson lock belongs to
+// its client: LockContext with an owner re-enters when the owner already
+// holds the mutex, and the owner must unlock as many times as it locked,
+// through any handle on the same backend value. An unlock through a handle
+// on another backend value of the process is refused with an error
+// matching dsync.ErrNotHeld that says so, and leaves the hold as it was;
+// so are Token and Done. An owner that re-enters through a second backend
+// value on the same server counts one hold more on the server, which that
+// backend value releases.
 //
 // Lock, and LockContext with a context that has no owner, take an ownerless
 // hold: not reentrant, exactly like sync.Mutex (a second Lock blocks), and
@@ -54,10 +59,12 @@
 //
 // A release does not depend on the caller's cancellation: UnlockContext
 // with a context that has ended (a request's, in a deferred unlock) still
-// releases, bounded by a few seconds of its own and by the hold's lease,
-// not by ctx's deadline. If the release fails, the
-// watchdog stops and Done is closed: the hold expires by itself within one
-// lease.
+// releases, bounded by a few seconds of its own and by the hold's lease.
+// The call itself keeps ctx's deadline (see the package dsync
+// documentation): it returns by then plus 100ms, and a release whose
+// outcome is not known by then goes on in the background. If the release
+// fails, the watchdog stops and Done is closed: the hold expires by itself
+// within one lease.
 //
 // # Fencing tokens
 //
@@ -72,12 +79,15 @@
 //	UPDATE orders SET ..., fence = $token WHERE id = 42 AND fence <= $token
 //
 // Tokens are taken in the same script that grants the hold, and each is
-// the previous one plus one. The last token is kept on the server after
-// the last acquisition for the fence ttl (WithFenceTTL, an hour by
-// default), which outlives a hold whose lease ran out and a server clock
-// that steps back. A mutex unused for longer starts again from the server
-// time in microseconds, which is above every earlier token unless the
-// server's clock has stepped back by more than that meanwhile.
+// the previous one plus one. The last token is kept at the lock key while
+// held and, once released, for the rest of the released hold's lease. A
+// mutex whose key is gone (unused for longer, a hold that expired, a key
+// deleted or evicted) starts again from the server time in microseconds,
+// which is above every earlier token unless the server's clock stepped
+// back by more than the time since that token was handed out. Keeping the
+// token in a key of its own would survive that too, at the price of a
+// write on every acquisition; the hot path is kept to one read and one
+// write per acquisition, and one write per release.
 //
 // # Waiting
 //
@@ -100,9 +110,10 @@
 // attempt: usually the longest waiting, but the order is not promised
 // (package fairlock grants strictly in arrival order). Goroutines of one
 // process that contend for a mutex held in the same process queue in the
-// process first, and the release registers them on the server: a contended
-// acquisition within a process usually costs one round trip, and waiters of
-// other processes that registered meanwhile go first.
+// process first (behind a hold taken through the same backend value), and
+// the release registers them on the server: a contended acquisition within
+// a process usually costs one round trip, and waiters of other processes
+// that registered meanwhile go first.
 //
 // While the server cannot be reached, Lock keeps trying with capped
 // backoff and logs at Warn, once and then every minute.
@@ -114,19 +125,21 @@
 //	dsync:mutex:{orders:42}            string: the hold (token, count,
 //	                                   owner, hold id, recent operation
 //	                                   ids); expires with the lease. Freed,
-//	                                   only the last token, expiring after
-//	                                   the fence ttl
+//	                                   only the last token, for the rest
+//	                                   of the released hold's lease
 //	dsync:mutex:{orders:42}:waiters    sorted set of waiters; expires 15s
 //	                                   after the last registration
-//	dsync:mutex:{orders:42}:fence      the last token; expires the fence
-//	                                   ttl after the last acquisition
-//	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one process
+//	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one backend value
 //
-// all in one Redis Cluster slot. Once the mutex is free only the two keys
-// holding the last token are left, about 100 bytes, for the fence ttl. A
-// value at the lock key that dsync did not write, or a key of another type,
-// is reported as dsync.ErrUnexpectedReply and left untouched. The scripts
-// need Redis 6.0 or later (SET ... KEEPTTL).
+// all in one Redis Cluster slot. Once the mutex is free only the lock key
+// holding the last token is left, about 50 bytes, and not for longer than
+// the lease. A value at the lock key that dsync did not write, or a key of
+// another type, is reported as dsync.ErrUnexpectedReply and left
+// untouched. The scripts need Redis 6.2 or later (SET ... KEEPTTL GET).
+//
+// An uncontended Lock and Unlock cost two round trips and five server
+// commands: one script call each, a read and a write in the first, one
+// write in the second.
 //
 // # Errors
 //

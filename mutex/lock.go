@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -16,7 +15,7 @@ import (
 // logging at Warn while the server cannot be reached. It panics if the
 // handle is invalid (see New) or its backend is closed.
 func (m *Mutex) Lock() {
-	m.h.MustLock(m.spec())
+	m.h.MustLock(&m.spec)
 }
 
 // LockContext locks m for ctx's owner (see dsync.WithOwner), re-entering if
@@ -38,7 +37,7 @@ func (m *Mutex) Lock() {
 // deadline matches context.DeadlineExceeded, after a cancellation
 // context.Canceled.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	return m.h.Lock(ctx, m.spec())
+	return m.h.Lock(ctx, &m.spec)
 }
 
 // TryLockContext makes one attempt to lock m for ctx's owner, without
@@ -47,26 +46,7 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // left held. As with LockContext, it returns at most half a second after
 // ctx ends.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
-	return m.h.TryLock(ctx, m.spec())
-}
-
-// spec describes the mutex's acquisitions to the lock core.
-func (m *Mutex) spec() core.LockSpec {
-	return core.LockSpec{
-		Role:      core.Exclusive,
-		Channel:   m.channel,
-		Heartbeat: heartbeat,
-		Handed:    m.handedLease(),
-		Try:       m.try,
-		Abandon:   m.abandon,
-		Hold: core.HoldSpec{
-			Role:  core.Exclusive,
-			Renew: renewScript,
-			Keys:  []string{m.h.Key},
-		},
-		// The mutex promises no order: waiters queue behind holds here.
-		Local: &localWait{m: m},
-	}
+	return m.h.TryLock(ctx, &m.spec)
 }
 
 // handedLease returns the lease of a hold handed to a waiter by a release:
@@ -81,21 +61,15 @@ func (m *Mutex) handedLease() time.Duration {
 // try makes one attempt for owner with operation id op (see core.Attempt).
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	sent := time.Now()
-	// Should ctx end meanwhile, the attempt's result is still awaited
-	// briefly: an acquisition or registration landing after the abandon
-	// would hold the mutex, or be handed it, with nobody to take it.
-	actx, release := wait.Detach(ctx)
-	reply, err := m.h.B.Eval(actx, acquireScript, []string{m.h.Key, m.waiters, m.fence},
-		owner, op, core.Ms(m.h.Cfg.Lease), entry, core.Ms(waiterTTL), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL))
-	release()
+	reply, err := m.h.Attempt(ctx, acquireScript, m.keys,
+		owner, op, m.leaseArg, entry, m.waiterTTLArg, core.Flag(registered))
 	if err != nil {
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, sent, got)
+	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := wait.HandOff(ctx, m.h.B, m.channel, abandonScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
-		owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process())
+	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys, owner, op, entry, m.channelArg, m.h.HubID())
 	return err
 }

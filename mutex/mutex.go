@@ -27,11 +27,6 @@ const (
 	// this. A live waiter takes the hold without another round trip if
 	// it was handed over within half of it of the waiter's last attempt.
 	handoffLease = 2 * time.Second
-
-	// FenceTTL is how long a mutex keeps its last fencing token on the
-	// server after the last acquisition, unless WithFenceTTL says
-	// otherwise.
-	FenceTTL = options.DefaultFenceTTL
 )
 
 // An Option configures a Mutex.
@@ -49,18 +44,6 @@ func WithLease(d time.Duration) Option {
 // mutex within 30s. d must be at least 1ms.
 func WithWatchdog(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetWatchdog(d) }}
-}
-
-// WithFenceTTL sets how long the mutex keeps its last fencing token on
-// the server after the last acquisition: two small keys (the freed lock
-// key and the fence key, about 100 bytes together) for every name used
-// within d. The default is FenceTTL, an hour. Tokens keep increasing after
-// they expire, seeded from the server clock (see the package
-// documentation); a shorter d only leaves tokens exposed to a server clock
-// that steps back by more than the time since the last acquisition. d
-// must be at least 1s.
-func WithFenceTTL(d time.Duration) Option {
-	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
 }
 
 // WithExpiryMargin sets how long before a hold's expiry on the server its
@@ -103,7 +86,14 @@ func WithLogger(l *slog.Logger) Option {
 type Mutex struct {
 	h core.Handle
 
-	waiters, fence, channel string
+	waiters, channel string
+	keys             []string // of every script: the lock key and the waiter set
+	spec             core.LockSpec
+	hold             core.HoldSpec
+
+	// Script arguments that every call passes, made into interface
+	// values once.
+	leaseArg, waiterTTLArg, channelArg any
 }
 
 var (
@@ -124,8 +114,22 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m := &Mutex{}
 	m.h.Init(b, "mutex", name, cfg)
 	m.waiters = m.h.Companion("waiters")
-	m.fence = m.h.Companion("fence")
 	m.channel = m.h.Companion("wake")
+	m.keys = []string{m.h.Key, m.waiters}
+	m.leaseArg, m.waiterTTLArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(waiterTTL), m.channel
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
+	m.spec = core.LockSpec{
+		Role:      core.Exclusive,
+		Channel:   m.channel,
+		Heartbeat: heartbeat,
+		Handed:    m.handedLease(),
+		Try:       m.try,
+		Abandon:   m.abandon,
+		Hold:      &m.hold,
+		// The mutex promises no order: waiters queue behind holds of
+		// their session.
+		Local: true,
+	}
 	return m
 }
 

@@ -6,27 +6,22 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
-// Token returns the fencing token of the hold of ctx's owner (or of the
-// newest ownerless hold taken through m). Tokens strictly increase from
-// one hold of the mutex to the next, whoever takes it; re-entering returns
-// the same token. It does no I/O, and returns an error matching
-// dsync.ErrNotHeld if there is no such hold or it was lost.
-//
-// Without I/O, Token and Done know the holds taken, re-entered or released
-// through m's backend value, or through another backend value of the
-// process that an operation through this one (State, a re-entry, a
-// release) has shown to reach the same server: a mutex of the same name on
-// another server is never mistaken for it.
+// Token returns the fencing token of the hold of ctx's owner taken
+// through m's backend value (or of the newest ownerless hold taken through
+// m). Tokens strictly increase from one hold of the mutex to the next,
+// whoever takes it; re-entering returns the same token. It does no I/O,
+// and returns an error matching dsync.ErrNotHeld if there is no such hold
+// or it was lost.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	return m.h.Token(ctx, core.Exclusive)
 }
 
-// Done returns a channel that is closed when the hold of ctx's owner (or
-// the newest ownerless hold taken through m) ends: lost, because a renewal
+// Done returns a channel that is closed when the hold of ctx's owner taken
+// through m's backend value (or the newest ownerless hold taken through m)
+// ends: lost, because a renewal
 // found it gone or renewals failed until its lease ran out, or released by
 // its final unlock. If there is no such hold, the channel is already
 // closed. It does no I/O.
@@ -65,9 +60,6 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, m.h.Wrap("state", err)
 	}
 	s, err := decodeState(reply)
-	if err == nil && s.holdID != "" {
-		m.h.Observed(s.Holder, core.Exclusive, s.holdID)
-	}
 	return s, m.h.Wrap("state", err)
 }
 
@@ -142,11 +134,5 @@ func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error)
 }
 
 func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
-	if token == "" {
-		m.dropAll()
-	}
-	// A hold taken on condition is forgotten here when its lease ends
-	// (see Handle.ForceUnlock), as any ended hold is.
-	return wait.HandOff(ctx, m.h.B, m.channel, forceScript, m.handedFrom(nil), []string{m.h.Key, m.waiters, m.fence},
-		m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), token)
+	return m.h.HandOff(ctx, m.channel, forceScript, m.keys, m.channelArg, m.h.HubID(), token)
 }

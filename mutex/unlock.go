@@ -5,7 +5,6 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -21,63 +20,75 @@ import (
 // lost or not. Backend errors that may pass are retried for a few seconds,
 // at most until the lease would have expired anyway.
 func (m *Mutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.release, m.forget)
+	m.h.MustUnlock(core.Exclusive, m.release)
 }
 
-// UnlockContext releases one hold of ctx's owner, through any handle of
-// the process on the same server, or with no owner in ctx, the oldest
-// ownerless hold taken through m. The owner keeps the mutex until it has
-// released as many holds as it took.
+// UnlockContext releases one hold of ctx's owner taken through m's backend
+// value, or with no owner in ctx, the oldest ownerless hold taken through
+// m. The owner keeps the mutex until it has released as many holds as it
+// took.
 //
 // The release does not depend on ctx's cancellation: an unlock deferred
-// with a context that has ended still releases. Nor does it depend on
-// ctx's deadline: it is bounded by a few seconds of its own and by the
-// hold's lease (a release past it finds the hold expired). If it fails,
-// the error matches context.DeadlineExceeded when that bound passed, the
-// watchdog stops, so the hold expires by itself within one lease, and
-// Done is closed.
+// with a context that has ended still releases, bounded by a few seconds
+// of its own and by the hold's lease (a release past it finds the hold
+// expired). But UnlockContext returns by ctx's deadline plus 100ms (100ms
+// after the call if ctx had ended already): if the outcome is not known
+// by then, the error matches ctx.Err() and the release goes on in the
+// background. If the release fails, the watchdog stops, so the hold
+// expires by itself within one lease, and Done is closed.
 //
 // It returns an error matching dsync.ErrNotHeld, without any I/O, when the
-// owner holds nothing through this process: never locked, unlocked once too
-// often, or locked by another owner, whose hold stays intact. It returns
-// one too when the hold was lost.
+// owner holds nothing through m's backend value: never locked, unlocked
+// once too often, locked by another owner, whose hold stays intact, or
+// locked through another backend value of the process, which the error
+// says and through which the hold must be released. It returns one too
+// when the hold was lost.
 func (m *Mutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.release, m.forget)
+	err, _ := m.h.Unlock(ctx, core.Exclusive, m.release)
 	return err
 }
 
 // release runs one release of owner's hold l (see core.Handle.Release),
-// carrying the waiters of this process queued behind the hold on its
-// first attempt.
+// carrying the waiters of the session queued behind the hold on its first
+// attempt.
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left int64, err error) {
-	op := dsync.NewID()
-	h, queued := m.takeQueued(l)
-	args := make([]any, 0, 8+len(queued))
-	args = append(args, owner, op, core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), core.Ms(waiterTTL), "")
+	queued, mine := l.TakeQueued()
+	args := make([]any, 8, 8+len(queued))
+	args[0], args[1], args[2], args[3] = owner, dsync.NewID(), l.ID(), l.Token()
+	args[4], args[5], args[6], args[7] = m.restoredLease(l), m.channelArg, m.h.HubID(), m.waiterTTLArg
 	for _, e := range queued {
 		args = append(args, e)
 	}
-	defer func() {
-		settle(h, err == nil && left > 0)
-		if err != nil || left <= 0 {
-			m.forget(l)
-		}
-	}()
-	keys := []string{m.h.Key, m.waiters, m.fence}
-	return m.h.Release(ctx, core.Exclusive, owner, l, func(ctx context.Context, first bool, holds string) (wait.Reply, error) {
-		args[7] = holds
+	if mine {
+		defer func() {
+			if left > 0 {
+				l.Reopen()
+			}
+		}()
+	}
+	return m.h.Release(ctx, l, 1, func(ctx context.Context, first bool) (wait.Reply, error) {
 		if !first {
 			// Only the first attempt carries the queued waiters: had a
 			// retry registered them again, an entry its waiter removed
 			// since (having found the mutex its own) would come back.
-			// If that attempt failed, HandOff woke them, and they ask
-			// the server themselves.
-			return wait.HandOff(ctx, m.h.B, m.channel, releaseScript, m.handedFrom(h), keys, args[:8]...)
+			// If that attempt failed, its waiters were woken, and they
+			// ask the server themselves.
+			return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args[:8]...)
 		}
-		r, err := wait.HandOff(ctx, m.h.B, m.channel, releaseScript, m.handedFrom(h), keys, args...)
+		r, err := m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
 		if len(queued) > 0 {
-			registered(h)
+			l.Carried()
 		}
 		return r, err
 	})
+}
+
+// restoredLease returns what a partial release of l restores its expiry
+// to (see core.RestoredLease), as a script argument.
+func (m *Mutex) restoredLease(l *lease.Lease) any {
+	ms := core.RestoredLease(l)
+	if ms == core.Ms(m.h.Cfg.Lease) {
+		return m.leaseArg
+	}
+	return ms
 }

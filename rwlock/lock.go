@@ -10,8 +10,6 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
-	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -24,7 +22,7 @@ import (
 // ownerless read hold waits for that hold forever; use an owner (see
 // LockContext) to be told ErrUpgrade instead.
 func (m *RWMutex) Lock() {
-	m.h.MustLock(m.spec(core.Exclusive))
+	m.h.MustLock(&m.write)
 }
 
 // RLock locks m for reading for a fresh ownerless hold, as sync.RWMutex
@@ -32,7 +30,7 @@ func (m *RWMutex) Lock() {
 // write hold is held, or, with writer preference, while a writer waits. It
 // panics as Lock does.
 func (m *RWMutex) RLock() {
-	m.h.MustLock(m.spec(read))
+	m.h.MustLock(&m.rd)
 }
 
 // LockContext locks m for writing for ctx's owner (see dsync.WithOwner),
@@ -53,7 +51,7 @@ func (m *RWMutex) LockContext(ctx context.Context) error {
 	if err := m.upgrade(ctx, "lock"); err != nil {
 		return err
 	}
-	return m.h.Lock(ctx, m.spec(core.Exclusive))
+	return m.h.Lock(ctx, &m.write)
 }
 
 // RLockContext locks m for reading for ctx's owner, re-entering at once if
@@ -64,7 +62,7 @@ func (m *RWMutex) LockContext(ctx context.Context) error {
 // writer waits. With no owner in ctx, it takes an ownerless hold as RLock
 // does. The wait and its failure are as with LockContext.
 func (m *RWMutex) RLockContext(ctx context.Context) error {
-	return m.h.Lock(ctx, m.spec(read))
+	return m.h.Lock(ctx, &m.rd)
 }
 
 // TryLockContext makes one attempt to lock m for writing for ctx's owner,
@@ -76,14 +74,14 @@ func (m *RWMutex) TryLockContext(ctx context.Context) (bool, error) {
 	if err := m.upgrade(ctx, "trylock"); err != nil {
 		return false, err
 	}
-	return m.h.TryLock(ctx, m.spec(core.Exclusive))
+	return m.h.TryLock(ctx, &m.write)
 }
 
 // TryRLockContext makes one attempt to lock m for reading for ctx's owner,
 // without waiting, under the rules of RLockContext. It reports whether the
 // owner now holds a read hold.
 func (m *RWMutex) TryRLockContext(ctx context.Context) (bool, error) {
-	return m.h.TryLock(ctx, m.spec(read))
+	return m.h.TryLock(ctx, &m.rd)
 }
 
 // errUpgrade is the server's refusal of an upgrade.
@@ -99,24 +97,21 @@ func (m *RWMutex) upgrade(ctx context.Context, op string) error {
 		return err
 	}
 	owner, ok := dsync.OwnerFrom(ctx)
-	if !ok || !live(lease.Find(m.h.B, m.h.Key, owner, read)) || live(lease.Anywhere(m.h.Key, owner, core.Exclusive)) {
+	if !ok {
+		return nil
+	}
+	// The owner's write hold may be kept through another backend value
+	// of the process: the server counts it as the owner's.
+	if s := m.h.Session(); !s.Sched.Holds(m.h.Key, owner, read) || s.Sched.Holds(m.h.Key, owner, core.Exclusive) ||
+		s.Holding(m.h.Key, owner, core.Exclusive) {
 		return nil
 	}
 	return m.h.Wrap(op, fmt.Errorf("%w: the owner holds a read hold", dsync.ErrUpgrade))
 }
 
-func live(ls []*lease.Lease) bool {
-	for _, l := range ls {
-		if !l.Lost() {
-			return true
-		}
-	}
-	return false
-}
-
 // spec describes the acquisitions of role to the lock core. It has no
 // core.Local: queueing in the process first would reorder the writers.
-func (m *RWMutex) spec(role string) core.LockSpec {
+func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 	s := core.LockSpec{
 		Role:      role,
 		Channel:   m.channel,
@@ -128,16 +123,12 @@ func (m *RWMutex) spec(role string) core.LockSpec {
 		Abandon: func(ctx context.Context, owner, op, entry string) error {
 			return m.abandon(ctx, role, owner, op, entry)
 		},
-		Hold: core.HoldSpec{Role: role, Renew: renewWriteScript},
 	}
-	if m.keys == nil {
-		return s // the zero value: every call fails before any I/O
-	}
-	s.Hold.Keys = m.keys[:1]
+	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1]}
 	if role == read {
-		s.Hold.Renew, s.Hold.Keys = renewReadScript, m.keys[1:3]
+		h.Renew, h.Keys = renewReadScript, m.keys[1:3]
 	}
-	return s
+	return s, h
 }
 
 func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
@@ -146,10 +137,8 @@ func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, regist
 		s = readAcquireScript
 	}
 	sent := time.Now()
-	actx, release := wait.Detach(ctx)
-	reply, err := m.h.B.Eval(actx, s, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
+	reply, err := m.h.Attempt(ctx, s, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
 		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel, m.pref)
-	release()
 	if err != nil {
 		var se *backend.ServerError
 		if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
@@ -157,7 +146,7 @@ func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, regist
 		}
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, sent, got)
+	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
 }
 
 func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) error {
@@ -165,7 +154,7 @@ func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) er
 	if role == read {
 		r = "r"
 	}
-	_, err := wait.HandOff(ctx, m.h.B, m.channel, abandonScript, nil, m.keys,
-		r, owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), m.pref)
+	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
+		r, owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), m.pref)
 	return err
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
-	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -106,7 +104,7 @@ func (m *RWMutex) State(ctx context.Context) (State, error) {
 		}
 	}
 	writer, err1 := backend.String(n[0])
-	id, err2 := backend.String(n[9])
+	_, err2 := backend.String(n[9])
 	if err1 != nil || err2 != nil {
 		return State{}, m.h.Wrap("state", errors.Join(err1, err2))
 	}
@@ -117,7 +115,6 @@ func (m *RWMutex) State(ctx context.Context) (State, error) {
 	switch {
 	case writer != "":
 		s.Mode = Write
-		m.h.Observed(writer, core.Exclusive, id)
 	case s.Readers > 0:
 		s.Mode = Read
 	}
@@ -138,14 +135,14 @@ func (m *RWMutex) State(ctx context.Context) (State, error) {
 func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	var ids string
 	took, err := m.h.ForceUnlock(ctx, 0, func(ctx context.Context, _ string) (wait.Reply, error) {
-		r, err := wait.HandOff(ctx, m.h.B, m.channel, forceScript, nil, m.keys,
-			m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), m.pref)
+		r, err := m.h.HandOff(ctx, m.channel, forceScript, m.keys,
+			m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), m.pref)
 		ids = r.HoldID
 		// The core ends one hold's lease; every hold taken is ended below.
 		return wait.Reply{N: min(r.N, 1)}, err
 	})
 	for _, id := range strings.Fields(ids) {
-		lease.LoseHold(m.h.Key, id, "taken by ForceUnlock")
+		m.h.LoseHold(id, "taken by ForceUnlock")
 	}
 	return took, err
 }

@@ -113,6 +113,10 @@ type RWMutex struct {
 
 	keys    []string // see lua/rw.lua
 	channel string
+
+	// The acquisitions and holds of each side, made once.
+	write, rd         core.LockSpec
+	writeHold, rdHold core.HoldSpec
 }
 
 var (
@@ -139,6 +143,9 @@ func New(b backend.Backend, name string, opts ...Option) *RWMutex {
 	m.keys = []string{m.h.Key, m.h.Companion("readers"), m.h.Companion("rexpiry"),
 		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait"), m.h.Companion("fence")}
 	m.channel = m.h.Companion("wake")
+	m.write, m.writeHold = m.spec(core.Exclusive)
+	m.rd, m.rdHold = m.spec(read)
+	m.write.Hold, m.rd.Hold = &m.writeHold, &m.rdHold
 	return m
 }
 

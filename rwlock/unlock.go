@@ -5,7 +5,6 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -15,30 +14,33 @@ import (
 // hold that was lost is not a panic: the loss is logged, and the lost hold
 // is what this Unlock consumed.
 func (m *RWMutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.releaser(core.Exclusive), nil)
+	m.h.MustUnlock(core.Exclusive, m.releaser(core.Exclusive))
 }
 
 // RUnlock releases the oldest ownerless read hold taken through m, as
 // Unlock does for write holds.
 func (m *RWMutex) RUnlock() {
-	m.h.MustUnlock(read, m.releaser(read), nil)
+	m.h.MustUnlock(read, m.releaser(read))
 }
 
-// UnlockContext releases one write hold of ctx's owner, through any handle
-// of the process on the same server, or with no owner in ctx, the oldest
+// UnlockContext releases one write hold of ctx's owner taken through
+// m's backend value, or with no owner in ctx, the oldest
 // ownerless write hold taken through m. The final release hands the lock
 // to every waiting reader, or if none waits, to the writer at the head of
 // the queue, in the same script. An owner that also holds a read hold
 // (a downgrade) keeps it.
 //
-// The release does not depend on ctx's cancellation or deadline and is
-// bounded by a few seconds of its own and by the hold's lease; if it fails, the watchdog stops and the hold
-// expires by itself. It returns an error matching dsync.ErrNotHeld,
-// without I/O, when the owner holds no write hold through this process (a
+// The release does not depend on ctx's cancellation and is bounded by a
+// few seconds of its own and by the hold's lease; if it fails, the
+// watchdog stops and the hold expires by itself. The call returns by
+// ctx's deadline plus 100ms (see the package dsync documentation): if the
+// outcome is not known by then, the error matches ctx.Err() and the
+// release goes on in the background. It returns an error matching dsync.ErrNotHeld,
+// without I/O, when the owner holds no write hold through m's backend value (a
 // read hold is released by RUnlockContext), and one too when the hold was
 // lost.
 func (m *RWMutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.releaser(core.Exclusive), nil)
+	err, _ := m.h.Unlock(ctx, core.Exclusive, m.releaser(core.Exclusive))
 	return err
 }
 
@@ -47,7 +49,7 @@ func (m *RWMutex) UnlockContext(ctx context.Context) error {
 // writer at the head of the queue. It returns an error matching
 // dsync.ErrNotHeld when the owner holds no read hold.
 func (m *RWMutex) RUnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, read, m.releaser(read), nil)
+	err, _ := m.h.Unlock(ctx, read, m.releaser(read))
 	return err
 }
 
@@ -57,10 +59,9 @@ func (m *RWMutex) releaser(role string) core.Releaser {
 		s = readReleaseScript
 	}
 	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-		op := dsync.NewID()
-		return m.h.Release(ctx, role, owner, l, func(ctx context.Context, _ bool, holds string) (wait.Reply, error) {
-			return wait.HandOff(ctx, m.h.B, m.channel, s, nil, m.keys,
-				owner, op, core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), hub.Process(), holds, m.pref)
+		args := []any{owner, dsync.NewID(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID(), m.pref}
+		return m.h.Release(ctx, l, 1, func(ctx context.Context, _ bool) (wait.Reply, error) {
+			return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
 		})
 	}
 }

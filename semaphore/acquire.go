@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -48,9 +47,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // core.Local: queueing in the process first would reorder the waiters.
 // The handle remembers its ownerless holds itself, with their permits
 // (see Release).
-func (s *Semaphore) spec(n int64) core.LockSpec {
+func (s *Semaphore) spec(n int64) *core.LockSpec {
 	handed := s.handedLease()
-	return core.LockSpec{
+	return &core.LockSpec{
 		Role:      role,
 		Op:        "acquire",
 		Channel:   s.channel,
@@ -65,7 +64,8 @@ func (s *Semaphore) spec(n int64) core.LockSpec {
 		Abandon: func(ctx context.Context, owner, op, entry string) error {
 			return s.abandon(ctx, owner, op, n, entry)
 		},
-		Hold:    s.holdSpec(),
+		Hold:    &s.hold,
+		Units:   n,
 		Confirm: true,
 		Kept: func(owner string, anon bool, l *lease.Lease) {
 			if anon {
@@ -79,18 +79,16 @@ func (s *Semaphore) spec(n int64) core.LockSpec {
 
 func (s *Semaphore) try(ctx context.Context, owner, op string, n int64, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	sent := time.Now()
-	actx, release := wait.Detach(ctx)
-	reply, err := s.h.B.Eval(actx, acquireScript, s.keys(), owner, op, n, core.Ms(s.h.Cfg.Lease), entry,
+	reply, err := s.h.Attempt(ctx, acquireScript, s.keys(), owner, op, n, core.Ms(s.h.Cfg.Lease), entry,
 		core.Ms(s.h.Cfg.WaiterTimeout), core.Flag(registered), s.capacity, s.channel)
-	release()
 	if err != nil {
 		return wait.Result{}, scriptError(err)
 	}
-	return core.AcquireReply(reply, sent, got)
+	return core.AcquireReply(reply, op, s.h.Cfg.Lease, sent, got)
 }
 
 func (s *Semaphore) abandon(ctx context.Context, owner, op string, n int64, entry string) error {
-	_, err := wait.HandOff(ctx, s.h.B, s.channel, abandonScript, nil, s.keys(),
-		owner, op, n, entry, s.channel, hub.Process())
+	_, err := s.h.HandOff(ctx, s.channel, abandonScript, s.keys(),
+		owner, op, n, entry, s.channel, s.h.HubID())
 	return err
 }

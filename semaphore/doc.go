@@ -32,7 +32,8 @@
 // through the same handle, from any goroutine, as with x/sync's Weighted:
 // from the oldest acquisition first, over as many as it takes; each stays
 // remembered until all its permits are back. A Release with an owner gives
-// back that owner's permits, through any handle of the process.
+// back that owner's permits, through any handle on the backend value they
+// were taken through.
 // Releasing more than is held is an error matching dsync.ErrNotHeld, and
 // releases nothing. A release retried after a lost reply is applied once
 // (operation ids, as for the locks), and runs detached from ctx's

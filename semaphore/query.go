@@ -6,9 +6,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // State is a snapshot of a semaphore on the server.
@@ -57,9 +55,6 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 			return State{}, s.h.Wrap("state", err)
 		}
 	}
-	if id, _ := r[8].(string); id != "" {
-		s.h.Observed(owner, role, id)
-	}
 	st := State{Capacity: v[0], Held: v[1], Holders: int(v[2]), Permits: v[3], Queued: int(v[4]), Position: int(v[5]), Set: v[6] == 1}
 	st.Available = max(0, st.Capacity-st.Held)
 	return st, nil
@@ -99,7 +94,7 @@ func (s *Semaphore) SetCapacity(ctx context.Context, c int64) error {
 	if err := s.h.Begin("set capacity", ctx); err != nil {
 		return err
 	}
-	_, err := wait.HandOff(ctx, s.h.B, s.channel, capacityScript, nil, s.keys(), c, s.capacity, s.channel, hub.Process())
+	_, err := s.h.HandOff(ctx, s.channel, capacityScript, s.keys(), c, s.capacity, s.channel, s.h.HubID())
 	return s.h.Wrap("set capacity", err)
 }
 

@@ -8,13 +8,12 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
-// Release gives back n permits of ctx's owner, through any handle of the
-// process on the same server; the freed permits go to the waiters at the
+// Release gives back n permits of ctx's owner taken through s's backend
+// value; the freed permits go to the waiters at the
 // head of the queue, in the same script, as many as fit.
 //
 // With no owner in ctx, it gives back n of the ownerless permits acquired
@@ -24,9 +23,12 @@ import (
 // it touches). An acquisition stays remembered until all its permits are
 // given back.
 //
-// The release does not depend on ctx's cancellation or deadline and is
-// bounded by a few seconds of its own and by the permits' lease; if it fails, the watchdog stops and the permits
-// expire by themselves. A release retried after a lost reply is applied
+// The release does not depend on ctx's cancellation and is bounded by a
+// few seconds of its own and by the permits' lease; if it fails, the
+// watchdog stops and the permits expire by themselves. The call returns by
+// ctx's deadline plus 100ms (see the package dsync documentation): if the
+// outcome is not known by then, the error matches ctx.Err() and the
+// release goes on in the background. A release retried after a lost reply is applied
 // once. It returns an error matching dsync.ErrNotHeld when the owner (or
 // the handle, for ownerless permits) holds fewer than n permits, without
 // I/O when that is known here, and nothing is released then; one too when
@@ -39,7 +41,7 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if _, ok := dsync.OwnerFrom(ctx); ok {
 		owner, l := s.h.Take(ctx, role)
 		if l == nil {
-			return s.h.Wrap("release", dsync.ErrNotHeld)
+			return s.h.NotHeld("release", owner, role)
 		}
 		if !l.Releasable() {
 			return s.h.Wrap("release", fmt.Errorf("%w: %w", dsync.ErrNotHeld, core.ErrLost))
@@ -87,16 +89,15 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 
 // release gives back n permits of owner's hold l.
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
-	op := dsync.NewID()
+	args := []any{owner, dsync.NewID(), n, core.RestoredLease(l), s.channel, s.h.HubID(), l.ID()}
 	refused := false
-	left, err := s.h.Release(ctx, role, owner, l, func(ctx context.Context, _ bool, holds string) (wait.Reply, error) {
-		r, err := wait.HandOff(ctx, s.h.B, s.channel, releaseScript, nil, s.keys(),
-			owner, op, n, core.RestoredLease(l), s.channel, hub.Process(), holds)
+	left, err := s.h.Release(ctx, l, n, func(ctx context.Context, _ bool) (wait.Reply, error) {
+		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys(), args...)
 		// A refusal (fewer than n held) leaves the hold as it is: the
 		// core keeps its lease, as after a partial release.
 		refused = err == nil && strings.HasPrefix(r.HoldID, "!")
 		if refused {
-			r.HoldID = r.HoldID[1:]
+			r.HoldID, r.Refused = r.HoldID[1:], true
 		}
 		return r, err
 	})

@@ -102,6 +102,7 @@ type Semaphore struct {
 	err      error // an invalid capacity, reported by every call
 
 	holders, queue, expiry, capKey, channel string
+	hold                                    core.HoldSpec
 
 	mu   sync.Mutex
 	anon []*anonHold // ownerless holds taken through this handle, oldest first
@@ -136,6 +137,7 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 	s.expiry = s.h.Companion("expiry")
 	s.capKey = s.h.Companion("capacity")
 	s.channel = s.h.Companion("wake")
+	s.hold = s.holdSpec()
 	return s
 }
 
@@ -193,5 +195,5 @@ func (s *Semaphore) handedLease() time.Duration {
 }
 
 func (s *Semaphore) holdSpec() core.HoldSpec {
-	return core.HoldSpec{Role: role, Renew: renewScript, Keys: []string{s.h.Key, s.holders}}
+	return core.HoldSpec{Role: role, Channel: s.channel, Renew: renewScript, Keys: []string{s.h.Key, s.holders}}
 }

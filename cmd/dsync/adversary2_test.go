@@ -118,7 +118,7 @@ func TestAdv2ForceUnlockRacesHolderChange(t *testing.T) {
 				if err := b.LockContext(ctxB); err != nil {
 					t.Error(err)
 				}
-			}, "EVAL", ":fence", ":wake")
+			}, "EVAL", ":waiters", ":wake")
 			args := append([]string{"force-unlock", "-redis", p.ln.Addr().String(), name}, tc.flags...)
 			code, stdout, stderr := runCmd(t, tc.stdin, args...)
 			if !strings.Contains(stderr+stdout, holderA) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 	"github.com/dsyncgo/dsync/observe"
@@ -27,7 +28,8 @@ type Attempt func(ctx context.Context, owner, op, entry string, registered bool,
 // passes on.
 type Abandon func(ctx context.Context, owner, op, entry string) error
 
-// LockSpec describes the acquisitions of a primitive.
+// LockSpec describes the acquisitions of a primitive. A primitive makes
+// it once per handle.
 type LockSpec struct {
 	Role      string
 	Channel   string        // the primitive's wake-up channel base
@@ -35,13 +37,13 @@ type LockSpec struct {
 	Handed    time.Duration // the lease of a hold handed to a waiter
 	Try       Attempt
 	Abandon   Abandon
-	Hold      HoldSpec
+	Hold      *HoldSpec
 
-	// Local, if set, lets waiters queue behind holds of this process
-	// instead of asking the server (see package mutex). It reorders
-	// waiters relative to the server, so a primitive that promises an
-	// order must leave it nil.
-	Local Local
+	// Local lets waiters queue behind holds of the session instead of
+	// asking the server (see package mutex): the hold's next release
+	// registers them. It reorders waiters relative to the server, so a
+	// primitive that promises an order must leave it false.
+	Local bool
 
 	// Op names the acquisition in errors: "lock" if empty; a try is
 	// "try" and Op.
@@ -58,13 +60,17 @@ type LockSpec struct {
 	// the same hold at once, which only the server's reply tells.
 	Confirm bool
 
+	// Units is what an acquisition counts for on the server: 1 if 0, or
+	// a semaphore's permits.
+	Units int64
+
 	// Kept, if set, is told of every acquisition, with the lease that
 	// keeps its hold, and the handle does not remember ownerless holds:
 	// a primitive whose holds count units (permits) remembers its own.
 	Kept func(owner string, anon bool, l *lease.Lease)
 }
 
-func (s LockSpec) op(try bool) string {
+func (s *LockSpec) op(try bool) string {
 	op := s.Op
 	if op == "" {
 		op = "lock"
@@ -76,27 +82,12 @@ func (s LockSpec) op(try bool) string {
 }
 
 // keep records a successful acquisition (see Handle.Keep and Kept).
-func (h *Handle) keep(s LockSpec, owner string, anon bool, g Grant) *lease.Lease {
-	l := h.Keep(owner, anon && s.Kept == nil, g, s.Hold)
+func (h *Handle) keep(s *LockSpec, owner string, anon bool, g Grant) *lease.Lease {
+	l := h.Keep(owner, anon, g, s.Hold, max(s.Units, 1), s.Kept == nil)
 	if s.Kept != nil {
 		s.Kept(owner, anon, l)
 	}
 	return l
-}
-
-// Local is queueing behind holds of this process.
-type Local interface {
-	// Before runs before each attempt of the waiter with the given entry
-	// (empty until it joined the channel); if it reports queued, the
-	// attempt is not sent and the waiter waits up to lasts (-1: a
-	// heartbeat) for a wake-up.
-	Before(ctx context.Context, owner, entry string, a wait.Try) (queued bool, lasts time.Duration)
-	// Leave runs before the abandon of a failed acquisition by the waiter
-	// at address ("" if it never joined).
-	Leave(ctx context.Context, address string)
-	// Held records the hold that the waiter at address ("" if it did not
-	// wait) acquired.
-	Held(owner, address string, l *lease.Lease)
 }
 
 // Entry returns the waiter entry of a waiter at address for owner, which
@@ -106,9 +97,96 @@ func Entry(address, owner string, lease time.Duration) string {
 	return address + "|" + strconv.FormatInt(Ms(lease), 10) + "|" + owner
 }
 
+// acquisition is one Lock: what the acquisition loop (package wait) asks
+// of the lock core.
+type acquisition struct {
+	h         *Handle
+	s         *LockSpec
+	owner, op string
+	anon      bool
+	got       Grant
+	address   string       // the waiter's, once it joined the channel
+	entry     string       // under which the waiter registers
+	behind    *lease.Lease // the hold of the session it is queued behind (Local)
+}
+
+func (a *acquisition) Hub() *hub.Hub { return a.h.Session().Hub }
+
+func (a *acquisition) Try(ctx context.Context, t wait.Try) (wait.Result, error) {
+	if t.Address != "" && a.entry == "" {
+		a.address = t.Address
+		if a.s.Entry != nil {
+			a.entry = a.s.Entry(a.address, a.owner)
+		} else {
+			a.entry = Entry(a.address, a.owner, a.s.Handed)
+		}
+	}
+	if a.s.Local {
+		// Woken while queued behind a hold here, or a heartbeat later:
+		// ask the server from now on.
+		a.unqueue(ctx)
+		if t.Prior == 0 && a.entry != "" {
+			if l := a.h.Session().Sched.Other(a.h.Key, a.owner, a.s.Role); l != nil && l.Enqueue(a.entry) {
+				// Should the hold expire without a release, as a
+				// fixed lease does, the waiter asks the server then,
+				// as a registered one would.
+				a.behind = l
+				return wait.Result{RetryIn: max(0, time.Until(l.Deadline()))}, nil
+			}
+		}
+	}
+	r, err := a.s.Try(ctx, a.owner, a.op, a.entry, t.Prior > 0, &a.got)
+	if err == nil && r.Acquired && a.h.late(a.got) {
+		// Ask again at once: the retry, with the same operation id,
+		// confirms the hold and says how long it has left.
+		return wait.Result{RetryIn: 0}, nil
+	}
+	return r, err
+}
+
+// unqueue takes the waiter out of the queue behind a hold of the session,
+// if it is in one. If a release already took its entry, it waits until
+// that release's attempt has ended: only then may the waiter's own
+// attempt or abandon follow, or the registration would come after them.
+func (a *acquisition) unqueue(ctx context.Context) {
+	if a.behind == nil {
+		return
+	}
+	if sent := a.behind.Dequeue(a.entry); sent != nil {
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return // still behind: the abandon waits again
+		}
+	}
+	a.behind = nil
+}
+
+func (a *acquisition) Granted(token int64, since time.Time) bool {
+	// Without time to spare, the next attempt confirms the hold and
+	// restarts its lease; so does a waiter on a fixed lease handed a
+	// shorter one, to extend it to its own, and one whose owner holds
+	// already (in another goroutine): a hand-off may have joined that
+	// hold, whose id only the server's reply tells.
+	s, h := a.s, a.h
+	if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) ||
+		(s.Confirm && !a.anon) || h.Session().Sched.Holds(h.Key, a.owner, s.Role) {
+		return false
+	}
+	a.got = Grant{Count: 1, Token: token, ID: a.op, Sent: since, TTL: s.Handed}
+	return true
+}
+
+func (a *acquisition) Abandon(ctx context.Context) error {
+	if a.s.Local {
+		a.unqueue(ctx)
+	}
+	return a.s.Abandon(ctx, a.owner, a.op, a.entry)
+}
+
 // Lock acquires a hold of role for ctx's owner (or a fresh ownerless
 // one), waiting while it is held elsewhere, until ctx is done.
-func (h *Handle) Lock(ctx context.Context, s LockSpec) (err error) {
+func (h *Handle) Lock(ctx context.Context, s *LockSpec) (err error) {
 	if err := h.Begin(s.op(false), ctx); err != nil {
 		return err
 	}
@@ -124,78 +202,31 @@ func (h *Handle) Lock(ctx context.Context, s LockSpec) (err error) {
 			waiting = func(delta int) { o.ReportWaiting(observe.Waiters{Primitive: h.Kind, Name: h.Name, Delta: delta}) }
 		}
 	}
-	owner, anon := LockOwner(ctx)
-	op := dsync.NewID()
-	var (
-		got     Grant
-		address string // the waiter's, once it joined the channel
-		entry   string // under which the waiter registers
-	)
+	a := &acquisition{h: h, s: s}
+	a.owner, a.anon = LockOwner(ctx)
+	a.op = a.owner // an ownerless hold's owner is as fresh as an operation id
+	if !a.anon {
+		a.op = dsync.NewID()
+	}
 	err = wait.Acquire(ctx, wait.Spec{
-		Backend:   h.B,
 		Channel:   s.Channel,
-		WaiterID:  op, // a hand-off counts as the acquisition op
+		WaiterID:  a.op, // a hand-off counts as the acquisition op
 		Heartbeat: s.Heartbeat,
 		Logger:    h.Cfg.Logger,
 		Name:      h.Name,
 		Waiting:   waiting,
-		Try: func(ctx context.Context, a wait.Try) (wait.Result, error) {
-			if a.Address != "" && entry == "" {
-				address = a.Address
-				if s.Entry != nil {
-					entry = s.Entry(address, owner)
-				} else {
-					entry = Entry(address, owner, s.Handed)
-				}
-			}
-			if s.Local != nil {
-				if queued, lasts := s.Local.Before(ctx, owner, entry, a); queued {
-					return wait.Result{RetryIn: lasts}, nil
-				}
-			}
-			r, err := s.Try(ctx, owner, op, entry, a.Prior > 0, &got)
-			if err == nil && r.Acquired && h.late(got) {
-				// Ask again at once: the retry, with the same operation
-				// id, confirms the hold and says how long it has left.
-				return wait.Result{RetryIn: 0}, nil
-			}
-			return r, err
-		},
-		Granted: func(token int64, since time.Time) bool {
-			// Without time to spare, the next attempt confirms the
-			// hold and restarts its lease; so does a waiter on a fixed
-			// lease handed a shorter one, to extend it to its own, and
-			// one whose owner holds already (in another goroutine): a
-			// hand-off may have joined that hold, whose id only the
-			// server's reply tells.
-			if time.Since(since) >= s.Handed/2 || (!h.Cfg.Watchdog && s.Handed < h.Cfg.Lease) ||
-				(s.Confirm && !anon) || len(lease.Anywhere(h.Key, owner, s.Role)) > 0 {
-				return false
-			}
-			got = Grant{Count: 1, Token: token, ID: op, Sent: since, TTL: s.Handed}
-			return true
-		},
-		Abandon: func(ctx context.Context) error {
-			if s.Local != nil {
-				s.Local.Leave(ctx, address)
-			}
-			return s.Abandon(ctx, owner, op, entry)
-		},
-	})
+	}, a)
 	if err != nil {
 		return h.Wrap(s.op(false), err)
 	}
-	l := h.keep(s, owner, anon, got)
-	if s.Local != nil {
-		s.Local.Held(owner, address, l)
-	}
+	h.keep(s, a.owner, a.anon, a.got)
 	return nil
 }
 
 // MustLock is the sync.Locker form of Lock, for a fresh ownerless hold:
 // it waits however long it takes and panics on an error that cannot pass,
 // such as an invalid handle or a closed backend.
-func (h *Handle) MustLock(s LockSpec) {
+func (h *Handle) MustLock(s *LockSpec) {
 	if err := h.Lock(context.Background(), s); err != nil {
 		panic("dsync/" + h.Kind + ": Lock: " + err.Error())
 	}
@@ -204,7 +235,7 @@ func (h *Handle) MustLock(s LockSpec) {
 // TryLock makes one attempt at a hold of role for ctx's owner, without
 // waiting for another holder, and reports whether it holds it now. When
 // the attempt fails with an error, nothing is left held.
-func (h *Handle) TryLock(ctx context.Context, s LockSpec) (acquired bool, err error) {
+func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err error) {
 	if err := h.Begin(s.op(true), ctx); err != nil {
 		return false, err
 	}
@@ -217,7 +248,10 @@ func (h *Handle) TryLock(ctx context.Context, s LockSpec) (acquired bool, err er
 		}()
 	}
 	owner, anon := LockOwner(ctx)
-	op := dsync.NewID()
+	op := owner
+	if !anon {
+		op = dsync.NewID()
+	}
 	var got Grant
 	r, err := s.Try(ctx, owner, op, "", false, &got)
 	for retries := 0; err == nil && r.Acquired && h.late(got); retries++ {
@@ -240,10 +274,7 @@ func (h *Handle) TryLock(ctx context.Context, s LockSpec) (acquired bool, err er
 	if !r.Acquired {
 		return false, nil
 	}
-	l := h.keep(s, owner, anon, got)
-	if s.Local != nil {
-		s.Local.Held(owner, "", l)
-	}
+	h.keep(s, owner, anon, got)
 	return true, nil
 }
 
@@ -270,13 +301,22 @@ func (h *Handle) late(g Grant) bool {
 	return time.Since(g.Sent) >= g.TTL-min(m, g.TTL/2)
 }
 
-// AcquireReply decodes the reply of an acquire script sent at sent:
+// AcquireReply decodes the reply of an acquire script for operation op,
+// asking for a lease of ttl, sent at sent:
 //
-//	{1, hold count, token, hold id,          acquired (or re-entered)
+//	token                                  a new hold, taken by op for ttl
+//	{1, hold count, token, hold id,        acquired (or re-entered)
 //	    remaining ms of the hold}
-//	{0, remaining ms of the holder's claim   not acquired
+//	{0, remaining ms of the holder's claim not acquired
 //	    (-1 unknown), the current token}
-func AcquireReply(reply any, sent time.Time, g *Grant) (wait.Result, error) {
+func AcquireReply(reply any, op string, ttl time.Duration, sent time.Time, g *Grant) (wait.Result, error) {
+	if token, ok := reply.(int64); ok {
+		if token < 1 {
+			return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
+		}
+		*g = Grant{Count: 1, Token: token, ID: op, Sent: sent, TTL: ttl}
+		return wait.Result{Acquired: true}, nil
+	}
 	r, err := backend.Array(reply, 3)
 	if err != nil {
 		return wait.Result{}, err
@@ -298,10 +338,19 @@ func AcquireReply(reply any, sent time.Time, g *Grant) (wait.Result, error) {
 		return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
 	}
 	id, err1 := backend.String(r[3])
-	ttl, err2 := backend.Int(r[4])
+	left, err2 := backend.Int(r[4])
 	if err := errors.Join(err1, err2); err != nil {
 		return wait.Result{}, err
 	}
-	*g = Grant{Count: n, Token: token, ID: id, Sent: sent, TTL: time.Duration(ttl) * time.Millisecond}
+	*g = Grant{Count: n, Token: token, ID: id, Sent: sent, TTL: time.Duration(left) * time.Millisecond}
 	return wait.Result{Acquired: true}, nil
+}
+
+// Attempt runs the acquire script s through h's backend for an attempt on
+// ctx's behalf, bounded as wait.AttemptContext says.
+func (h *Handle) Attempt(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	actx, release := wait.AttemptContext(ctx)
+	reply, err := h.B.Eval(actx, s, keys, args...)
+	release()
+	return reply, err
 }

@@ -6,13 +6,16 @@
 //
 // # Holds
 //
-// A hold belongs to an owner, not to a handle or a backend value: the
-// lease package indexes the holds of the process by main key, owner and
-// role, and any handle on the same name finds its owner's hold there.
-// Every hold has an id on the server (the operation id of the acquisition
-// that started it), so that a release sent through one backend value is
-// applied to the lease kept through another only when it released that
-// very hold, and never to a hold of the same name on another server.
+// A hold belongs to an owner and to the session (package session) of the
+// backend value it was taken through: any handle on the same name and
+// backend value finds its owner's hold there. Every hold has an id on the
+// server (the operation id of the acquisition that started it), which a
+// release names, so that it never releases another hold of the same
+// owner. An owner that acquires through two backend values of the process
+// on the same server re-enters one hold on the server, which each session
+// counts for the acquisitions made through it and releases through it
+// only: a release through a backend value whose session holds nothing is
+// ErrNotHeld, and says so when another session keeps the owner's hold.
 //
 // An ownerless acquisition (a ctx without dsync.WithOwner) takes a hold
 // for a fresh owner, which the handle remembers, oldest first. An
@@ -28,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -35,6 +39,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/internal/wait"
 	"github.com/dsyncgo/dsync/observe"
 )
@@ -46,6 +51,10 @@ const Exclusive = "x"
 // that was lost.
 var ErrLost = errors.New("the hold was lost")
 
+// errElsewhere is wrapped, with dsync.ErrNotHeld, in the error of a
+// release through a backend value that did not take the owner's hold.
+var errElsewhere = errors.New("the owner's hold was taken through another backend value of this process: release it through that one")
+
 // Handle is what every primitive's handle embeds: the backend, the name,
 // the options and the primitive's main key, and the ownerless holds taken
 // through it. Its zero value reports an error from every call.
@@ -56,10 +65,10 @@ type Handle struct {
 	Cfg  options.Common
 	Key  string // the main key; companions append ":" and a suffix
 
-	err error // invalid arguments, reported by every call
-
-	mu   sync.Mutex
-	anon map[string][]*lease.Lease // ownerless holds by role, oldest first
+	err  error                           // invalid arguments, reported by every call
+	sess atomic.Pointer[session.Session] // B's session, as last seen
+	mu   sync.Mutex                      // guards anon
+	anon map[string][]*lease.Lease       // ownerless holds by role, oldest first
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -78,6 +87,29 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}
+}
+
+// Session returns the session of h's backend, made if it has none.
+func (h *Handle) Session() *session.Session {
+	if s := h.sess.Load(); s != nil && !s.Retired() {
+		return s
+	}
+	s := session.For(h.B)
+	h.sess.Store(s)
+	return s
+}
+
+// existing returns the session of h's backend, or nil if it has none:
+// nothing is held through it.
+func (h *Handle) existing() *session.Session {
+	if s := h.sess.Load(); s != nil && !s.Retired() {
+		return s
+	}
+	s := session.Lookup(h.B)
+	if s != nil {
+		h.sess.Store(s)
+	}
+	return s
 }
 
 // Observer returns the observer of h's acquisitions, holds and waiters:
@@ -148,15 +180,14 @@ func LockOwner(ctx context.Context) (owner string, anon bool) {
 }
 
 // Current returns the hold of role that a query with ctx refers to: ctx's
-// owner's hold on h's server (kept through h's backend, or through another
-// backend value of the process known to reach the same server), or with no
-// owner in ctx, the newest ownerless hold taken through h. It returns the
-// owner, and a nil lease if there is no such hold; a lost ownerless hold is
-// returned until it is released.
+// owner's hold kept by h's session, or with no owner in ctx, the newest
+// ownerless hold taken through h. It returns the owner, and a nil lease if
+// there is no such hold; a lost ownerless hold is returned until it is
+// released.
 func (h *Handle) Current(ctx context.Context, role string) (string, *lease.Lease) {
 	if id, ok := dsync.OwnerFrom(ctx); ok {
-		if ls := lease.Find(h.B, h.Key, id, role); len(ls) > 0 {
-			return id, ls[0]
+		if s := h.existing(); s != nil {
+			return id, s.Sched.Find(h.Key, id, role)
 		}
 		return id, nil
 	}
@@ -170,20 +201,11 @@ func (h *Handle) Current(ctx context.Context, role string) (string, *lease.Lease
 }
 
 // Take returns the hold of role that a release with ctx refers to, as
-// Current does, with two differences. With no owner in ctx it takes the
-// oldest ownerless hold off the handle. With an owner that has no hold
-// known to be on h's server, it returns one kept through any backend value
-// of the process: the release is sent through h's backend, and applied to
-// that hold only if the server names its id.
+// Current does, except that with no owner in ctx it takes the oldest
+// ownerless hold off the handle.
 func (h *Handle) Take(ctx context.Context, role string) (string, *lease.Lease) {
-	if id, ok := dsync.OwnerFrom(ctx); ok {
-		if _, l := h.Current(ctx, role); l != nil {
-			return id, l
-		}
-		if ls := lease.Anywhere(h.Key, id, role); len(ls) > 0 {
-			return id, ls[len(ls)-1]
-		}
-		return id, nil
+	if _, ok := dsync.OwnerFrom(ctx); ok {
+		return h.Current(ctx, role)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -192,9 +214,20 @@ func (h *Handle) Take(ctx context.Context, role string) (string, *lease.Lease) {
 		return "", nil
 	}
 	l := as[0]
-	as[0] = nil
-	h.anon[role] = as[1:]
+	copy(as, as[1:])
+	as[len(as)-1] = nil
+	h.anon[role] = as[:len(as)-1]
 	return l.Owner(), l
+}
+
+// NotHeld returns the error of a release of role by owner that finds no
+// hold through h: ErrNotHeld, saying so when another backend value of the
+// process keeps the owner's hold.
+func (h *Handle) NotHeld(op, owner, role string) error {
+	if owner != "" && h.Session().Holding(h.Key, owner, role) {
+		return h.Wrap(op, fmt.Errorf("%w: %w", dsync.ErrNotHeld, errElsewhere))
+	}
+	return h.Wrap(op, dsync.ErrNotHeld)
 }
 
 // Grant is what a successful acquisition reports.
@@ -206,83 +239,59 @@ type Grant struct {
 	TTL   time.Duration // the hold's lease left on the server after the acquisition
 }
 
-// HoldSpec is what Keep needs to keep a hold alive.
+// HoldSpec is what Keep needs to keep a hold alive. A primitive makes it
+// once per handle.
 type HoldSpec struct {
-	Role  string
-	Renew *backend.Script // nil for a fixed lease
-	Keys  []string        // of one hold, for Renew
-	Args  []any           // of one hold, for Renew, after its owner, lease ms and hold id
+	Role    string
+	Channel string          // the wake-up channel, for waiters queued behind the hold
+	Renew   *backend.Script // the batched renewal script (see lease.Spec)
+	Keys    []string        // of one hold, for Renew
+	Extra   []any           // of one hold, for Renew, after its owner, lease ms and hold id
 }
 
-// Keep records a successful acquisition of owner: the hold it started, or
-// a re-entry, which extends the lease of the hold it re-entered, whichever
-// backend value of the process keeps it. An ownerless hold is remembered
-// by the handle.
-func (h *Handle) Keep(owner string, anon bool, g Grant, hs HoldSpec) *lease.Lease {
-	l := keepHold(h, owner, g, hs)
-	if anon {
+// Keep records a successful acquisition of units (1, or a semaphore's
+// permits) by owner: the hold it started, or a re-entry, which extends the
+// lease of the hold it re-entered. An ownerless hold is remembered by the
+// handle unless remember is false.
+func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int64, remember bool) *lease.Lease {
+	spec := lease.Spec{
+		Key:     h.Key,
+		Owner:   owner,
+		Role:    hs.Role,
+		ID:      g.ID,
+		Name:    h.Name,
+		Channel: hs.Channel,
+		TTL:     h.Cfg.Lease,
+		Token:   g.Token,
+		Renew:   hs.Renew,
+		Keys:    hs.Keys,
+		Extra:   hs.Extra,
+		Fixed:   !h.Cfg.Watchdog,
+		Margin:  h.Cfg.ExpiryMargin,
+		Logger:  h.Cfg.Logger,
+	}
+	if spec.Fixed && g.TTL > 0 && g.TTL < spec.TTL {
+		// A fixed lease handed over shorter than asked ends when the
+		// server says.
+		spec.TTL = g.TTL
+	}
+	if o := h.Observer(); o != nil && o.HoldEnded != nil {
+		kind, name, role, sent := h.Kind, h.Name, hs.Role, g.Sent
+		spec.Ended = func(lost bool, reason string) {
+			o.ReportHoldEnded(observe.HoldEnd{Primitive: kind, Name: name, Role: role, Held: time.Since(sent), Lost: lost, Reason: reason})
+		}
+	}
+	var l *lease.Lease
+	for l == nil {
+		l = h.Session().Sched.Keep(spec, g.Sent, g.TTL, units)
+	}
+	if anon && remember {
 		h.mu.Lock()
 		if h.anon == nil {
 			h.anon = make(map[string][]*lease.Lease)
 		}
 		h.anon[hs.Role] = append(h.anon[hs.Role], l)
 		h.mu.Unlock()
-	}
-	return l
-}
-
-// keeping makes finding a hold's lease and starting one if there is none
-// one step: two goroutines of one owner acquiring the same hold at once
-// (a semaphore's hand-offs to both) must not start two leases for it, or
-// the second, left behind when the first is released, is taken by a later
-// release for the owner's hold.
-var keeping sync.Mutex
-
-// keepHold returns the lease of the hold g, extended, or a new one.
-func keepHold(h *Handle, owner string, g Grant, hs HoldSpec) *lease.Lease {
-	keeping.Lock()
-	defer keeping.Unlock()
-	l := lease.ByID(h.Key, owner, hs.Role, g.ID)
-	if l != nil && !l.Lost() {
-		// A re-entry: the server kept the hold's expiry, or extended
-		// it, and h's backend is now known to reach the hold's server.
-		l.Extend(g.Sent, g.TTL)
-		l.Reach(h.B)
-	} else {
-		spec := lease.Spec{
-			Key:    h.Key,
-			Owner:  owner,
-			Role:   hs.Role,
-			ID:     g.ID,
-			Name:   h.Name,
-			TTL:    h.Cfg.Lease,
-			Token:  g.Token,
-			Keys:   hs.Keys,
-			Args:   append([]any{owner, Ms(h.Cfg.Lease), g.ID}, hs.Args...),
-			Margin: h.Cfg.ExpiryMargin,
-			Logger: h.Cfg.Logger,
-		}
-		if o := h.Observer(); o != nil && o.HoldEnded != nil {
-			kind, name, role, sent := h.Kind, h.Name, hs.Role, g.Sent
-			spec.Ended = func(lost bool, reason string) {
-				o.ReportHoldEnded(observe.HoldEnd{Primitive: kind, Name: name, Role: role, Held: time.Since(sent), Lost: lost, Reason: reason})
-			}
-		}
-		if h.Cfg.Watchdog {
-			spec.Renew = hs.Renew
-			if g.TTL > 0 && g.TTL < h.Cfg.Lease {
-				spec.Initial = g.TTL
-			}
-		} else {
-			// A fixed lease is only ever checked: its lease argument is
-			// 0, which the renewal scripts take as "change nothing".
-			spec.Check = hs.Renew
-			spec.Args[1] = int64(0)
-			if g.TTL > 0 && g.TTL < h.Cfg.Lease {
-				spec.TTL = g.TTL
-			}
-		}
-		l = lease.Start(h.B, spec, g.Sent)
 	}
 	return l
 }
@@ -299,20 +308,12 @@ func (h *Handle) ForceUnlockToken(ctx context.Context, token int64, send func(ct
 	return h.ForceUnlock(ctx, token, send)
 }
 
-// Observed records that a reply through h's backend named the hold with
-// the given id, held by owner in role: if the process keeps it through
-// another backend value, h's is now known to reach its server.
-func (h *Handle) Observed(owner, role, id string) {
-	if l := lease.ByID(h.Key, owner, role, id); l != nil {
-		l.Reach(h.B)
-	}
-}
-
 // ForceUnlock runs a primitive's force script through send, with token
 // (0 for whichever hold) as its condition, and reports whether it took a
-// hold. ForceUnlockToken is the form with a token that must be given. The lease of the hold it took, if this process keeps it, ends as
-// lost at once: its holder learns it even on a fixed lease that no renewal
-// would check.
+// hold. ForceUnlockToken is the form with a token that must be given. The
+// lease of the hold it took, if a session of this process keeps it, ends
+// as lost at once: its holder learns it even on a fixed lease that no
+// renewal would check.
 func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
 	if err := h.Begin("force unlock", ctx); err != nil {
 		return false, err
@@ -326,10 +327,28 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx con
 		return false, h.Wrap("force unlock", err)
 	}
 	if r.N == 1 {
-		lease.LoseHold(h.Key, r.HoldID, "taken by ForceUnlock")
+		h.LoseHold(r.HoldID, "taken by ForceUnlock")
 	}
 	return r.N == 1, nil
 }
+
+// LoseHold ends as lost, in every session of the process, the lease of
+// the hold of h's primitive with the given id: a script through h took it.
+func (h *Handle) LoseHold(id, reason string) {
+	h.Session() // so that a waiter of h's session handed the hold is told
+	session.LoseHold(h.Key, id, reason)
+}
+
+// HandOff runs a script that may hand the primitive to waiters (see
+// wait.HandOff) through h's session.
+func (h *Handle) HandOff(ctx context.Context, channel string, s *backend.Script, keys []string, args ...any) (wait.Reply, error) {
+	return wait.HandOff(ctx, h.B, h.Session().Hub, channel, s, keys, args...)
+}
+
+// HubID returns the id of the hub of h's session, which a script that may
+// hand the primitive to waiters is told: it leaves the wake-ups of that
+// hub's waiters to its caller.
+func (h *Handle) HubID() string { return h.Session().Hub.ID() }
 
 // Token returns the fencing token of the hold of role that ctx refers to
 // (see Current), without I/O.
@@ -377,5 +396,5 @@ func Flag(b bool) string {
 }
 
 // ctxError makes err, which ended an operation after ctx was done, match
-// ctx's error too.
-func ctxError(cerr, err error) error { return fmt.Errorf("%w (%w)", cerr, err) }
+// ctx's error, with err's text.
+func ctxError(cerr, err error) error { return fmt.Errorf("%w (%v)", cerr, err) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -17,124 +16,127 @@ import (
 // deferred in a request whose context has ended still releases.
 const ReleaseTimeout = 5 * time.Second
 
-// deadlineOnly is a context that can never be cancelled but has a
-// deadline, past which a backend gives up the call.
-type deadlineOnly struct {
-	context.Context // never done
-	deadline        time.Time
-}
-
-func (c deadlineOnly) Deadline() (time.Time, bool) { return c.deadline, true }
+// ReturnGrace is how long after its context's deadline a release call
+// returns at the latest, or after the call itself when the context had
+// ended already. A release whose outcome is not known by then goes on in
+// the background.
+const ReturnGrace = 100 * time.Millisecond
 
 // errGone is wrapped in the error about a hold that a release did not
 // find on the server.
 var errGone = errors.New("it is no longer on the server")
 
-// Release runs one release of the hold l of owner, in role, through h's
-// backend, and returns the owner's holds left. attempt sends the
-// primitive's release script once (first is true for the first attempt),
-// with the same operation id on every retry, naming the ids of the holds
-// it may release (space-separated), and returns its reply: the holds left
-// (-1 if the owner held none of those) and the id of the hold.
+// errBackground is wrapped, with the caller's context error, in the error
+// of a release call that returned before the release's outcome was known.
+var errBackground = errors.New("the release goes on in the background")
+
+// ReleaseAttempt sends a primitive's release script once, for one hold,
+// on the context given, with the same operation id on every retry (first
+// is true for the first attempt), and returns its reply: the owner's
+// holds left on the server (-1 if it holds none of that hold) and the
+// hold's id.
+type ReleaseAttempt func(ctx context.Context, first bool) (wait.Reply, error)
+
+// Release runs one release of units (1, or a semaphore's permits) of the
+// hold l through h's backend and returns what the owner holds on the
+// server after it.
 //
-// The release does not depend on ctx's cancellation or deadline: it is
-// bounded by ReleaseTimeout and by the end of l's lease (plus
-// wait.SettleGrace), and errors that may pass are retried until then. A call still under way then is awaited
-// for wait.SettleGrace more; its failure matches
-// context.DeadlineExceeded. On failure the lease ends (renewals stop,
-// Done closes) and the hold expires by itself on the server.
-//
-// l may be kept through another backend value of the process than h's;
-// the outcome is applied to it only if the release reached the hold it
-// keeps, which the hold id tells.
-func (h *Handle) Release(ctx context.Context, role, owner string, l *lease.Lease, attempt func(ctx context.Context, first bool, holds string) (wait.Reply, error)) (int64, error) {
+// The release does not depend on ctx's cancellation: it is bounded by
+// ReleaseTimeout and by the end of l's lease (plus wait.SettleGrace), and
+// errors that may pass are retried until then. But the call returns by
+// ctx's deadline plus ReturnGrace (or ReturnGrace after it was made, if
+// ctx had ended already): an outcome not known by then is an error
+// matching ctx.Err(), and the release goes on in the background. The
+// outcome, whenever known, reaches the lease: it ends (renewals stop, Done
+// closes) when the owner holds nothing more through h's session, or when
+// the release failed, in which case the hold expires by itself on the
+// server.
+func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt) (int64, error) {
 	l.BeginRelease()
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
 	// anything. The grace lets a release sent just before the end, which
 	// the server's later expiry leaves time for, learn its outcome.
 	now := time.Now()
-	deadline := now.Add(ReleaseTimeout)
-	end := l.Deadline()
-	if end.Before(now) {
-		end = now
+	r := &release{l: l, units: units, attempt: attempt, ctx: ctx, bound: now.Add(ReleaseTimeout), first: true}
+	if end := l.Deadline(); end.After(now) {
+		now = end
 	}
-	if end = end.Add(wait.SettleGrace); end.Before(deadline) {
-		deadline = end
+	if end := now.Add(wait.SettleGrace); end.Before(r.bound) {
+		r.bound = end
 	}
-	if ctx.Done() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer cancel()
-	} else {
-		// A context that can never end stays one, with a deadline the
-		// backend honours (backend rule 7): a cancellable call costs
-		// more (redigo's, a goroutine per call).
-		ctx = deadlineOnly{ctx, deadline}
+	by := r.bound
+	if ctx.Err() != nil {
+		by = time.Now().Add(ReturnGrace)
+	} else if d, ok := ctx.Deadline(); ok {
+		by = d.Add(ReturnGrace)
 	}
-	// The holds the script may release: l's, or, when l is not known to
-	// be on this server (Take's guess), any of the owner's in the
-	// process, as the server has at most one of them.
-	holds := l.ID()
-	if !l.Reaches(h.B) {
-		var ids []string
-		for _, x := range lease.Anywhere(h.Key, owner, role) {
-			ids = append(ids, x.ID())
-		}
-		holds = strings.Join(ids, " ")
+	if by.After(r.bound) {
+		by = r.bound
 	}
-	ambiguous := false
-	for failures := 1; ; failures++ {
-		r, err := attempt(ctx, failures == 1, holds)
+	if left, err, done := r.run(by); done {
+		return left, err
+	}
+	wait.Go(func() { r.run(r.bound) })
+	cerr := ctx.Err()
+	if cerr == nil {
+		cerr = context.DeadlineExceeded
+	}
+	return 0, fmt.Errorf("%w: %w", cerr, errBackground)
+}
+
+// release is one release under way.
+type release struct {
+	l         *lease.Lease
+	units     int64
+	attempt   ReleaseAttempt
+	ctx       context.Context // for its values only
+	bound     time.Time       // past it, the release fails
+	first     bool            // no attempt sent yet
+	ambiguous bool            // an attempt failed: it may have been applied
+	failures  int
+}
+
+// run makes attempts until one succeeds, one fails for good, or until
+// passes, and reports whether the release ended, and how.
+func (r *release) run(until time.Time) (left int64, err error, done bool) {
+	for {
+		rep, err := r.attempt(&wait.DeadlineOnly{Context: r.ctx, Until: until}, r.first)
+		r.first = false
 		if err == nil {
-			if r.N < 0 && ambiguous && l.Reaches(h.B) {
-				// An earlier attempt released the last hold: only a hold
-				// known to be on this server can be said to be released.
-				r = wait.Reply{N: 0, HoldID: l.ID()}
-			}
-			return h.settle(role, owner, l, r)
+			return r.settle(rep)
 		}
-		if !wait.Transient(err) || time.Now().After(deadline) {
-			l.Release()
-			return 0, err
+		now := time.Now()
+		timedOut := errors.Is(err, context.DeadlineExceeded)
+		if !timedOut && !wait.Transient(err) || !now.Before(r.bound) {
+			r.l.Settle(-1, r.units)
+			return 0, err, true
 		}
-		ambiguous = true
-		if !wait.Sleep(ctx, wait.Backoff(failures)) {
-			l.Release()
-			return 0, errors.Join(ctx.Err(), err)
+		r.ambiguous = true
+		if !now.Before(until) {
+			return 0, err, false
 		}
+		r.failures++
+		pause := min(wait.Backoff(r.failures), until.Sub(now))
+		time.Sleep(pause)
 	}
 }
 
-// settle applies the reply of a release to the lease it concerns.
-func (h *Handle) settle(role, owner string, l *lease.Lease, r wait.Reply) (int64, error) {
-	if r.N < 0 {
-		if l.Reaches(h.B) {
-			l.Release()
-			return r.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone)
-		}
-		// Another server, perhaps: the lease's own renewals will tell.
-		l.Kept()
-		return r.N, dsync.ErrNotHeld
+// settle applies the reply of a release to its lease.
+func (r *release) settle(rep wait.Reply) (int64, error, bool) {
+	if rep.N < 0 && r.ambiguous {
+		// An earlier attempt released the last hold.
+		rep.N = 0
 	}
-	target := l
-	if r.HoldID != l.ID() {
-		l.Kept()
-		target = lease.ByID(h.Key, owner, role, r.HoldID)
-		if target == nil {
-			return r.N, nil
-		}
-		target.Reach(h.B)
-		target.BeginRelease()
-	} else {
-		l.Reach(h.B)
+	units := r.units
+	if rep.Refused {
+		units = 0
 	}
-	if r.N == 0 {
-		target.Release()
-	} else {
-		target.Kept()
+	r.l.Settle(rep.N, units)
+	if rep.N < 0 {
+		return rep.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone), true
 	}
-	return r.N, nil
+	return rep.N, nil, true
 }
 
 // RestoredLease returns what a partial release of the hold kept by l
@@ -153,21 +155,17 @@ func RestoredLease(l *lease.Lease) int64 {
 type Releaser func(ctx context.Context, owner string, l *lease.Lease) (int64, error)
 
 // Unlock releases one hold of role that ctx refers to (see Take) with
-// release. lost, if not nil, is told of a hold found lost. It
-// reports whether there was no hold at all to release, in which case it
-// did no I/O.
-func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost func(l *lease.Lease)) (err error, none bool) {
+// release. It reports whether there was no hold at all to release, in
+// which case it did no I/O.
+func (h *Handle) Unlock(ctx context.Context, role string, release Releaser) (err error, none bool) {
 	if err := h.Check(); err != nil {
 		return err, false
 	}
 	owner, l := h.Take(ctx, role)
 	if l == nil {
-		return h.Wrap("unlock", dsync.ErrNotHeld), true
+		return h.NotHeld("unlock", owner, role), true
 	}
 	if !l.Releasable() {
-		if lost != nil {
-			lost(l)
-		}
 		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
 	}
 	// A hold whose lease ran out less than the expiry margin ago may still
@@ -179,8 +177,8 @@ func (h *Handle) Unlock(ctx context.Context, role string, release Releaser, lost
 // MustUnlock is the sync.Locker form of Unlock, for the oldest ownerless
 // hold: it panics on an invalid handle or when there is no hold to release,
 // as sync.Mutex does, and logs any other failure, a lost hold included.
-func (h *Handle) MustUnlock(role string, release Releaser, lost func(l *lease.Lease)) {
-	err, none := h.Unlock(context.Background(), role, release, lost)
+func (h *Handle) MustUnlock(role string, release Releaser) {
+	err, none := h.Unlock(context.Background(), role, release)
 	if cerr := h.Check(); cerr != nil {
 		panic("dsync/" + h.Kind + ": Unlock: " + cerr.Error())
 	}

@@ -1,12 +1,13 @@
-// Package hub delivers pub/sub wake-ups to the waiters of one process.
+// Package hub delivers pub/sub wake-ups to the waiters of one session (see
+// package session).
 //
-// Each backend gets one hub, with an id of its own (the process's id, a
-// dot, and a number; see Process and Deliver), and each primitive's
-// channel one server subscription per hub, however many local waiters it
-// has: the hub subscribes base + "/" + its id, so that a wake-up meant for
-// one waiter wakes only the process it is in, not every process waiting on
-// the primitive. A waiter's Address ("hubid/waiterid") is what the server
-// stores; a script wakes the waiter with
+// Each session's hub has an id of its own (a random process part, a dot,
+// and a number), and each primitive's channel one server subscription per
+// hub, however many local waiters it has: the hub subscribes base + "/" +
+// its id, so that a wake-up meant for one waiter wakes only the hub it is
+// in, not every process waiting on the primitive. A waiter's Address
+// ("hubid/waiterid") is what the server stores; a script wakes the waiter
+// with
 //
 //	PUBLISH <base>/<hubid> <waiterid>
 //
@@ -15,11 +16,13 @@
 //	PUBLISH <base>/<hubid> "<waiterid> <grant>"
 //
 // where grant is whatever the primitive needs to know about what it got
-// (see Waiter.Grant).
+// (see Waiter.Grant). A script run through a session leaves the wake-ups
+// of that session's own waiters to its caller (see Deliver), sparing the
+// round through pub/sub.
 //
 // The payload WakeAll, a gap, or the end of the subscription wakes every
-// waiter on the channel in this process, since any of them may have missed
-// its wake-up.
+// waiter on the channel in the hub, since any of them may have missed its
+// wake-up.
 package hub
 
 import (
@@ -29,11 +32,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/registry"
 	"github.com/dsyncgo/dsync/observe"
 )
 
@@ -48,14 +51,25 @@ const Linger = time.Second
 // subscribeTimeout bounds one attempt to subscribe a channel on the server.
 const subscribeTimeout = 10 * time.Second
 
-type hub struct {
-	id      string
-	b       backend.Backend
-	mu      sync.Mutex
-	topics  map[string]*topic
-	closing []backend.Subscription // retired under mu, closed after it
+// WatchChannel is the channel base that a Watch keeps subscribed.
+const WatchChannel = "dsync-watch"
 
+// ErrRetired is returned by Join on a hub whose session retired: the
+// caller asks its session again.
+var ErrRetired = errors.New("hub: retired")
+
+// Hub is the pub/sub fan-out of one session.
+type Hub struct {
+	id     string
+	b      backend.Backend
+	onIdle func() // told, without any lock held, when the hub has no topic left
+
+	mu       sync.Mutex
+	topics   map[string]*topic
+	closing  []backend.Subscription // retired under mu, closed after it
+	removed  bool                   // a topic was retired under mu
 	watchers map[*watcher]struct{}
+	retired  bool
 }
 
 // watcher is a Watch registration.
@@ -78,48 +92,57 @@ func (t *topic) unused() bool { return len(t.waiters) == 0 && !t.watched }
 
 // Waiter is one waiter's registration on a channel.
 type Waiter struct {
-	h     *hub
+	h     *Hub
 	t     *topic
 	id    string
 	c     chan struct{}
 	grant string // guarded by h.mu: a hand-off not yet taken
 }
 
-var hubs registry.Registry[*hub]
+// process is this process's part of every hub id; hubs counts the hubs
+// made, for the rest.
+var (
+	process = dsync.NewID()[:12]
+	hubs    atomic.Uint64
+)
 
-// local indexes the hubs of this process by id, for Deliver.
-var local struct {
-	mu sync.Mutex
-	m  map[string]*hub
-	n  uint64 // hubs created
+// New returns the hub of a session on b. onIdle, if set, is called
+// without any lock held whenever the hub's last topic is retired.
+func New(b backend.Backend, onIdle func()) *Hub {
+	return &Hub{
+		id:     process + "." + strconv.FormatUint(hubs.Add(1), 36),
+		b:      b,
+		onIdle: onIdle,
+		topics: make(map[string]*topic),
+	}
 }
 
-// process is this process's part of every hub id.
-var process = dsync.NewID()[:12]
+// IsID reports whether s is the id of a hub of this process.
+func IsID(s string) bool {
+	return len(s) > len(process)+1 && s[:len(process)] == process && s[len(process)] == '.' && !strings.ContainsRune(s, '/')
+}
 
-// Process returns the id that every hub of this process has as prefix,
-// followed by a dot. A script handing a primitive to a waiter whose
-// address starts with the caller's Process may leave the wake-up to the
-// caller (see Deliver), sparing the round through pub/sub.
-func Process() string { return process }
+// ID returns the hub's id, the first part of its waiters' addresses. A
+// script told it leaves the wake-ups of the hub's waiters to its caller.
+func (h *Hub) ID() string { return h.id }
 
 // Join registers waiter id on channel and returns once the channel is
 // subscribed on the server, so that no wake-up published afterwards is
-// missed. The caller must Leave.
-func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, error) {
+// missed. The caller must Leave. It returns ErrRetired if the hub's
+// session retired.
+func (h *Hub) Join(ctx context.Context, channel, id string) (*Waiter, error) {
 	w := &Waiter{id: id, c: make(chan struct{}, 1)}
-	hubs.Do(b, newHub(b), func(h *hub) bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		t := h.topics[channel]
-		if t == nil {
-			t = &topic{name: channel, channel: channel + "/" + h.id, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
-			h.topics[channel] = t
-			go h.serve(t)
-		}
-		h.addLocked(t, w)
-		return false
-	})
+	h.mu.Lock()
+	if h.retired {
+		h.mu.Unlock()
+		return nil, ErrRetired
+	}
+	t := h.topics[channel]
+	if t == nil {
+		t = h.newTopicLocked(channel)
+	}
+	h.addLocked(t, w)
+	h.mu.Unlock()
 	select {
 	case <-w.t.ready:
 		if w.t.err != nil {
@@ -133,57 +156,61 @@ func Join(ctx context.Context, b backend.Backend, channel, id string) (*Waiter, 
 	}
 }
 
-// newHub returns the constructor of b's hub.
-func newHub(b backend.Backend) func() *hub {
-	return func() *hub {
-		local.mu.Lock()
-		defer local.mu.Unlock()
-		local.n++
-		h := &hub{id: process + "." + strconv.FormatUint(local.n, 36), b: b, topics: make(map[string]*topic)}
-		if local.m == nil {
-			local.m = make(map[string]*hub)
-		}
-		local.m[h.id] = h
-		return h
-	}
+func (h *Hub) newTopicLocked(channel string) *topic {
+	t := &topic{name: channel, channel: channel + "/" + h.id, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
+	h.topics[channel] = t
+	go h.serve(t)
+	return t
 }
 
-// WatchChannel is the channel base that a Watch keeps subscribed.
-const WatchChannel = "dsync-watch"
+// Joined registers waiter id on channel if the channel is already
+// subscribed, without any I/O, and returns nil otherwise.
+func (h *Hub) Joined(channel, id string) *Waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[channel]
+	if t == nil || t.sub == nil || h.retired {
+		return nil
+	}
+	w := &Waiter{id: id, c: make(chan struct{}, 1)}
+	h.addLocked(t, w)
+	return w
+}
 
-// Watch calls fn whenever b's pub/sub connection may have been broken
-// and established again: a gap, or a subscription of b's hub that failed
-// and was made again, on any channel. Messages may have been lost then,
-// and the server may have restarted. So that there is a connection to
-// notice, Watch keeps WatchChannel subscribed, asynchronously, until stop
-// is called; on a sharded backend that connection reaches one shard, and
-// the channels of the hub's waiters the shards they hash to. fn is called
-// without any lock held, in a goroutine of its own, and must not block
-// for long; it may be called more than once for one reconnection.
-func Watch(b backend.Backend, fn func()) (stop func()) {
+// Subscribed reports whether channel is subscribed, without any I/O.
+func (h *Hub) Subscribed(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[channel]
+	return t != nil && t.sub != nil
+}
+
+// Watch calls fn whenever the hub's pub/sub connection may have been
+// broken and established again: a gap, or a subscription of the hub that
+// failed and was made again, on any channel. Messages may have been lost
+// then, and the server may have restarted. So that there is a connection
+// to notice, Watch keeps WatchChannel subscribed, asynchronously, until
+// stop is called; on a sharded backend that connection reaches one shard,
+// and the channels of the hub's waiters the shards they hash to. fn is
+// called without any lock held, in a goroutine of its own, and must not
+// block for long; it may be called more than once for one reconnection.
+func (h *Hub) Watch(fn func()) (stop func()) {
 	w := &watcher{fn: fn}
-	var h *hub
-	hubs.Do(b, newHub(b), func(x *hub) bool {
-		h = x
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if x.watchers == nil {
-			x.watchers = make(map[*watcher]struct{})
-		}
-		x.watchers[w] = struct{}{}
-		t := x.topics[WatchChannel]
-		if t == nil {
-			t = &topic{name: WatchChannel, channel: WatchChannel + "/" + x.id, ready: make(chan struct{}), waiters: make(map[string]*Waiter)}
-			x.topics[WatchChannel] = t
-			go x.serve(t)
-		}
-		t.watched = true
-		if t.idle != nil {
-			t.idle.Stop()
-			t.idle = nil
-		}
-		return false
-	})
+	h.mu.Lock()
+	if h.watchers == nil {
+		h.watchers = make(map[*watcher]struct{})
+	}
+	h.watchers[w] = struct{}{}
+	t := h.topics[WatchChannel]
+	if t == nil {
+		t = h.newTopicLocked(WatchChannel)
+	}
+	t.watched = true
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+	h.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -195,41 +222,19 @@ func Watch(b backend.Backend, fn func()) (stop func()) {
 					h.lingerLocked(t)
 				}
 			}
-			empty := len(h.topics) == 0
 			h.unlock()
-			if empty {
-				h.forgetIfIdle()
-			}
 		})
 	}
 }
 
 // notifyLocked calls the watchers, each in a goroutine of its own.
-func (h *hub) notifyLocked() {
+func (h *Hub) notifyLocked() {
 	for w := range h.watchers {
 		go w.fn()
 	}
 }
 
-// Joined registers waiter id on channel if the channel is already
-// subscribed, without any I/O, and returns nil otherwise.
-func Joined(b backend.Backend, channel, id string) *Waiter {
-	var w *Waiter
-	hubs.Do(b, nil, func(h *hub) bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		t := h.topics[channel]
-		if t == nil || t.sub == nil {
-			return false
-		}
-		w = &Waiter{id: id, c: make(chan struct{}, 1)}
-		h.addLocked(t, w)
-		return false
-	})
-	return w
-}
-
-func (h *hub) addLocked(t *topic, w *Waiter) {
+func (h *Hub) addLocked(t *topic, w *Waiter) {
 	w.h, w.t = h, t
 	t.waiters[w.id] = w
 	if t.idle != nil {
@@ -258,7 +263,7 @@ func (w *Waiter) Grant() string {
 }
 
 // Leave unregisters the waiter. The channel is unsubscribed when its last
-// waiter leaves. Leave is idempotent.
+// waiter leaves, after Linger. Leave is idempotent.
 func (w *Waiter) Leave() {
 	h := w.h
 	h.mu.Lock()
@@ -268,16 +273,12 @@ func (w *Waiter) Leave() {
 			h.lingerLocked(w.t)
 		}
 	}
-	empty := len(h.topics) == 0
 	h.unlock()
-	if empty {
-		h.forgetIfIdle()
-	}
 }
 
 // lingerLocked keeps an unused topic subscribed for Linger, then retires
 // it unless a waiter joined meanwhile.
-func (h *hub) lingerLocked(t *topic) {
+func (h *Hub) lingerLocked(t *topic) {
 	if t.sub == nil || t.gone {
 		h.removeLocked(t) // not subscribed (yet): nothing worth keeping
 		return
@@ -289,11 +290,7 @@ func (h *hub) lingerLocked(t *topic) {
 			t.idle = nil
 			h.removeLocked(t)
 		}
-		empty := len(h.topics) == 0
 		h.unlock()
-		if empty {
-			h.forgetIfIdle()
-		}
 	})
 	t.idle = idle
 }
@@ -301,11 +298,12 @@ func (h *hub) lingerLocked(t *topic) {
 // removeLocked retires t. Its subscription, if established, is closed
 // (which ends serve) once h.mu is released, because closing may write to
 // the network; if still being established, serve closes it.
-func (h *hub) removeLocked(t *topic) {
+func (h *Hub) removeLocked(t *topic) {
 	if t.gone {
 		return
 	}
 	t.gone = true
+	h.removed = true
 	if h.topics[t.name] == t {
 		delete(h.topics, t.name)
 	}
@@ -314,19 +312,37 @@ func (h *hub) removeLocked(t *topic) {
 	}
 }
 
-// unlock releases h.mu and closes the subscriptions retired meanwhile.
-func (h *hub) unlock() {
+// unlock releases h.mu, closes the subscriptions retired meanwhile, and
+// tells the session when no topic is left.
+func (h *Hub) unlock() {
 	closing := h.closing
 	h.closing = nil
+	idle := h.removed && len(h.topics) == 0
+	h.removed = false
 	h.mu.Unlock()
 	for _, sub := range closing {
 		sub.Close()
 	}
+	if idle && h.onIdle != nil {
+		h.onIdle()
+	}
+}
+
+// Retire marks the hub retired if it has no topic, so that Join fails
+// with ErrRetired, and reports whether it did.
+func (h *Hub) Retire() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.topics) > 0 {
+		return false
+	}
+	h.retired = true
+	return true
 }
 
 // serve subscribes t's channel and dispatches its messages until the
 // subscription ends.
-func (h *hub) serve(t *topic) {
+func (h *Hub) serve(t *topic) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	sub, err := h.b.Subscribe(ctx, t.channel)
 	cancel()
@@ -356,11 +372,11 @@ func (h *hub) serve(t *topic) {
 		h.removeLocked(t)
 	}
 	close(t.ready)
-	h.unlock()
 	if err != nil {
-		h.forgetIfIdle()
+		h.unlock()
 		return
 	}
+	h.unlock()
 
 	for {
 		m, err := sub.Receive(context.Background())
@@ -371,9 +387,7 @@ func (h *hub) serve(t *topic) {
 			// backend: subscribe again, keeping the waiters on it, and
 			// wake them, since they may have missed their wake-ups.
 			t.sub = nil
-			for _, w := range t.waiters {
-				w.wake()
-			}
+			t.wakeAll()
 			h.unlock()
 			sub.Close()
 			if sub = h.resubscribe(t); sub != nil {
@@ -384,17 +398,12 @@ func (h *hub) serve(t *topic) {
 		case err != nil:
 			// Closed by the last Leave, or the backend closed: wake
 			// everyone still here so they notice.
-			for _, w := range t.waiters {
-				w.wake()
-			}
+			t.wakeAll()
 			h.removeLocked(t)
 			h.unlock()
-			h.forgetIfIdle()
 			return
 		case m.Gap || m.Payload == WakeAll:
-			for _, w := range t.waiters {
-				w.wake()
-			}
+			t.wakeAll()
 			if m.Gap {
 				h.notifyLocked()
 				observe.For(h.b).ReportPubSub(observe.PubSubEvent{Channel: t.name})
@@ -416,7 +425,7 @@ func (h *hub) serve(t *topic) {
 // with capped backoff, until it succeeds, the topic is retired, or the
 // backend is closed. On success the waiters are woken once more, as for a
 // gap; otherwise it returns nil.
-func (h *hub) resubscribe(t *topic) backend.Subscription {
+func (h *Hub) resubscribe(t *topic) backend.Subscription {
 	for n := 0; ; n++ {
 		if n > 0 {
 			time.Sleep(min(10*time.Millisecond<<min(n-1, 7), time.Second))
@@ -443,9 +452,7 @@ func (h *hub) resubscribe(t *topic) backend.Subscription {
 			return nil
 		}
 		t.sub = sub
-		for _, w := range t.waiters {
-			w.wake()
-		}
+		t.wakeAll()
 		h.notifyLocked()
 		observe.For(h.b).ReportPubSub(observe.PubSubEvent{Channel: t.name, Reconnect: true})
 		h.unlock()
@@ -453,42 +460,12 @@ func (h *hub) resubscribe(t *topic) backend.Subscription {
 	}
 }
 
-func (h *hub) forgetIfIdle() {
-	hubs.Do(h.b, nil, func(cur *hub) bool {
-		if cur != h {
-			return false
-		}
-		h.mu.Lock()
-		idle := len(h.topics) == 0
-		h.mu.Unlock()
-		if idle {
-			local.mu.Lock()
-			delete(local.m, h.id)
-			local.mu.Unlock()
-		}
-		return idle
-	})
-}
-
-// Deliver wakes the waiter at address on channel with grant, as the
-// message "<waiterid> <grant>" on its hub's channel would (an empty grant:
-// a wake-up without one, as the message "<waiterid>"), if that waiter is
-// in this process, and reports whether it was. A script that hands a
-// primitive to a waiter tells its caller, which wakes a waiter of its own
-// process at once; the script publishes only to waiters of other
-// processes (see Process). A waiter not found has left, and its clean-up
-// deals with what it was handed.
-func Deliver(channel, address, grant string) bool {
-	hubID, id, ok := strings.Cut(address, "/")
-	if !ok {
-		return false
-	}
-	local.mu.Lock()
-	h := local.m[hubID]
-	local.mu.Unlock()
-	if h == nil {
-		return false
-	}
+// Deliver wakes the waiter with the given id on channel with grant, as the
+// message "<waiterid> <grant>" on the hub's channel would (an empty grant:
+// a wake-up without one), and reports whether that waiter is here. A
+// waiter not found has left, and its clean-up deals with what it was
+// handed.
+func (h *Hub) Deliver(channel, id, grant string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.topics[channel]
@@ -506,36 +483,29 @@ func Deliver(channel, address, grant string) bool {
 	return true
 }
 
-// Backend returns the backend of the hub of this process that address
-// (a waiter's address, "hubid/waiterid") belongs to, or nil if none does.
-func Backend(address string) backend.Backend {
-	hubID, _, _ := strings.Cut(address, "/")
-	local.mu.Lock()
-	defer local.mu.Unlock()
-	if h := local.m[hubID]; h != nil {
-		return h.b
+// Local returns the waiter id of address if the waiter is one of this
+// hub's, and false otherwise.
+func (h *Hub) Local(address string) (string, bool) {
+	if len(address) > len(h.id) && address[len(h.id)] == '/' && address[:len(h.id)] == h.id {
+		return address[len(h.id)+1:], true
 	}
-	return nil
+	return "", false
 }
 
-// WakeLocal wakes every waiter on channel in this process, as WakeAll
-// does on one hub: for a caller that may have missed what a script
-// handed to whom (its reply was lost), so that the waiters try again.
-func WakeLocal(channel string) {
-	local.mu.Lock()
-	hs := make([]*hub, 0, len(local.m))
-	for _, h := range local.m {
-		hs = append(hs, h)
+// WakeAll wakes every waiter of the hub on channel, as the payload
+// WakeAll does: for a caller that may have missed what a script handed to
+// whom (its reply was lost), so that the waiters try again.
+func (h *Hub) WakeAll(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.topics[channel]; t != nil {
+		t.wakeAll()
 	}
-	local.mu.Unlock()
-	for _, h := range hs {
-		h.mu.Lock()
-		if t := h.topics[channel]; t != nil {
-			for _, w := range t.waiters {
-				w.wake()
-			}
-		}
-		h.mu.Unlock()
+}
+
+func (t *topic) wakeAll() {
+	for _, w := range t.waiters {
+		w.wake()
 	}
 }
 
@@ -546,15 +516,10 @@ func (w *Waiter) wake() {
 	}
 }
 
-// Topics reports how many channels b's hub has subscribed, for tests and
+// Topics reports how many channels the hub has subscribed, for tests and
 // benchmarks.
-func Topics(b backend.Backend) int {
-	n := 0
-	hubs.Do(b, nil, func(h *hub) bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n = len(h.topics)
-		return false
-	})
-	return n
+func (h *Hub) Topics() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.topics)
 }

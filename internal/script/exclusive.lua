@@ -13,16 +13,18 @@
 -- servers apart; ops: the recent operation ids (see seen).
 --
 -- Freed, it reads "<token> free": the last token handed out, so that the
--- next one is one more without another read. It then expires after the
--- fence ttl. Anything else there was not written by dsync, and is left
--- alone.
+-- next one is one more without another read. A primitive with a fence key
+-- (fairlock) keeps it for the fence ttl; one without (mutex) for the rest
+-- of the released hold's lease, after which its next token is seeded from
+-- the server clock (see next_token). Anything else there was not written
+-- by dsync, and is left alone.
 
--- load reads the state at lock: a table with token (a string), count,
--- waiting, owner, id and ops while held, with token alone while free,
--- empty when the key is missing, and with foreign set when the key holds
--- something else (see unexpected).
-local function load(lock)
-  local v = redis.pcall('GET', lock)
+-- decode reads the state at lock from v, the reply of a GET of it (by
+-- pcall): a table with token (a string), count, waiting, owner, id and ops
+-- while held, with token alone while free, empty when the key is missing,
+-- and with foreign set when the key holds something else (see
+-- unexpected).
+local function decode(lock, v)
   if type(v) == 'table' then
     return {foreign = v.err}
   end
@@ -43,6 +45,11 @@ local function load(lock)
     return {token = v}
   end
   return {foreign = 'not a dsync state'}
+end
+
+-- load reads the state at lock (see decode).
+local function load(lock)
+  return decode(lock, redis.pcall('GET', lock))
 end
 
 -- store writes the held state s, expiring after ttl ms, or keeping the
@@ -69,18 +76,23 @@ local function store_extending(lock, s, ttl)
 end
 
 -- grant writes the new hold s, expiring after ttl ms, and records its
--- token at fence for fence_ttl ms.
+-- token at fence, if the primitive has one, for fence_ttl ms.
 local function grant(lock, fence, s, ttl, fence_ttl)
   store(lock, s, ttl)
-  record_token(fence, s.token, fence_ttl)
+  if fence then
+    record_token(fence, s.token, fence_ttl)
+  end
 end
 
--- free leaves only the last token of state s at lock, for fence_ttl ms.
+-- free leaves only the last token of state s at lock: for fence_ttl ms, or
+-- without one for as long as the key had left.
 local function free(lock, s, fence_ttl)
-  if s.token then
+  if not s.token then
+    redis.call('DEL', lock)
+  elseif fence_ttl then
     redis.call('SET', lock, s.token .. ' free', 'PX', fence_ttl)
   else
-    redis.call('DEL', lock)
+    redis.call('SET', lock, s.token .. ' free', 'KEEPTTL')
   end
 end
 
@@ -114,9 +126,9 @@ end
 -- hold, with the next fencing token, for as long as the waiter asked. It
 -- returns the waiter's address, token and owner id, or nothing. The waiter
 -- learns it holds the primitive from its wake-up alone, without another
--- round trip: the caller wakes a waiter of its own process (hub id prefix
--- process) when the reply arrives; a waiter elsewhere is woken by a
--- message carrying the token. If the wake-up is lost, the waiter's next
+-- round trip: the caller wakes a waiter of its own hub (id hub) when the
+-- reply arrives; a waiter elsewhere is woken by a message carrying the
+-- token. If the wake-up is lost, the waiter's next
 -- attempt finds the hold already its own. Without waiters only the token
 -- is left (see free). A hold that no waiter registered behind (waiting 0)
 -- is freed without a look at the waiters.
@@ -124,7 +136,7 @@ end
 -- A waiter's entry is "<hubid>/<operation id>|<ttl ms>|<owner id>": the
 -- hold it is handed counts as the acquisition with that operation id, so
 -- that the waiter's retry, or its abandon, recognises it.
-local function hand_off(lock, fence, s, channel, fence_ttl, process, pop)
+local function hand_off(lock, fence, s, channel, fence_ttl, hub, pop)
   if s.owner and not s.waiting then
     free(lock, s, fence_ttl)
     return
@@ -136,7 +148,7 @@ local function hand_off(lock, fence, s, channel, fence_ttl, process, pop)
       local token = next_token(s.token, fence, now_us)
       -- More waiters may be left: the next release looks again.
       grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, fence_ttl)
-      if string.sub(w, 1, #process + 1) ~= process .. '.' then
+      if not local_to(w, hub) then
         wake(channel, w, token)
       end
       return string.match(w, '^[^|]+'), token, owner

@@ -28,6 +28,14 @@ local function listed(list, id)
   return id ~= nil and string.find(' ' .. list .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
 end
 
+-- local_to reports whether the waiter of entry belongs to the hub with
+-- the given id: the caller of a script that hands a primitive to waiters
+-- wakes its own hub's waiters itself, from the reply, and the script
+-- publishes to the others only.
+local function local_to(entry, hub)
+  return string.sub(entry, 1, #hub + 1) == hub .. '/'
+end
+
 -- wake publishes a wake-up for the waiter of entry on its process's
 -- channel, channel_base/hubid; grant, unless nil, tells the waiter what
 -- was handed to it.

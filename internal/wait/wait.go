@@ -33,10 +33,36 @@ import (
 	"github.com/dsyncgo/dsync/observe"
 )
 
-// Attempt makes one try. A failed try registers the waiter on the server
-// under a.Address, unless that is empty (the waiter has not joined the
-// channel yet, and will try again once it has).
-type Attempt func(ctx context.Context, a Try) (Result, error)
+// Acquirer is what the loop asks of an acquisition.
+type Acquirer interface {
+	// Hub returns the hub of the acquisition's session: the same one
+	// unless the session retired, which it cannot while a waiter is
+	// joined.
+	Hub() *hub.Hub
+
+	// Try makes one attempt. A failed attempt registers the waiter on
+	// the server under t.Address, unless that is empty (the waiter has
+	// not joined the channel yet, and will try again once it has).
+	Try(ctx context.Context, t Try) (Result, error)
+
+	// Granted is called when a wake-up carries a hand-off (see
+	// hub.Waiter.Grant): the script that released the primitive gave it
+	// to this waiter, with the fencing token that the grant starts with
+	// (its first word, in decimal). A grant is current only if its token
+	// is above every token a failed attempt of this acquisition saw:
+	// then the server handled the latest failed attempt, sent at since,
+	// before the hand-off, so the hold began after since. Older grants
+	// (a wake-up delayed past the hold's expiry) are dropped without a
+	// call. Granted reports whether the acquisition is complete. If not,
+	// the loop tries again, and the attempt finds the primitive held for
+	// it if the grant still stands.
+	Granted(token int64, since time.Time) bool
+
+	// Abandon undoes whatever the attempts may have left on the server
+	// (a registration, or an acquisition whose reply was lost). It runs
+	// when the acquisition fails, on a context of its own.
+	Abandon(ctx context.Context) error
+}
 
 // Try describes an attempt.
 type Try struct {
@@ -61,29 +87,9 @@ type Result struct {
 
 // Spec describes one acquisition.
 type Spec struct {
-	Backend   backend.Backend
 	Channel   string
 	WaiterID  string
 	Heartbeat time.Duration // longest sleep between attempts
-	Try       Attempt
-
-	// Granted, if set, is called when a wake-up carries a hand-off (see
-	// hub.Waiter.Grant): the script that released the primitive gave it
-	// to this waiter, with the fencing token that the grant starts with
-	// (its first word, in decimal). A grant is current only if its token
-	// is above every token a failed attempt of this acquisition saw:
-	// then the server handled the latest failed attempt, sent at since,
-	// before the hand-off, so the hold began after since. Older grants
-	// (a wake-up delayed past the hold's expiry) are dropped without a
-	// call. Granted reports whether the acquisition is complete. If not,
-	// the loop tries again, and the attempt finds the primitive held for
-	// it if the grant still stands.
-	Granted func(token int64, since time.Time) bool
-
-	// Abandon undoes whatever the attempts may have left on the server
-	// (a registration, or an acquisition whose reply was lost). It runs
-	// when the acquisition fails, on a context of its own.
-	Abandon func(ctx context.Context) error
 
 	// Logger, if set, hears at Warn when the server cannot be reached,
 	// once and then every UnreachableLogEvery, naming Name.
@@ -101,40 +107,41 @@ type Spec struct {
 const UnreachableLogEvery = time.Minute
 
 // SettleGrace is how long an attempt still in flight when its context
-// ends may take to answer before it is cut off (see Detach). With
+// ends may take to answer before it is cut off (see AttemptContext). With
 // CleanupBudget, it bounds how long after its context ends a failed
 // acquisition returns: the documented half second, less a margin for
 // scheduling.
 const SettleGrace = 350 * time.Millisecond
 
-// Detach returns the context for an attempt on ctx's behalf. A script
-// that was sent runs on the server whether or not its caller waits for
-// the reply, possibly after a clean-up sent on another connection meant
-// to undo it; waiting for the reply orders the two. So the returned
-// context ends SettleGrace after ctx does, not with it, and the caller
-// learns the attempt's result unless the server takes longer than that.
-// It ends the way ctx does: past a deadline when ctx's deadline passed,
-// cancelled when ctx was cancelled. A context that can never end is
-// returned as is. The caller must call release when the attempt is over.
-func Detach(ctx context.Context) (actx context.Context, release func()) {
+// AttemptContext returns the context for one attempt on ctx's behalf, and
+// a function to call when the attempt is over. A script that was sent
+// runs on the server whether or not its caller waits for the reply,
+// possibly after a clean-up sent on another connection meant to undo it;
+// waiting for the reply orders the two. So the returned context ends
+// SettleGrace after ctx does, not with it, and the caller learns the
+// attempt's result unless the server takes longer than that.
+//
+// A context with a deadline gets one that is never cancelled, with a
+// deadline SettleGrace after ctx's, which a backend honours on the
+// connection itself (backend rule 7) without a goroutine per call: a
+// cancellation before the deadline ends the attempt when the server
+// answers it. A context that can be cancelled but has no deadline gets
+// one cancelled SettleGrace after it is (backends watch that with a
+// goroutine). A context that can never end is returned as is.
+func AttemptContext(ctx context.Context) (context.Context, func()) {
 	if ctx.Done() == nil {
-		return ctx, func() {}
+		return ctx, nop
 	}
-	var cancel context.CancelFunc
 	if d, ok := ctx.Deadline(); ok {
-		actx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(SettleGrace))
-	} else {
-		actx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		return &DeadlineOnly{Context: ctx, Until: d.Add(SettleGrace)}, nop
 	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
 		mu       sync.Mutex
 		grace    *time.Timer
 		released bool
 	)
 	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return // actx's own deadline follows
-		}
 		mu.Lock()
 		if !released {
 			grace = time.AfterFunc(SettleGrace, cancel)
@@ -153,6 +160,19 @@ func Detach(ctx context.Context) (actx context.Context, release func()) {
 	}
 }
 
+func nop() {}
+
+// DeadlineOnly is a context that is never cancelled but has a deadline,
+// past which a backend gives up the call; its values are its parent's.
+type DeadlineOnly struct {
+	context.Context
+	Until time.Time
+}
+
+func (c *DeadlineOnly) Deadline() (time.Time, bool) { return c.Until, true }
+func (c *DeadlineOnly) Done() <-chan struct{}       { return nil }
+func (c *DeadlineOnly) Err() error                  { return nil }
+
 // AbandonTimeout bounds the clean-up after a failed acquisition.
 const AbandonTimeout = 5 * time.Second
 
@@ -161,8 +181,19 @@ const AbandonTimeout = 5 * time.Second
 // background.
 const CleanupBudget = 100 * time.Millisecond
 
-// cleanups counts the clean-ups under way, for Settle.
-var cleanups sync.WaitGroup
+// background counts the clean-ups and releases under way in the
+// background, for Settle.
+var background sync.WaitGroup
+
+// Go runs f in the background: a release that outlived its caller's
+// deadline (see Settle).
+func Go(f func()) {
+	background.Add(1)
+	go func() {
+		defer background.Done()
+		f()
+	}()
+}
 
 // Cleanup runs f, the clean-up after a failed acquisition, on a context of
 // its own bounded by AbandonTimeout, and waits for it at most
@@ -172,9 +203,9 @@ var cleanups sync.WaitGroup
 // Either way the clean-up is not cut short by the caller's return.
 func Cleanup(ctx context.Context, f func(ctx context.Context)) {
 	done := make(chan struct{})
-	cleanups.Add(1)
+	background.Add(1)
 	go func() {
-		defer cleanups.Done()
+		defer background.Done()
 		defer close(done)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
 		defer cancel()
@@ -188,18 +219,18 @@ func Cleanup(ctx context.Context, f func(ctx context.Context)) {
 	}
 }
 
-// Settle waits for the clean-ups under way in the background to end; for
-// tests.
-func Settle() { cleanups.Wait() }
+// Settle waits for the clean-ups and releases under way in the
+// background to end; for tests.
+func Settle() { background.Wait() }
 
 // Acquire runs the loop until an attempt succeeds, ctx is done, or a
 // permanent error occurs. A ctx error is returned as is when no backend
 // error preceded it, else wrapped together with the last backend error.
-// A failed acquisition is cleaned up with Spec.Abandon through Cleanup.
-func Acquire(ctx context.Context, s Spec) (err error) {
+// A failed acquisition is cleaned up with acq.Abandon through Cleanup.
+func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 	defer func() {
-		if err != nil && s.Abandon != nil {
-			Cleanup(ctx, func(ctx context.Context) { s.Abandon(ctx) })
+		if err != nil {
+			Cleanup(ctx, func(ctx context.Context) { acq.Abandon(ctx) })
 		}
 	}()
 
@@ -243,7 +274,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		sent, refused time.Time
 		seen          int64
 	)
-	w := hub.Joined(s.Backend, s.Channel, s.WaiterID)
+	w := acq.Hub().Joined(s.Channel, s.WaiterID)
 	try := func() (Result, error) {
 		a := Try{Prior: attempts}
 		if w != nil {
@@ -251,7 +282,7 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		}
 		attempts++
 		sent = time.Now()
-		return s.Try(ctx, a)
+		return acq.Try(ctx, a)
 	}
 	defer func() {
 		if w != nil {
@@ -288,7 +319,8 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		if w == nil {
 			// Join, then try again at once: a release may have been
 			// announced before the subscription existed.
-			if w, err = hub.Join(ctx, s.Backend, s.Channel, s.WaiterID); err != nil {
+			w, err = acq.Hub().Join(ctx, s.Channel, s.WaiterID)
+			if err != nil && !errors.Is(err, hub.ErrRetired) {
 				if err := fail(err); err != nil {
 					return err
 				}
@@ -307,8 +339,8 @@ func Acquire(ctx context.Context, s Spec) (err error) {
 		select {
 		case <-w.C():
 			timer.Stop()
-			if g := w.Grant(); g != "" && s.Granted != nil {
-				if token, ok := GrantToken(g); ok && token > seen && s.Granted(token, refused) {
+			if g := w.Grant(); g != "" {
+				if token, ok := GrantToken(g); ok && token > seen && acq.Granted(token, refused) {
 					return nil
 				}
 			}
@@ -377,13 +409,6 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Handed describes a hand-off to a waiter of this process.
-type Handed struct {
-	Address string          // the waiter's address (see hub)
-	Backend backend.Backend // the backend of the waiter's hub
-	Owner   string          // whom it was handed to
-}
-
 // Reply is the reply of a script that may hand a primitive to waiters:
 //
 //	{n, hold id, address, grant, owner, address, grant, owner, ...}
@@ -395,53 +420,58 @@ type Handed struct {
 type Reply struct {
 	N      int64
 	HoldID string
+
+	// Refused, set by the caller that decoded it, says that the script
+	// changed nothing (a release of more than is held).
+	Refused bool
 }
 
-// HandOff runs a script that may hand a primitive to waiters and returns
-// the head of its Reply. A script publishes only to waiters of other
-// processes (see hub.Process), so HandOff wakes each waiter of this process
-// with its grant (hub.Deliver). If handed is not nil, it is told of such a
-// waiter before the waiter is woken, and told again, with gone true, if
-// the waiter had left. When the call fails, the script may still have
-// run, handing the primitive to a waiter here whom no one would wake:
-// every waiter on channel in this process is woken to try again. As with
-// an attempt, the reply is awaited for SettleGrace after ctx ends.
-func HandOff(ctx context.Context, b backend.Backend, channel string, s *backend.Script, handed func(to Handed, gone bool), keys []string, args ...any) (Reply, error) {
-	// A hand-off whose reply went unread would leave its waiter here
-	// unwoken (see Detach).
-	actx, release := Detach(ctx)
-	reply, err := b.Eval(actx, s, keys, args...)
-	release()
+// HandOff runs a script that may hand a primitive to waiters through b,
+// the backend of the session whose hub is h, and returns the head of its
+// Reply. A script publishes only to waiters of other sessions (it is told
+// h's id), so HandOff wakes each waiter of h with its grant (Deliver).
+// When the call fails, the script may still have run, handing the
+// primitive to a waiter here whom no one would wake: every waiter of h on
+// channel is woken to try again. ctx bounds the call as it is: a caller
+// that must learn the reply after its own context ended passes one that
+// has not (see AttemptContext).
+func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, s *backend.Script, keys []string, args ...any) (Reply, error) {
+	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
-		hub.WakeLocal(channel)
+		h.WakeAll(channel)
 		return Reply{}, err
+	}
+	return Deliver(b, h, channel, reply)
+}
+
+// Deliver decodes reply as a Reply, wakes the waiters of h it names with
+// their grants, and returns its head. A reply that is a bare integer is a
+// Reply with that n and no waiter.
+func Deliver(b backend.Backend, h *hub.Hub, channel string, reply any) (Reply, error) {
+	if n, ok := reply.(int64); ok {
+		return Reply{N: n}, nil
 	}
 	r, err := backend.Array(reply, 2)
 	if err != nil || (len(r)-2)%3 != 0 {
-		hub.WakeLocal(channel)
+		h.WakeAll(channel)
 		return Reply{}, errors.Join(err, fmt.Errorf("%w: hand-off reply %v", dsync.ErrUnexpectedReply, reply))
 	}
 	n, err1 := backend.Int(r[0])
 	id, err2 := backend.String(r[1])
 	if err := errors.Join(err1, err2); err != nil {
-		hub.WakeLocal(channel)
+		h.WakeAll(channel)
 		return Reply{}, err
 	}
 	for i := 2; i < len(r); i += 3 {
 		address, err1 := backend.String(r[i])
 		grant, err2 := backend.String(r[i+1])
-		owner, err3 := backend.String(r[i+2])
-		if err := errors.Join(err1, err2, err3); err != nil {
-			hub.WakeLocal(channel)
+		if err := errors.Join(err1, err2); err != nil {
+			h.WakeAll(channel)
 			return Reply{}, err
 		}
-		to := Handed{Address: address, Backend: hub.Backend(address), Owner: owner}
-		if handed != nil && to.Backend != nil {
-			handed(to, false)
-		}
-		delivered := hub.Deliver(channel, address, grant)
-		if !delivered && handed != nil && to.Backend != nil {
-			handed(to, true)
+		delivered := false
+		if wid, ok := h.Local(address); ok {
+			delivered = h.Deliver(channel, wid, grant)
 		}
 		if o := observe.For(b); o != nil {
 			o.ReportHandedOff(observe.HandOff{Channel: channel, Local: delivered})

@@ -72,10 +72,31 @@ func TestSleepStopsOnCancel(t *testing.T) {
 	}
 }
 
-func TestDetachOutlivesItsContextByTheGrace(t *testing.T) {
+func TestAttemptContextOutlivesADeadlineByTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Millisecond)
+		defer cancel()
+		actx, release := AttemptContext(ctx)
+		defer release()
+		if actx.Done() != nil {
+			t.Fatal("the attempt's context can be cancelled: a backend would spend a goroutine on it")
+		}
+		d, ok := actx.Deadline()
+		if want, _ := ctx.Deadline(); !ok || d.Sub(want) != SettleGrace {
+			t.Errorf("the attempt's deadline is %v after its caller's, want %v", d.Sub(want), SettleGrace)
+		}
+		if actx.Value(ctxKey{}) != "v" {
+			t.Error("the attempt's context lost its parent's values")
+		}
+	})
+}
+
+type ctxKey struct{}
+
+func TestAttemptContextOutlivesACancellationByTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		actx, release := Detach(ctx)
+		actx, release := AttemptContext(ctx)
 		defer release()
 		cancel()
 		start := time.Now()
@@ -90,11 +111,11 @@ func TestDetachOutlivesItsContextByTheGrace(t *testing.T) {
 	})
 }
 
-func TestDetachReleaseEndsIt(t *testing.T) {
+func TestAttemptContextReleaseEndsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		actx, release := Detach(ctx)
+		actx, release := AttemptContext(ctx)
 		release()
 		if actx.Err() == nil {
 			t.Error("context still live after release")
@@ -105,9 +126,9 @@ func TestDetachReleaseEndsIt(t *testing.T) {
 	})
 }
 
-func TestDetachKeepsAContextThatCannotEnd(t *testing.T) {
+func TestAttemptContextKeepsAContextThatCannotEnd(t *testing.T) {
 	ctx := context.Background()
-	if actx, release := Detach(ctx); actx != ctx {
+	if actx, release := AttemptContext(ctx); actx != ctx {
 		t.Error("a context that cannot end was replaced")
 	} else {
 		release()

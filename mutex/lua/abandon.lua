@@ -3,10 +3,10 @@
 -- the mutex was handed to this waiter, passing the mutex on. A mutex found
 -- free is passed on too: its last hold expired, and the waiters may not
 -- know yet.
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
+-- KEYS[1] lock key (see load); KEYS[2] waiter set.
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition;
--- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] fence ttl
--- ms (see free, grant); ARGV[6] the caller's process id (see hand_off).
+-- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] the caller's
+-- hub id (see hand_off).
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
 -- waiter's address, token and owner id if the mutex was handed to a
 -- waiter.
@@ -26,9 +26,9 @@ if s.owner == owner and seen(s.ops, op) then
     store(lock, s)
     return {1, ''}
   end
-  return {1, '', hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}
+  return {1, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
 end
 if not s.owner then
-  return {0, '', hand_off(lock, KEYS[3], s, ARGV[4], ARGV[5], ARGV[6], pop)}
+  return {0, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
 end
 return {0, ''}

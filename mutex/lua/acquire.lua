@@ -1,18 +1,28 @@
 -- acquire: take or re-enter the mutex.
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
+-- KEYS[1] lock key (see load); KEYS[2] waiter set.
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
 -- ARGV[3] lease ms; ARGV[4] waiter entry (see hand_off), '' not to
 -- register on failure; ARGV[5] waiter entry ttl ms; ARGV[6] '1' if an
--- earlier attempt registered the waiter, to remove it; ARGV[7] fence ttl
--- ms.
--- Reply: {1, hold count, token, hold id, remaining ms of the hold} when
--- held by the owner; {0,
--- remaining ms of the current hold (-1 if it has no expiry), its token}
--- otherwise.
+-- earlier attempt registered the waiter, to remove it.
+-- Reply: the fencing token of a new hold that the operation took for the
+-- lease asked; {1, hold count, token, hold id, remaining ms of the hold}
+-- when held by the owner otherwise; {0, remaining ms of the current hold
+-- (-1 if it has no expiry), its token} when held by another.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op, entry, registered = ARGV[1], ARGV[2], ARGV[4], ARGV[6] == '1'
-local s = load(lock)
+local v = redis.pcall('GET', lock)
+if type(v) == 'string' and not registered then
+  -- The common case, a mutex freed by a release that found no waiter:
+  -- one read, one write.
+  local last = string.match(v, '^(%d+) free$')
+  if last then
+    local token = tonumber(last) + 1
+    redis.call('SET', lock, string.format('%d 1 0 %s %s %s', token, owner, op, op), 'PX', ARGV[3])
+    return token
+  end
+end
+local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
@@ -20,8 +30,8 @@ local ttl = tonumber(ARGV[3])
 if not s.owner then
   -- A waiter that registered was likely not alone, and waiters of a hold
   -- whose key went missing may be left unflagged: the release looks.
-  s = {token = next_token(s.token, KEYS[3]), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
-  grant(lock, KEYS[3], s, ARGV[3], ARGV[7])
+  s = {token = next_token(s.token), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
+  grant(lock, nil, s, ARGV[3])
 elseif s.owner == owner then
   -- A re-entry, a retry whose first reply was lost, or a waiter's attempt
   -- after a hand-off to it (see hand_off).

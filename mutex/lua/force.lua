@@ -1,8 +1,7 @@
 -- force: free the mutex whoever holds it, and hand it to the next waiter.
--- KEYS[1] lock key (see load); KEYS[2] waiter set; KEYS[3] fence key.
--- ARGV[1] wake channel base; ARGV[2] fence ttl ms (see free, grant);
--- ARGV[3] the caller's process id (see hand_off); ARGV[4] the fencing
--- token of the hold to take, or '' for whichever.
+-- KEYS[1] lock key (see load); KEYS[2] waiter set.
+-- ARGV[1] wake channel base; ARGV[2] the caller's hub id (see hand_off);
+-- ARGV[3] the fencing token of the hold to take, or '' for whichever.
 -- Reply: {1 if a hold was taken, else 0; its hold id, or the current
 -- holder's owner id if it was kept because its token differs}, followed
 -- by the waiter's address, token and owner id if it was handed to a
@@ -14,10 +13,10 @@ end
 if not s.owner then
   return {0, ''}
 end
-if ARGV[4] ~= '' and s.token ~= ARGV[4] then
+if ARGV[3] ~= '' and s.token ~= ARGV[3] then
   return {0, s.owner}
 end
 local id = s.id
 -- The recovery tool looks at the waiter set whatever the flag says.
 s.waiting = true
-return {1, id, hand_off(KEYS[1], KEYS[3], s, ARGV[1], ARGV[2], ARGV[3], function() return pop_waiter(KEYS[2]) end)}
+return {1, id, hand_off(KEYS[1], nil, s, ARGV[1], nil, ARGV[2], function() return pop_waiter(KEYS[2]) end)}

@@ -115,7 +115,7 @@ end
 -- delivers it from the reply), and appends the waiter's address, grant and
 -- owner to out.
 local function announce(out, w, token, owner, channel, process)
-  if string.sub(w, 1, #process + 1) ~= process .. '.' then
+  if not local_to(w, process) then
     wake(channel, w, token ~= '' and token or nil)
   end
   out[#out + 1] = string.match(w, '^[^|]+')

@@ -197,7 +197,7 @@ local function sem_dispatch(k, st, limit, now_ms, now_us, channel, process, self
         dequeue(k.queue, k.expiry, w)
         local g = sem_next_grant(st, now_us)
         sem_grant(k, st, owner, op, n, ttl, now_ms)
-        if w ~= self and (process == '' or string.sub(w, 1, #process + 1) ~= process .. '.') then
+        if w ~= self and (process == '' or not local_to(w, process)) then
           wake(channel, w, g)
         end
         if out then

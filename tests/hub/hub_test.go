@@ -32,16 +32,17 @@ func TestTargetedAndBroadcastWakeUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		b := fake.FakeBackend(t, srv)
+		h := hub.New(b, nil)
 		ctx := context.Background()
-		if hub.Joined(b, "base", "x") != nil {
+		if h.Joined("base", "x") != nil {
 			t.Fatal("Joined before any subscription returned a waiter")
 		}
-		a, err := hub.Join(ctx, b, "base", "a")
+		a, err := h.Join(ctx, "base", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Leave()
-		c := hub.Joined(b, "base", "c") // already subscribed: no I/O
+		c := h.Joined("base", "c") // already subscribed: no I/O
 		if c == nil {
 			t.Fatal("Joined on a subscribed channel returned nil")
 		}
@@ -102,22 +103,23 @@ func TestLingerThenRetire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		b := fake.FakeBackend(t, srv)
-		w, err := hub.Join(context.Background(), b, "base", "a")
+		h := hub.New(b, nil)
+		w, err := h.Join(context.Background(), "base", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.Leave()
-		if hub.Topics(b) != 1 {
+		if h.Topics() != 1 {
 			t.Fatal("channel not kept subscribed after its last waiter left")
 		}
-		again := hub.Joined(b, "base", "b") // reuses the lingering subscription
+		again := h.Joined("base", "b") // reuses the lingering subscription
 		if again == nil {
 			t.Fatal("lingering subscription not reused")
 		}
 		again.Leave()
 		time.Sleep(hub.Linger + time.Millisecond)
 		synctest.Wait()
-		if n := hub.Topics(b); n != 0 {
+		if n := h.Topics(); n != 0 {
 			t.Fatalf("%d channels still subscribed after lingering", n)
 		}
 	})

@@ -343,15 +343,12 @@ func TestAdvWaiterSetNeverExpires(t *testing.T) {
 
 // ---------------------------------------------------------------------------
 
-// TestAdvLocalWaiterStrandedByReleaseThroughOtherBackend: a waiter queued
-// in the process behind owner o's hold (mutex/local.go) is registered on
-// the server only by a release that finds the hold's local record, which
-// takeQueued looks up by the releasing handle's backend value. When o
-// releases through another backend value of the process on the same
-// server (which the design allows: "any handle of the process on the same
-// server releases it"), the queued waiter is neither registered nor woken:
-// the mutex is free while it sleeps out its 5s heartbeat.
-func TestAdvLocalWaiterStrandedByReleaseThroughOtherBackend(t *testing.T) {
+// TestLocalWaiterNotStrandedByRefusedRelease: a waiter queued in the
+// session behind owner o's hold (see Lease.Enqueue) stays queued when o
+// tries to release through another backend value of the process, which is
+// refused and changes nothing, and acquires at once when o releases
+// through the backend value that took the hold.
+func TestLocalWaiterNotStrandedByRefusedRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -364,7 +361,7 @@ func TestAdvLocalWaiterStrandedByReleaseThroughOtherBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A wait that gives up leaves b1's hub subscribed for a second, so
-		// that the next waiter through b1 queues in the process.
+		// that the next waiter through b1 queues in the session.
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		if err := m1.LockContext(wctx); err == nil {
 			t.Fatal("a second owner acquired")
@@ -373,15 +370,24 @@ func TestAdvLocalWaiterStrandedByReleaseThroughOtherBackend(t *testing.T) {
 		got := make(chan error, 1)
 		go func() { got <- m1.LockContext(ctx) }() // ownerless, queued behind o's hold
 		synctest.Wait()
+		if err := m3.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) { // same server, other backend value
+			t.Fatalf("release through another backend value: %v, want ErrNotHeld", err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("the queued waiter returned while o holds the mutex: %v", err)
+		default:
+		}
 		released := time.Now()
-		if err := m3.UnlockContext(o); err != nil { // same server, other backend value
+		if err := m1.UnlockContext(o); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(released); d > 500*time.Millisecond {
-			t.Errorf("the waiter queued behind o's hold acquired %v after o released it (through another backend value), the mutex being free meanwhile", d)
+		if d := time.Since(released); d != 0 {
+			t.Errorf("the waiter queued behind o's hold acquired %v after o released it, want at once", d)
 		}
 		m1.Unlock()
 	})

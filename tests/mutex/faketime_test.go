@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/tests/fake"
 )
@@ -27,7 +27,7 @@ func TestFakeTimeDefaultWatchdogKeepsHold(t *testing.T) {
 		m := mutex.New(b, "long")
 		m.Lock()
 		done := m.Done(ctx)
-		_, calls0 := lease.Stats(b)
+		_, calls0 := session.Stats(b)
 
 		for i := 0; i < 30; i++ { // ten minutes, checked every 20s
 			time.Sleep(20 * time.Second)
@@ -44,7 +44,7 @@ func TestFakeTimeDefaultWatchdogKeepsHold(t *testing.T) {
 			t.Fatal("hold lost during ten minutes of renewals")
 		default:
 		}
-		_, calls := lease.Stats(b)
+		_, calls := session.Stats(b)
 		// One renewal every 10s, from the last one.
 		if n := calls - calls0; n < 59 || n > 61 {
 			t.Errorf("%d renewals in 10 minutes with a 30s lease, want 60", n)
@@ -54,7 +54,7 @@ func TestFakeTimeDefaultWatchdogKeepsHold(t *testing.T) {
 		// The scheduler retires with its last lease: nothing is left to
 		// renew, and no goroutine is left to do it (synctest.Test would
 		// report a goroutine left blocked in the bubble).
-		if leases, _ := lease.Stats(b); leases != 0 {
+		if leases, _ := session.Stats(b); leases != 0 {
 			t.Errorf("%d leases scheduled after Unlock", leases)
 		}
 	})
@@ -195,9 +195,9 @@ func TestFakeTimeManyHeldLocks(t *testing.T) {
 		if g := runtime.NumGoroutine() - before; g > 15 {
 			t.Errorf("%d goroutines for %d held locks", g, held)
 		}
-		_, calls0 := lease.Stats(b)
+		_, calls0 := session.Stats(b)
 		time.Sleep(5 * time.Minute)
-		_, calls := lease.Stats(b)
+		_, calls := session.Stats(b)
 		perInterval := float64(calls-calls0) / 30 // 10s intervals
 		synctest.Wait()
 		t.Logf("%d held locks: %.1f renewal calls per 10s interval, %d goroutines", held, perInterval, runtime.NumGoroutine()-before)

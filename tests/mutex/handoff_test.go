@@ -326,11 +326,13 @@ func TestFakeTimeHandOffInProcessSkipsPubSub(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(fake.FakeBackend(t, srv), "local")
+		// The subscriptions of the backend value deliver nothing; the
+		// releaser, through the same backend value, wakes the waiter from
+		// the release's reply.
+		b := deaf{fake.FakeBackend(t, srv)}
+		holder := mutex.New(b, "local")
 		holder.Lock()
-		// The waiter's subscription delivers nothing; the releaser, in the
-		// same process, wakes it from the release's reply.
-		waiter := mutex.New(deaf{fake.FakeBackend(t, srv)}, "local")
+		waiter := mutex.New(b, "local")
 		got := queue(t, ctx, waiter)
 		released := time.Now()
 		holder.Unlock()

@@ -41,14 +41,14 @@ type regressElsewhere struct{ backend.Backend }
 func (e regressElsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	args = slices.Clone(args)
 	for i, a := range args {
-		if a == hub.Process() {
+		if id, ok := a.(string); ok && hub.IsID(id) {
 			args[i] = "elsewhere"
 		}
 	}
 	reply, err := e.Backend.Eval(ctx, s, keys, args...)
 	if a, ok := reply.([]any); ok {
 		for i, v := range a {
-			if v, ok := v.(string); ok && i > 0 && strings.HasPrefix(v, hub.Process()+".") && strings.Contains(v, "/") {
+			if v, ok := v.(string); ok && i > 0 && hub.IsID(strings.SplitN(v, "/", 2)[0]) && strings.Contains(v, "/") {
 				reply = a[:i]
 				break
 			}
@@ -307,7 +307,7 @@ func TestRegressUnlockWithEndedContextReleases(t *testing.T) {
 
 // ---- 3 ---------------------------------------------------------------------
 
-// vanishOnRelease runs the first 3-key script called after armed is set
+// vanishOnRelease runs the first 2-key script called after armed is set
 // (the release), then deletes the lock key, as ForceUnlock or a flush
 // would, and holds the reply for pause.
 type vanishOnRelease struct {
@@ -320,7 +320,7 @@ type vanishOnRelease struct {
 }
 
 func (v *vanishOnRelease) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if len(keys) == 3 && v.armed.CompareAndSwap(true, false) {
+	if len(keys) == 2 && v.armed.CompareAndSwap(true, false) {
 		reply, err := v.Backend.Eval(ctx, s, keys, args...)
 		v.srv.Del(v.key)
 		v.fired.Store(true)
@@ -370,7 +370,12 @@ func TestRegressHoldVanishedDuringPartialReleaseIsLost(t *testing.T) {
 
 // ---- 4 ---------------------------------------------------------------------
 
-// TestRegressUnlockThroughAnotherBackend: defect 4, a hold belongs to the backend value it was taken through: another handle of the process on the same server cannot release it, and the first backend's watchdog keeps it forever.
+// TestRegressUnlockThroughAnotherBackend: defect 4, as the rule now
+// stands: a hold belongs to the backend value it was taken through. An
+// unlock through another handle of the process on the same server, on a
+// backend value of its own, is refused with ErrNotHeld saying so, and
+// leaves the hold alive; the first backend value releases it, and its
+// watchdog stops.
 func TestRegressUnlockThroughAnotherBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
@@ -383,27 +388,31 @@ func TestRegressUnlockThroughAnotherBackend(t *testing.T) {
 		if err := m1.LockContext(o); err != nil {
 			t.Fatal(err)
 		}
-		if err := m2.UnlockContext(o); err != nil {
-			t.Errorf("m2.UnlockContext(o) = %v, want nil: the hold is o's, and m2 reaches the same server", err)
+		if err := m2.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) || !strings.Contains(err.Error(), "another backend value") {
+			t.Errorf("m2.UnlockContext(o) = %v, want ErrNotHeld naming the other backend value", err)
 		}
-		locked, err := other.IsLocked(ctx)
-		if err != nil {
-			t.Fatal(err)
+		if locked, err := other.IsLocked(ctx); err != nil || !locked {
+			t.Errorf("after the refused unlock: locked %v, %v; want held", locked, err)
 		}
-		if locked {
-			t.Errorf("mutex still held on the server after m2.UnlockContext(o)")
+		time.Sleep(time.Minute) // the watchdog keeps the hold
+		select {
+		case <-m1.Done(o):
+			t.Fatal("m1.Done(o) closed while o holds the mutex")
+		default:
+		}
+		if err := m1.UnlockContext(o); err != nil {
+			t.Fatalf("m1.UnlockContext(o) = %v", err)
 		}
 		select {
 		case <-m1.Done(o):
 		default:
-			t.Errorf("m1.Done(o) still open after the owner released through m2: m1's watchdog keeps renewing")
+			t.Errorf("m1.Done(o) still open after the owner released through m1")
 		}
 		// Long after, the hold is still gone.
 		time.Sleep(time.Minute)
 		if locked, _ := other.IsLocked(ctx); locked {
 			t.Errorf("mutex held a minute after the owner released it")
 		}
-		m1.UnlockContext(o) // clean up
 	})
 }
 

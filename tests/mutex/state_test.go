@@ -53,29 +53,26 @@ func markWaiting(t *testing.T, srv *miniredis.Miniredis, key string) {
 	srv.SetTTL(key, ttl)
 }
 
-// assertOnlyToken fails t unless the only keys left are name's lock key
-// and fence key, both holding the same last token, to expire within
-// FenceTTL.
+// assertOnlyToken fails t unless the only key left is name's lock key,
+// holding the last token, to expire within the default lease: a freed
+// mutex keeps its last token for the rest of the released hold's lease.
 func assertOnlyToken(t *testing.T, srv *miniredis.Miniredis, name string) {
 	t.Helper()
 	key := "dsync:mutex:{" + name + "}"
-	if keys := srv.Keys(); len(keys) != 2 || keys[0] != key || keys[1] != key+":fence" {
-		t.Errorf("keys left: %v, want only %s and its fence", keys, key)
+	if keys := srv.Keys(); len(keys) != 1 || keys[0] != key {
+		t.Errorf("keys left: %v, want only %s", keys, key)
 		return
 	}
-	token, owner, _, _ := state(t, srv, key)
-	if owner != "" {
+	if _, owner, _, _ := state(t, srv, key); owner != "" {
 		t.Errorf("lock key held by %q, want only the last token", owner)
 	}
-	if fence, _ := srv.Get(key + ":fence"); fence != strconv.FormatInt(token, 10) {
-		t.Errorf("fence key %q, lock key's token %d; want the same", fence, token)
-	}
-	for _, k := range []string{key, key + ":fence"} {
-		if ttl := srv.TTL(k); ttl <= 0 || ttl > mutex.FenceTTL {
-			t.Errorf("%s TTL %v, want within FenceTTL", k, ttl)
-		}
+	if ttl := srv.TTL(key); ttl <= 0 || ttl > lease {
+		t.Errorf("%s TTL %v, want within the lease, %v", key, ttl, lease)
 	}
 }
+
+// lease is the default watchdog lease.
+const lease = 30 * time.Second
 
 func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -104,10 +101,11 @@ func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 				t.Errorf("freed key keeps token %d, want the last, %d", tok, last)
 			}
 		}
-		// Both keys, lost, seed the next token from the server clock.
-		time.Sleep(mutex.FenceTTL + time.Second)
+		// The key, gone with the lease, seeds the next token from the
+		// server clock.
+		time.Sleep(lease + time.Second)
 		if keys := srv.Keys(); len(keys) != 0 {
-			t.Fatalf("keys after FenceTTL: %v", keys)
+			t.Fatalf("keys after the lease: %v", keys)
 		}
 		m.Lock()
 		defer m.Unlock()
@@ -150,7 +148,7 @@ func TestFakeTimeWaiterFlagsTheHold(t *testing.T) {
 	})
 }
 
-func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
+func TestFakeTimeTokenAfterExpiredHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -165,14 +163,13 @@ func TestFakeTimeTokenOutlivesExpiredHold(t *testing.T) {
 		if _, _, _, ok := state(t, srv, "dsync:mutex:{exp}"); ok {
 			t.Fatal("lock key still there after the lease")
 		}
-		// Even with the server clock stepped back an hour, the next token
-		// follows the last.
-		srv.SetTime(time.Now().Add(-time.Hour))
+		// The next token is seeded from the server clock, which has moved
+		// on since the last was handed out.
 		other := mutex.New(fake.FakeBackend(t, srv), "exp")
 		other.Lock()
 		defer other.Unlock()
-		if tok, err := other.Token(ctx); err != nil || tok != last+1 {
-			t.Errorf("token after an expired hold = %d, %v; want %d", tok, err, last+1)
+		if tok, err := other.Token(ctx); err != nil || tok <= last {
+			t.Errorf("token after an expired hold = %d, %v; want above %d", tok, err, last)
 		}
 	})
 }

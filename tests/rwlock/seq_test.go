@@ -15,7 +15,8 @@ import (
 )
 
 // TestAdversaryDowngradeUpgradeSequences: downgrade and upgrade sequences
-// across two handles on two backend values of one owner.
+// across two handles on two backend values of one owner; each hold is
+// released through the backend value that took it.
 func TestAdversaryDowngradeUpgradeSequences(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
@@ -57,11 +58,17 @@ func TestAdversaryDowngradeUpgradeSequences(t *testing.T) {
 		tok, err := m2.Token(o)
 		step("Token", err)
 		step("RLock via m1 (downgrade again)", m1.RLockContext(o))
-		step("RUnlock via m2", m2.RUnlockContext(o))
+		if err := m2.RUnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("RUnlock via m2 of a read hold taken through m1 = %v; want ErrNotHeld", err)
+		}
+		step("RUnlock via m1", m1.RUnlockContext(o))
 		if tok2, err := m2.Token(o); err != nil || tok2 != tok {
 			t.Errorf("Token after a read in and out under the write hold: %d, %v; want %d", tok2, err, tok)
 		}
-		step("Unlock", m1.UnlockContext(o))
+		if err := m1.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("Unlock via m1 of a write hold taken through m2 = %v; want ErrNotHeld", err)
+		}
+		step("Unlock", m2.UnlockContext(o))
 		if st := state(t, ctx, probe); st.Mode != rwlock.Free {
 			t.Errorf("at the end: %+v", st)
 		}

@@ -51,7 +51,7 @@ type elsewhere struct{ backend.Backend }
 func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	args = slices.Clone(args)
 	for i, a := range args {
-		if a == hub.Process() {
+		if id, ok := a.(string); ok && hub.IsID(id) {
 			args[i] = "elsewhere"
 		}
 	}

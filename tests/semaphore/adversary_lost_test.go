@@ -248,7 +248,7 @@ func TestAdvReleaseMoreThanHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, "w", wGot, start, time.Second)
-	if err := b.Release(o, 2); err != nil {
+	if err := a.Release(o, 2); err != nil { // through the backend value that took them
 		t.Fatal(err)
 	}
 	w.Release(ctx, 2)

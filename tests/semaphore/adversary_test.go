@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -29,7 +30,7 @@ type elsewhere struct{ backend.Backend }
 func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	args = slices.Clone(args)
 	for i, a := range args {
-		if a == hub.Process() {
+		if id, ok := a.(string); ok && hub.IsID(id) {
 			args[i] = "elsewhere"
 		}
 	}
@@ -240,9 +241,11 @@ func (c counting) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	return c.Backend.Eval(ctx, s, keys, args...)
 }
 
-// An owner's permits belong to the owner, not to a handle or backend
-// value: a handle on another backend value of the same server reports and
-// releases them, and the holder's Done closes.
+// An owner's permits belong to the owner and to the backend value they
+// were taken through: a handle on another backend value of the same
+// server reports them (State asks the server) but cannot release them,
+// which ErrNotHeld says, and changes nothing; the first handle's releases
+// do, and the holder's Done closes with the last.
 func TestAdvSecondBackendValue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
@@ -257,7 +260,13 @@ func TestAdvSecondBackendValue(t *testing.T) {
 		if st, err := s2.State(o); err != nil || st.Permits != 2 {
 			t.Errorf("State through the second handle = %+v, %v; want the owner's 2 permits", st, err)
 		}
-		if err := s2.Release(o, 1); err != nil {
+		if err := s2.Release(o, 1); !errors.Is(err, dsync.ErrNotHeld) || !strings.Contains(err.Error(), "another backend value") {
+			t.Fatalf("Release through the second backend value = %v, want ErrNotHeld naming the other backend value", err)
+		}
+		if st, err := s2.State(o); err != nil || st.Permits != 2 {
+			t.Errorf("after the refused release = %+v, %v; want the owner's 2 permits", st, err)
+		}
+		if err := s1.Release(o, 1); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -265,13 +274,13 @@ func TestAdvSecondBackendValue(t *testing.T) {
 			t.Fatal("Done closed with a permit left")
 		default:
 		}
-		if err := s2.Release(o, 1); err != nil {
+		if err := s1.Release(o, 1); err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case <-done:
 		default:
-			t.Error("Done open after the last permit was released through another handle")
+			t.Error("Done open after the last permit was released")
 		}
 		if err := s1.Release(o, 1); !errors.Is(err, dsync.ErrNotHeld) {
 			t.Errorf("a third release = %v, want ErrNotHeld", err)

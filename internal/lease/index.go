@@ -1,0 +1,170 @@
+package lease
+
+import "time"
+
+// The index: the leases of a session by main key, each key's leases in a
+// list threaded through the leases themselves, so that indexing a hold
+// allocates nothing. A session keeps at most one active lease per key,
+// owner and role; a lease lost at its deadline stays indexed until the
+// server's expiry (see expireLocked).
+
+func (s *Scheduler) indexLocked(l *Lease) {
+	l.nextKey = s.byKey[l.spec.Key]
+	s.byKey[l.spec.Key] = l
+	l.indexed = true
+}
+
+func (s *Scheduler) unindexLocked(l *Lease) {
+	if !l.indexed {
+		return
+	}
+	l.indexed = false
+	p := s.byKey[l.spec.Key]
+	if p == l {
+		if l.nextKey == nil {
+			delete(s.byKey, l.spec.Key)
+		} else {
+			s.byKey[l.spec.Key] = l.nextKey
+		}
+		l.nextKey = nil
+		return
+	}
+	for ; p != nil; p = p.nextKey {
+		if p.nextKey == l {
+			p.nextKey = l.nextKey
+			l.nextKey = nil
+			return
+		}
+	}
+}
+
+// findLocked returns the lease of key, owner and role: the active one if
+// any, else one lost at its deadline whose hold may still be on the
+// server, else nil.
+func (s *Scheduler) findLocked(key, owner, role string) *Lease {
+	var expired *Lease
+	for l := s.byKey[key]; l != nil; l = l.nextKey {
+		if l.spec.Owner != owner || l.spec.Role != role {
+			continue
+		}
+		if l.state == active {
+			return l
+		}
+		if expired == nil {
+			expired = l
+		}
+	}
+	return expired
+}
+
+func (s *Scheduler) byIDLocked(key, owner, role, id string) *Lease {
+	for l := s.byKey[key]; l != nil; l = l.nextKey {
+		if l.spec.ID == id && l.spec.Owner == owner && l.spec.Role == role {
+			return l
+		}
+	}
+	return nil
+}
+
+// Find returns the lease of key, owner and role that the session keeps
+// (see findLocked), or nil.
+func (s *Scheduler) Find(key, owner, role string) *Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.findLocked(key, owner, role)
+}
+
+// Other returns an active lease of key in role whose owner is not owner,
+// or nil: a hold of the session that owner's waiter may queue behind.
+func (s *Scheduler) Other(key, owner, role string) *Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := s.byKey[key]; l != nil; l = l.nextKey {
+		if l.state == active && l.spec.Role == role && l.spec.Owner != owner {
+			return l
+		}
+	}
+	return nil
+}
+
+// Holds reports whether the session keeps an active lease of key, owner
+// and role.
+func (s *Scheduler) Holds(key, owner, role string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.findLocked(key, owner, role)
+	return l != nil && l.state == active
+}
+
+// LoseHold ends as lost the lease of key whose hold has the given id,
+// whoever owns it: ForceUnlock took that hold. It reports whether the
+// session kept it. With remember, a lease that starts for it within
+// takenMemory starts lost: the hold was handed to a waiter of the session
+// that has not started keeping it yet.
+func (s *Scheduler) LoseHold(key, id, reason string, remember bool) bool {
+	if id == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := s.byKey[key]; l != nil; l = l.nextKey {
+		if l.spec.ID == id {
+			if l.state == active {
+				s.loseLocked(l, reason, nil)
+				s.idleLocked()
+			}
+			return true
+		}
+	}
+	if remember {
+		s.rememberTakenLocked(key, id, reason)
+	}
+	return false
+}
+
+// taken remembers the ids of holds that LoseHold found no lease for: a
+// hold handed to a waiter of the session that has not started keeping it
+// yet. The waiter may still accept the hand-off; its lease then starts
+// lost. A waiter accepts a hand-off within a second or two of it, so ids
+// are kept for takenMemory, and at most maxTaken of them.
+type takenHold struct {
+	at     time.Time
+	reason string
+}
+
+const (
+	takenMemory = time.Minute
+	maxTaken    = 4096
+)
+
+func takenKey(key, id string) string { return key + "\x00" + id }
+
+func (s *Scheduler) rememberTakenLocked(key, id, reason string) {
+	now := time.Now()
+	if s.taken == nil {
+		s.taken = make(map[string]takenHold)
+	}
+	if len(s.taken) >= maxTaken {
+		for k, t := range s.taken {
+			if now.Sub(t.at) > takenMemory || len(s.taken) >= maxTaken {
+				delete(s.taken, k)
+			}
+		}
+	}
+	s.taken[takenKey(key, id)] = takenHold{now, reason}
+}
+
+// wasTakenLocked reports, once, whether the hold with the given id was
+// taken before its lease started, and why.
+func (s *Scheduler) wasTakenLocked(key, id string) (string, bool) {
+	if len(s.taken) == 0 {
+		return "", false
+	}
+	k := takenKey(key, id)
+	t, ok := s.taken[k]
+	if !ok {
+		return "", false
+	}
+	delete(s.taken, k)
+	return t.reason, time.Since(t.at) <= takenMemory
+}

@@ -1,0 +1,333 @@
+package lease
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/observe"
+)
+
+// The one path of renewals: due leases are grouped by script (and by hash
+// slot on a sharded backend), the groups put into bundles, and each bundle
+// sent as one call (Eval for a single group, EvalBatch for several) at
+// most MaxRenewing at a time; the replies reschedule or end the leases.
+
+type groupKey struct {
+	script       *backend.Script
+	nkeys, nargs int
+	slot         uint16
+}
+
+type group struct {
+	groupKey
+	leases []*Lease
+}
+
+// renew sends the renewals of due leases and reschedules them by the
+// outcome.
+func (s *Scheduler) renew(due []*Lease) {
+	sharded := backend.IsSharded(s.b)
+	groups := map[groupKey]*group{}
+	var order []*group
+	for _, l := range due {
+		k := groupKey{script: l.spec.Renew, nkeys: len(l.spec.Keys), nargs: 3 + len(l.spec.Extra)}
+		if sharded {
+			k.slot = keys.Slot(l.spec.Key)
+		}
+		g := groups[k]
+		if g == nil || len(g.leases) == MaxBatch {
+			g = &group{groupKey: k}
+			groups[k] = g
+			order = append(order, g)
+		}
+		g.leases = append(g.leases, l)
+	}
+	go s.dispatch(s.bundle(order))
+}
+
+// bundle is the groups sent in one call: one group through Eval, or
+// several through one EvalBatch.
+type bundle []*group
+
+// bundle puts groups into bundles. A sharded backend that implements
+// backend.Batcher gets up to MaxBundle groups (typically one per slot) per
+// EvalBatch, which it pipelines per node; otherwise each group is a call.
+func (s *Scheduler) bundle(order []*group) []bundle {
+	_, batcher := s.b.(backend.Batcher)
+	size := 1
+	if batcher && backend.IsSharded(s.b) {
+		size = MaxBundle
+	}
+	bundles := make([]bundle, 0, (len(order)+size-1)/size)
+	for len(order) > 0 {
+		n := min(size, len(order))
+		bundles = append(bundles, bundle(order[:n:n]))
+		order = order[n:]
+	}
+	return bundles
+}
+
+// dispatch sends the bundles' renewals, at most MaxRenewing calls at a
+// time. While it waits for a call to end, the leases still waiting are
+// watched: one whose deadline passes is lost then, as the server expires
+// its key, however long the calls in flight take.
+func (s *Scheduler) dispatch(pending []bundle) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for len(pending) > 0 {
+		earliest, ok := s.earliestDeadline(pending)
+		if !ok {
+			return // every lease waiting ended meanwhile
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(earliest))
+		} else {
+			timer.Reset(time.Until(earliest))
+		}
+		select {
+		case s.renewing <- struct{}{}:
+			timer.Stop()
+			bd := pending[0]
+			pending = pending[1:]
+			go func() {
+				defer func() { <-s.renewing }()
+				s.send(bd)
+			}()
+		case <-timer.C:
+			s.expire(pending)
+		}
+	}
+}
+
+// waitingLocked reports whether l still waits for the renewal it was
+// taken off the queue for: not ended, nor rescheduled by a re-entry.
+func (l *Lease) waitingLocked() bool { return l.state == active && l.index < 0 }
+
+// earliestDeadline returns the earliest deadline among the leases of
+// bundles still waiting, and false if none is.
+func (s *Scheduler) earliestDeadline(bundles []bundle) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var earliest time.Time
+	for _, bd := range bundles {
+		for _, g := range bd {
+			for _, l := range g.leases {
+				if l.waitingLocked() && (earliest.IsZero() || l.deadline.Before(earliest)) {
+					earliest = l.deadline
+				}
+			}
+		}
+	}
+	return earliest, !earliest.IsZero()
+}
+
+// expire loses the leases of bundles whose deadline has passed before
+// their renewal could be sent.
+func (s *Scheduler) expire(bundles []bundle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, bd := range bundles {
+		for _, g := range bd {
+			for _, l := range g.leases {
+				if l.waitingLocked() && !now.Before(l.deadline) {
+					s.expireLocked(l, "renewals failed until the lease ran out")
+				}
+			}
+		}
+	}
+	s.idleLocked()
+}
+
+// part is one renewal call of a bundle: a group's leases still waiting.
+type part struct {
+	leases []*Lease
+	call   backend.Call
+}
+
+// send sends the renewals of a bundle, as one Eval or one EvalBatch, and
+// applies the replies.
+func (s *Scheduler) send(bd bundle) {
+	s.mu.Lock()
+	now := time.Now()
+	var (
+		parts    []part
+		earliest time.Time
+	)
+	for _, g := range bd {
+		p, e := g.prepareLocked(now)
+		if len(p.leases) == 0 {
+			continue
+		}
+		parts = append(parts, p)
+		if earliest.IsZero() || e.Before(earliest) {
+			earliest = e
+		}
+	}
+	if len(parts) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.calls++
+	s.mu.Unlock()
+
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	results := s.call(ctx, parts)
+	cancel()
+	took := time.Since(sent)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := observe.For(s.b)
+	for i, p := range parts {
+		gone := s.applyLocked(p.leases, results[i].Reply, results[i].Err, sent)
+		o.ReportRenewed(observe.Renewal{Leases: len(p.leases), Failed: results[i].Err != nil, Gone: gone, Took: took})
+	}
+	s.armLocked()
+	s.idleLocked()
+}
+
+// call runs the calls of parts: through Eval for one, through EvalBatch
+// for several (see bundle). It returns a result per part.
+func (s *Scheduler) call(ctx context.Context, parts []part) []backend.Result {
+	results := make([]backend.Result, len(parts))
+	if len(parts) == 1 {
+		c := parts[0].call
+		results[0].Reply, results[0].Err = s.b.Eval(ctx, c.Script, c.Keys, c.Args...)
+		return results
+	}
+	calls := make([]backend.Call, len(parts))
+	for i, p := range parts {
+		calls[i] = p.call
+	}
+	out, err := s.b.(backend.Batcher).EvalBatch(ctx, calls)
+	if err == nil && len(out) != len(calls) {
+		err = fmt.Errorf("%w: %d results for a batch of %d calls", dsync.ErrUnexpectedReply, len(out), len(calls))
+	}
+	if err != nil {
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
+	}
+	return out
+}
+
+// prepareLocked returns the part of g still to renew (leases that ended,
+// or were lost at their deadline, while the group waited for its turn are
+// left out), with the call's keys and args, and the earliest deadline
+// among its leases.
+func (g *group) prepareLocked(now time.Time) (p part, earliest time.Time) {
+	leases := make([]*Lease, 0, len(g.leases))
+	for _, l := range g.leases {
+		if l.waitingLocked() && now.Before(l.deadline) {
+			leases = append(leases, l)
+		}
+	}
+	if len(leases) == 0 {
+		return part{}, time.Time{}
+	}
+	ks := make([]string, 0, len(leases)*g.nkeys)
+	args := make([]any, 0, 2+len(leases)*g.nargs)
+	args = append(args, g.nkeys, g.nargs)
+	earliest = leases[0].deadline
+	for _, l := range leases {
+		ks = append(ks, l.spec.Keys...)
+		ms := int64(0) // a fixed lease is only checked
+		if !l.spec.Fixed {
+			ms = l.spec.TTL.Milliseconds()
+		}
+		args = append(args, l.spec.Owner, ms, l.spec.ID)
+		args = append(args, l.spec.Extra...)
+		if l.deadline.Before(earliest) {
+			earliest = l.deadline
+		}
+	}
+	return part{leases, backend.Call{Script: g.script, Keys: ks, Args: args}}, earliest
+}
+
+// applyLocked reschedules leases by the outcome of their renewal call,
+// sent at sent, and returns how many the call found gone.
+func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time.Time) (gone int) {
+	var results []int64
+	if err == nil {
+		results, err = backend.Ints(reply, len(leases))
+	}
+	crossSlot := isCrossSlot(err)
+	logged := map[*slog.Logger]bool{}
+	now := time.Now()
+	for i, l := range leases {
+		if !l.waitingLocked() {
+			continue // released, or re-acquired and rescheduled, meanwhile
+		}
+		transient := err != nil && !errors.Is(err, dsync.ErrClosed) && !crossSlot
+		switch {
+		case l.checking && transient && l.rechecks < maxRechecks:
+			l.rechecks++
+			l.next = now.Add(recheckDelay)
+		case l.spec.Fixed && (err == nil && results[i] == 1 || transient):
+			// A fixed lease checked: it stays as it was, to expire at
+			// its deadline. A check that kept failing is left; the next
+			// reconnection checks again.
+			l.checking = false
+			l.next = l.deadline
+		case err == nil && results[i] == 1:
+			l.checking = false
+			// An Extend while the call was in flight may have moved the
+			// deadline further than this renewal does: it stays.
+			l.renewedLocked(sent, l.spec.TTL)
+		case err == nil && l.releasing > 0:
+			// A final release got there first, which is not a loss; if
+			// the release turns out partial, Settle reports the loss.
+			l.gone = true
+			continue
+		case err == nil:
+			gone++
+			s.loseLocked(l, "hold no longer on the server", nil)
+			continue
+		case errors.Is(err, dsync.ErrClosed):
+			s.loseLocked(l, "backend closed", err)
+			continue
+		case crossSlot:
+			// Retrying sends the same keys: the batch can never succeed.
+			if log := l.spec.Logger; log != nil && !logged[log] {
+				logged[log] = true
+				log.Error("dsync: lease renewal refused: one call named keys of several Redis Cluster hash slots (CROSSSLOT); a backend over a cluster must implement backend.Sharded",
+					"name", l.spec.Name, "backend", fmt.Sprintf("%T", s.b), "leases", len(leases), "error", err)
+			}
+			s.loseLocked(l, "renewal batch spans hash slots (CROSSSLOT)", err)
+			continue
+		default:
+			if log := l.spec.Logger; log != nil && i == 0 {
+				log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", err)
+			}
+			retry := max(min(l.spec.TTL/10, time.Second), 10*time.Millisecond)
+			l.retrying, l.checking = true, false
+			l.next = now.Add(retry)
+			if l.next.After(l.deadline) {
+				l.next = l.deadline
+			}
+		}
+		heap.Push(&s.queue, l)
+	}
+	return gone
+}
+
+// isCrossSlot reports whether err is a cluster's refusal of a call whose
+// keys span hash slots.
+func isCrossSlot(err error) bool {
+	var se *backend.ServerError
+	return errors.As(err, &se) && se.Prefix() == "CROSSSLOT"
+}

@@ -1,0 +1,170 @@
+// Package session holds the per-server state of one backend value: its
+// lease scheduler with the index of its holds, and its pub/sub hub. Every
+// handle on the backend value shares the session, which is made on first
+// use and retired when idle: no lease kept, no channel subscribed.
+//
+// A hold belongs to its owner and to the session that took it, as in
+// Redisson and etcd: queries and releases through a handle on another
+// backend value of the process do not find it (see Holding).
+//
+// Map of internal/: a primitive (mutex, fairlock, rwlock, semaphore) is
+// its Lua scripts and its semantics; it calls package core, which owns the
+// acquisition and the release of a hold. core waits through package wait
+// (try, then sleep until a wake-up, the holder's expiry or a heartbeat),
+// which wakes through this session's hub (package hub); core keeps holds
+// through this session's scheduler (package lease). Waiting, wake-ups and
+// local queueing belong in wait and hub; renewal, expiry and the lost
+// signal in lease; hand-off and release in core and the Lua library
+// (internal/script); fencing in internal/script/fence.lua.
+package session
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
+	"github.com/dsyncgo/dsync/internal/lease"
+)
+
+// Session is the per-server state of one backend value.
+type Session struct {
+	B     backend.Backend
+	Hub   *hub.Hub
+	Sched *lease.Scheduler
+
+	retired atomic.Bool
+}
+
+// sessions finds the session of a backend value: the one lookup by
+// backend in the process, so that handles made with the same backend
+// value share their session.
+var sessions struct {
+	mu sync.Mutex
+	m  map[backend.Backend]*Session
+}
+
+// For returns b's session, made if b has none.
+func For(b backend.Backend) *Session {
+	sessions.mu.Lock()
+	defer sessions.mu.Unlock()
+	s := sessions.m[b]
+	if s == nil {
+		s = &Session{B: b}
+		s.Hub = hub.New(b, s.idle)
+		s.Sched = lease.NewScheduler(b, lease.Hooks{Watch: s.Hub.Watch, Idle: s.idle, Wake: s.wake})
+		if sessions.m == nil {
+			sessions.m = make(map[backend.Backend]*Session)
+		}
+		sessions.m[b] = s
+	}
+	return s
+}
+
+// Lookup returns b's session, or nil if b has none: nothing is held or
+// waited for through b.
+func Lookup(b backend.Backend) *Session {
+	sessions.mu.Lock()
+	defer sessions.mu.Unlock()
+	return sessions.m[b]
+}
+
+// Retired reports whether s retired; a caller holding it asks For again.
+func (s *Session) Retired() bool { return s.retired.Load() }
+
+// idle retires s if it keeps no lease and has no channel subscribed.
+func (s *Session) idle() {
+	sessions.mu.Lock()
+	defer sessions.mu.Unlock()
+	if sessions.m[s.B] != s || !s.Sched.Retire() {
+		return
+	}
+	if !s.Hub.Retire() {
+		s.Sched.Revive()
+		return
+	}
+	s.retired.Store(true)
+	delete(sessions.m, s.B)
+}
+
+// wake wakes the waiters of s at the given entries on channel: waiters
+// queued behind a hold that ended without carrying them.
+func (s *Session) wake(channel string, entries []string) {
+	for _, e := range entries {
+		if id, ok := s.Hub.Local(address(e)); ok {
+			s.Hub.Deliver(channel, id, "")
+		}
+	}
+}
+
+// address returns the address a waiter entry starts with ("hubid/id"),
+// which a primitive may follow with '|' and more.
+func address(entry string) string {
+	for i := 0; i < len(entry); i++ {
+		if entry[i] == '|' {
+			return entry[:i]
+		}
+	}
+	return entry
+}
+
+// Holding reports whether another session of the process than s keeps
+// an active hold of key, owner and role: a release through s then fails
+// saying so, instead of finding nothing.
+func (s *Session) Holding(key, owner, role string) bool {
+	sessions.mu.Lock()
+	others := make([]*Session, 0, len(sessions.m))
+	for _, x := range sessions.m {
+		if x != s {
+			others = append(others, x)
+		}
+	}
+	sessions.mu.Unlock()
+	for _, x := range others {
+		if x.Sched.Holds(key, owner, role) {
+			return true
+		}
+	}
+	return false
+}
+
+// LoseHold ends as lost the lease of key whose hold has the given id in
+// every session of the process: ForceUnlock took that hold. If no session
+// keeps it, every session remembers it, so that a waiter handed the hold
+// and not yet keeping it starts its lease lost.
+func LoseHold(key, id, reason string) {
+	sessions.mu.Lock()
+	all := make([]*Session, 0, len(sessions.m))
+	for _, x := range sessions.m {
+		all = append(all, x)
+	}
+	sessions.mu.Unlock()
+	found := false
+	for _, x := range all {
+		if x.Sched.LoseHold(key, id, reason, false) {
+			found = true
+		}
+	}
+	if !found {
+		for _, x := range all {
+			x.Sched.LoseHold(key, id, reason, true)
+		}
+	}
+}
+
+// Stats reports, for b, the leases being kept and the renewal calls made
+// so far by its current session.
+func Stats(b backend.Backend) (leases int, calls int64) {
+	if s := Lookup(b); s != nil {
+		return s.Sched.Stats()
+	}
+	return 0, 0
+}
+
+// Topics reports how many channels b's session has subscribed.
+func Topics(b backend.Backend) int {
+	if s := Lookup(b); s != nil {
+		return s.Hub.Topics()
+	}
+	return 0
+}
