@@ -34,7 +34,8 @@
 // remembered until all its permits are back. A Release with an owner gives
 // back that owner's permits, through any handle of the process.
 // Releasing more than is held is an error matching dsync.ErrNotHeld, and
-// releases nothing. A release retried after a lost reply is applied once
+// releases nothing; so is an ownerless release that would include permits
+// whose lease ended, which forgets those and leaves the live ones held. A release retried after a lost reply is applied once
 // (operation ids, as for the locks), and runs detached from ctx's
 // cancellation, so that a deferred Release in a request whose context
 // ended still gives the permits back.
