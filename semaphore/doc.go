@@ -96,7 +96,12 @@
 // all in one Redis Cluster slot. The hash and holders are deleted when the
 // last permit is given back with nobody queued, and expire with the
 // latest lease if every holder died; the queue keys vanish with their last
-// waiter, or a waiter timeout after its last beat. There is no fencing
+// waiter, or a waiter timeout after its last beat. A key that vanishes
+// otherwise (deleted, or evicted under maxmemory) costs no permit for good:
+// without the hash or the holders, the permits they counted are free again
+// at the next acquisition or release, and their holders are told (Done) at
+// their next renewal; without a queue key, waiters queue again at their
+// next heartbeat, in the order their heartbeats come. There is no fencing
 // token: a permit is not exclusive. The grant counter only tells a waiter
 // whether a hand-off is newer than its last failed attempt; it is seeded
 // from the server clock in microseconds whenever the state is created.
