@@ -101,7 +101,9 @@
 // without the hash or the holders, the permits they counted are free again
 // at the next acquisition or release, and their holders are told (Done) at
 // their next renewal; without a queue key, waiters queue again at their
-// next heartbeat, in the order their heartbeats come. There is no fencing
+// next heartbeat, in the order their heartbeats come. The capacity key has
+// no expiry, so that the volatile-* eviction policies never take it;
+// allkeys-* may, and the capacity in force is then the handles' again. There is no fencing
 // token: a permit is not exclusive. The grant counter only tells a waiter
 // whether a hand-off is newer than its last failed attempt; it is seeded
 // from the server clock in microseconds whenever the state is created.

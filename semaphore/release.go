@@ -34,9 +34,10 @@ import (
 // the permits were lost (their lease ended). An ownerless release whose n
 // permits would include some known lost is refused before any I/O: the
 // lost ones are forgotten (the release reported them) and the live ones
-// stay held, so that no release that fails gives back part of n. n must be
-// between 1 and the capacity, else the error matches
-// dsync.ErrInvalidPermits, without I/O.
+// stay held, rather than a part of n given back. A loss that only the
+// server finds fails the release of that acquisition's share; the others
+// are given back. n must be between 1 and the capacity, else the error
+// matches dsync.ErrInvalidPermits, without I/O.
 func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if err := s.check("release", n); err != nil {
 		return err
