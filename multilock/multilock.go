@@ -204,7 +204,7 @@ func (l *Lock) LockContext(ctx context.Context) error {
 		return fmt.Errorf("multilock: lock: %w", err)
 	}
 	oc, anon := ownerCtx(ctx)
-	h, err := l.acquire(oc, true)
+	h, err := l.acquire(oc, true, anon)
 	if err != nil {
 		return fmt.Errorf("multilock: lock: %w", err)
 	}
@@ -223,7 +223,7 @@ func (l *Lock) TryLockContext(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("multilock: trylock: %w", err)
 	}
 	oc, anon := ownerCtx(ctx)
-	h, err := l.acquire(oc, false)
+	h, err := l.acquire(oc, false, anon)
 	if err != nil {
 		return false, fmt.Errorf("multilock: trylock: %w", err)
 	}
@@ -443,8 +443,9 @@ type result struct {
 
 // acquire runs rounds of attempts until the group is held, ctx is done,
 // or (without block) one round failed. It returns nil and no error when a
-// try found the group held by others.
-func (l *Lock) acquire(ctx context.Context, block bool) (*hold, error) {
+// try found the group held by others. fresh says ctx's owner was made for
+// this acquisition, and so holds nothing.
+func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 	// A waiting RedLock queues: a round that finds a member busy does not
 	// win with a majority of the others, but waits for that member, whose
 	// waiters get it in turn. Otherwise a newcomer (the holder locking
@@ -460,7 +461,7 @@ func (l *Lock) acquire(ctx context.Context, block bool) (*hold, error) {
 	queue := block && l.redlock
 	for round := 0; ; round++ {
 		var mine []bool
-		if queue {
+		if queue && !fresh {
 			mine = l.holding(ctx)
 		}
 		start := time.Now()
