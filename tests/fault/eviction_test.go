@@ -22,9 +22,9 @@ import (
 )
 
 // Eviction as a fault class. A server with a small maxmemory evicts keys
-// one at a time to make room, and a key of a held primitive is as likely
-// a victim as any: its hold is then lost on the server, exactly as if the
-// key had been deleted. What dsync promises under it is what it promises
+// one at a time to make room, and a key of a held primitive may be the
+// victim like any other (LRU is approximate, its clock coarse): its hold
+// is then lost on the server, exactly as if the key had been deleted. What dsync promises under it is what it promises
 // for a restart without persistence: the holder is told (Done, or its
 // release fails with ErrNotHeld) by its next renewal, a later holder has a
 // higher fencing token, and nothing is lost for good.
