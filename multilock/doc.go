@@ -50,7 +50,11 @@
 //     the others (a newcomer would otherwise take the free majority from
 //     under the waiter just handed the busy member, and waits would grow
 //     without bound), unless its last wait for a busy member timed out
-//     (that member may be stuck held). After a failed round it waits
+//     (that member may be stuck held), or the majority it won is one its
+//     owner held already (a re-entry takes nothing from a waiter; a
+//     member says whether the owner holds it through its Done, so this
+//     holds for any multi-lock over handles on the same backends). After
+//     a failed round it waits
 //     for the first busy member (in the same order, bounded by 1s, since
 //     that member's server may be the one that is gone), tries the others
 //     in parallel while holding it, and on failure releases everything

@@ -204,7 +204,7 @@ func (l *Lock) LockContext(ctx context.Context) error {
 		return fmt.Errorf("multilock: lock: %w", err)
 	}
 	oc, anon := ownerCtx(ctx)
-	h, err := l.acquire(oc, true)
+	h, err := l.acquire(oc, true, anon)
 	if err != nil {
 		return fmt.Errorf("multilock: lock: %w", err)
 	}
@@ -223,7 +223,7 @@ func (l *Lock) TryLockContext(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("multilock: trylock: %w", err)
 	}
 	oc, anon := ownerCtx(ctx)
-	h, err := l.acquire(oc, false)
+	h, err := l.acquire(oc, false, anon)
 	if err != nil {
 		return false, fmt.Errorf("multilock: trylock: %w", err)
 	}
@@ -443,8 +443,9 @@ type result struct {
 
 // acquire runs rounds of attempts until the group is held, ctx is done,
 // or (without block) one round failed. It returns nil and no error when a
-// try found the group held by others.
-func (l *Lock) acquire(ctx context.Context, block bool) (*hold, error) {
+// try found the group held by others. fresh says ctx's owner was made for
+// this acquisition, and so holds nothing.
+func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 	// A waiting RedLock queues: a round that finds a member busy does not
 	// win with a majority of the others, but waits for that member, whose
 	// waiters get it in turn. Otherwise a newcomer (the holder locking
@@ -453,11 +454,19 @@ func (l *Lock) acquire(ctx context.Context, block bool) (*hold, error) {
 	// stuck held (its holder gone, its lease not yet run out) must not stop
 	// a majority, though: after a wait for it times out, the next round may
 	// win without it.
+	//
+	// A round that re-enters a majority the owner holds already takes it
+	// from nobody, though: it wins without waiting for a busy member it
+	// does not need.
 	queue := block && l.redlock
 	for round := 0; ; round++ {
+		var mine []bool
+		if queue && !fresh {
+			mine = l.holding(ctx)
+		}
 		start := time.Now()
 		res := l.tryAll(ctx, nil)
-		if l.won(res, start) && !(queue && slices.ContainsFunc(res, func(r result) bool { return r.busy })) {
+		if l.won(res, start) && (!queue || !slices.ContainsFunc(res, func(r result) bool { return r.busy }) || l.reentered(res, mine)) {
 			return newHold(res), nil
 		}
 		l.release(ctx, heldOf(res))
@@ -519,6 +528,51 @@ func (l *Lock) acquire(ctx context.Context, block bool) (*hold, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// holding returns, by member, whether ctx's owner holds it now, or nil
+// for a ctx without an owner. A member with a lost signal (a Done method,
+// as dsync's locks have) says so itself, whichever handle or multi-lock
+// the owner acquired it through; for another, the owner's newest hold of
+// this group tells. It does no I/O.
+func (l *Lock) holding(ctx context.Context) []bool {
+	owner, ok := dsync.OwnerFrom(ctx)
+	if !ok {
+		return nil
+	}
+	var group []bool
+	l.mu.Lock()
+	if hs := l.holds[owner]; len(hs) > 0 {
+		group = hs[len(hs)-1].held
+	}
+	l.mu.Unlock()
+	mine := make([]bool, len(l.members))
+	for i, m := range l.members {
+		if d, ok := m.(interface {
+			Done(context.Context) <-chan struct{}
+		}); ok {
+			select {
+			case <-d.Done(ctx):
+			default:
+				mine[i] = true
+			}
+		} else {
+			mine[i] = group != nil && group[i]
+		}
+	}
+	return mine
+}
+
+// reentered reports whether a round re-entered a majority of members that
+// were the owner's already (mine, see holding).
+func (l *Lock) reentered(res []result, mine []bool) bool {
+	n := 0
+	for i, r := range res {
+		if r.ok && mine != nil && mine[i] {
+			n++
+		}
+	}
+	return n >= l.quorum
 }
 
 // acquireOrdered acquires every member for All once a parallel round

@@ -35,7 +35,8 @@
 // back that owner's permits, through any handle on the backend value they
 // were taken through.
 // Releasing more than is held is an error matching dsync.ErrNotHeld, and
-// releases nothing. A release retried after a lost reply is applied once
+// releases nothing; so is an ownerless release that would include permits
+// whose lease ended, which forgets those and leaves the live ones held. A release retried after a lost reply is applied once
 // (operation ids, as for the locks), and runs detached from ctx's
 // cancellation, so that a deferred Release in a request whose context
 // ended still gives the permits back.
@@ -96,7 +97,14 @@
 // all in one Redis Cluster slot. The hash and holders are deleted when the
 // last permit is given back with nobody queued, and expire with the
 // latest lease if every holder died; the queue keys vanish with their last
-// waiter, or a waiter timeout after its last beat. There is no fencing
+// waiter, or a waiter timeout after its last beat. A key that vanishes
+// otherwise (deleted, or evicted under maxmemory) costs no permit for good:
+// without the hash or the holders, the permits they counted are free again
+// at the next acquisition or release, and their holders are told (Done) at
+// their next renewal; without a queue key, waiters queue again at their
+// next heartbeat, in the order their heartbeats come. The capacity key has
+// no expiry, so that the volatile-* eviction policies never take it;
+// allkeys-* may, and the capacity in force is then the handles' again. There is no fencing
 // token: a permit is not exclusive. The grant counter only tells a waiter
 // whether a hand-off is newer than its last failed attempt; it is seeded
 // from the server clock in microseconds whenever the state is created.

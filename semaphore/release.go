@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dsyncgo/dsync"
@@ -32,8 +33,13 @@ import (
 // once. It returns an error matching dsync.ErrNotHeld when the owner (or
 // the handle, for ownerless permits) holds fewer than n permits, without
 // I/O when that is known here, and nothing is released then; one too when
-// the permits were lost (their lease ended). n must be between 1 and the
-// capacity, else the error matches dsync.ErrInvalidPermits, without I/O.
+// the permits were lost (their lease ended). An ownerless release whose n
+// permits would include some known lost is refused before any I/O: the
+// lost ones are forgotten (the release reported them) and the live ones
+// stay held, rather than a part of n given back. A loss that only the
+// server finds fails the release of that acquisition's share; the others
+// are given back. n must be between 1 and the capacity, else the error
+// matches dsync.ErrInvalidPermits, without I/O.
 func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if err := s.check("release", n); err != nil {
 		return err
@@ -48,43 +54,69 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 		}
 		return s.h.Wrap("release", s.release(ctx, owner, l, n))
 	}
-	type part struct {
-		a *anonHold
-		n int64
+	parts, err := s.takeAnon(n)
+	if err != nil {
+		return s.h.Wrap("release", err)
 	}
-	var parts []part
-	s.mu.Lock()
-	var total int64
-	for _, a := range s.anon {
-		total += a.permits
-	}
-	if total < n {
-		s.mu.Unlock()
-		return s.h.Wrap("release", fmt.Errorf("%w: %d ownerless permits held through this handle, fewer than %d", dsync.ErrNotHeld, total, n))
-	}
-	for left := n; left > 0; {
-		a := s.anon[0]
-		k := min(left, a.permits)
-		a.permits -= k
-		left -= k
-		parts = append(parts, part{a, k})
-		if a.permits == 0 {
-			s.anon[0] = nil
-			s.anon = s.anon[1:]
-		}
-	}
-	s.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
-		if !p.a.l.Releasable() {
-			errs = append(errs, fmt.Errorf("%w: %w", dsync.ErrNotHeld, core.ErrLost))
-			continue
-		}
 		if err := s.release(ctx, p.a.owner, p.a.l, p.n); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return s.h.Wrap("release", errors.Join(errs...))
+}
+
+// part is the share of an ownerless release that falls on one
+// acquisition.
+type part struct {
+	a    *anonHold
+	n    int64
+	lost bool // the acquisition's lease ended
+}
+
+// takeAnon takes n of the ownerless permits acquired through s off the
+// handle, from the oldest acquisition on, and returns the share of each.
+// A release is refused, and the handle left as it was, when the handle
+// holds fewer than n. It is refused too when the permits it would cover
+// include some whose lease ended: those are forgotten, since a release
+// reported their loss, and the live ones stay held, so that the refused
+// release gives nothing back (as one of more than is held), instead of
+// the part of it that fell on live permits.
+func (s *Semaphore) takeAnon(n int64) ([]part, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var (
+		parts []part
+		lost  int64
+	)
+	for i, left := 0, n; left > 0; i++ {
+		if i == len(s.anon) {
+			var total int64
+			for _, a := range s.anon {
+				total += a.permits
+			}
+			return nil, fmt.Errorf("%w: %d ownerless permits held through this handle, fewer than %d", dsync.ErrNotHeld, total, n)
+		}
+		a := s.anon[i]
+		k := min(left, a.permits)
+		left -= k
+		p := part{a: a, n: k, lost: !a.l.Releasable()}
+		if p.lost {
+			lost += k
+		}
+		parts = append(parts, p)
+	}
+	for _, p := range parts {
+		if lost == 0 || p.lost {
+			p.a.permits -= p.n
+		}
+	}
+	s.anon = slices.DeleteFunc(s.anon, func(a *anonHold) bool { return a.permits == 0 })
+	if lost > 0 {
+		return nil, fmt.Errorf("%w: %w: %d of the %d permits", dsync.ErrNotHeld, core.ErrLost, lost, n)
+	}
+	return parts, nil
 }
 
 // release gives back n permits of owner's hold l.

@@ -16,9 +16,12 @@ if s.owner then
   ids[#ids + 1] = s.id
   free(W, s, ARGV[2])
 end
-for _, v in ipairs(redis.call('HVALS', R)) do
-  local id = string.match(v, '^%d+ %d+ (%S+)')
-  if id then
+-- A reader counts only with its expiry entry: one left without it (the
+-- rexpiry key vanished) was lost, and its holder told at its renewal.
+local rs = redis.call('HGETALL', R)
+for i = 1, #rs, 2 do
+  local id = string.match(rs[i + 1], '^%d+ %d+ (%S+)')
+  if id and redis.call('ZSCORE', RX, rs[i]) then
     ids[#ids + 1] = id
   end
 end

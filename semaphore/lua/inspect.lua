@@ -17,7 +17,11 @@ for _, o in ipairs(redis.call('ZRANGEBYSCORE', k.holders, '-inf', now_ms)) do
     used = used - h.permits
   end
 end
-local out = {sem_limit(st, ARGV[1]), used, redis.call('ZCOUNT', k.holders, '(' .. now_ms, '+inf'), 0,
+local live = redis.call('ZCOUNT', k.holders, '(' .. now_ms, '+inf')
+if live == 0 then
+  used = 0 -- the holders key vanished: the permits counted are lost (see sem_purge)
+end
+local out = {sem_limit(st, ARGV[1]), used, live, 0,
   redis.call('ZCOUNT', k.expiry, '(' .. now_ms, '+inf'), 0, st.override and 1 or 0, st.cap or 0, ''}
 local owner = ARGV[2]
 if owner ~= '' then

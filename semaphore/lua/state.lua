@@ -119,8 +119,33 @@ local function sem_left(k, owner, now_ms)
   return tonumber(d) - now_ms
 end
 
--- sem_purge gives back the permits of every owner whose lease ended.
+-- sem_purge gives back the permits of every owner whose lease ended, and
+-- of every owner whose lease is unknown: when the holders key vanished
+-- (deleted, or evicted by maxmemory, which takes keys one at a time) while
+-- the hash still counts permits, no lease would end them, and the
+-- semaphore would be short of them for as long as it is in use. Their
+-- holders learn of the loss at their next renewal, which finds no lease.
+-- Every script that adds to holders purges first, so holders is empty
+-- while permits are counted only if it vanished. One command when no
+-- lease has ended.
 local function sem_purge(k, st, now_ms)
+  local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
+  if not first[1] then
+    if st.used > 0 then
+      local v = redis.call('HGETALL', k.hash)
+      for i = 1, #v, 2 do
+        local f = v[i]
+        if f ~= 'cap' and f ~= 'used' and f ~= 'grant' then
+          redis.call('HDEL', k.hash, f)
+        end
+      end
+      st.used = 0
+    end
+    return
+  end
+  if tonumber(first[2]) > now_ms then
+    return
+  end
   while true do
     local dead = redis.call('ZRANGEBYSCORE', k.holders, '-inf', now_ms, 'LIMIT', 0, 500)
     if #dead == 0 then
