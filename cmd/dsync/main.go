@@ -7,6 +7,7 @@
 // The commands are:
 //
 //	demo          workers contend on a mutex; report what happened
+//	run           run a command while holding a lock; stop it if the lock is lost
 //	inspect       show the state of one lock
 //	list          list the held locks on a server
 //	force-unlock  free a lock, whoever holds it
@@ -27,6 +28,23 @@
 // it deletes the keys it created when it ends (the freed lock keys and
 // fence keys would otherwise stay for an hour, the fencing token's
 // lifetime), and says so.
+//
+// # run
+//
+//	dsync run [-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]
+//
+// run takes the mutex called name, runs the command while it holds it and
+// releases it when the command ends, as consul lock and etcdctl lock do: a
+// cron job that runs on one machine of many at a time. The command finds
+// DSYNC_NAME and DSYNC_TOKEN (the hold's fencing token) in its
+// environment, and runs in a process group of its own, to which run passes
+// on SIGINT, SIGTERM and SIGHUP. If the lock is lost while the command
+// runs, the group gets SIGTERM, then SIGKILL after -grace (10s), and run
+// exits with status 123; otherwise it exits with the command's status. It
+// waits for the lock for as long as it takes, or -wait, after which it
+// exits with status 124 without running the command. The server is -redis,
+// else $DSYNC_REDIS, else localhost:6379. "dsync run -h" lists every exit
+// status.
 //
 // # inspect
 //
@@ -148,6 +166,7 @@ type command struct {
 
 // synopses are the commands' arguments, as usage shows them.
 var synopses = map[string]string{
+	"run":          "[-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]",
 	"demo":         "[-redis host:port] [-workers n] [-rounds n] [-hold d]",
 	"inspect":      "-redis host:port [-kind k] [-prefix p] [-json] name",
 	"list":         "-redis host:port [-kind k] [-prefix p] [-json]",
@@ -158,6 +177,7 @@ var synopses = map[string]string{
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
 	{name: "demo", summary: "workers contend on a mutex; report what happened", run: demo},
+	{name: "run", summary: "run a command while holding a lock; stop it if the lock is lost", run: runLocked},
 	{name: "inspect", summary: "show the state of one lock", run: inspect},
 	{name: "list", summary: "list the held locks on a server", run: list},
 	{name: "force-unlock", summary: "free a lock, whoever holds it", run: forceUnlock},
@@ -207,12 +227,20 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 func runCommand(ctx context.Context, e *env, c *command, args []string) int {
 	err := c.run(ctx, e, args)
-	var ue usageError
+	var (
+		ue usageError
+		xe *exitError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &xe):
+		if xe.err != nil {
+			fmt.Fprintf(e.stderr, "dsync %s: %v\n", c.name, xe.err)
+		}
+		return xe.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "dsync %s: %s\n", c.name, ue.msg)
 		fmt.Fprintf(e.stderr, "usage: dsync %s %s\nRun 'dsync %s -h' for details.\n", c.name, synopses[c.name], c.name)
@@ -248,7 +276,8 @@ func topUsage(w io.Writer) {
 		}
 	}
 	fmt.Fprint(w, "\nRun 'dsync <command> -h' for a command's flags.\n"+
-		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.\n")
+		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted;\n"+
+		"run exits with the command's status or one of its own (see 'dsync run -h').\n")
 }
 
 // usageError is a command line that a command cannot run: it exits with
@@ -260,6 +289,22 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Sprintf(format, args...)}
 }
+
+// exitError ends a command with a status of its own, such as run's
+// statuses, after printing err on stderr unless it is nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
 
 // flagSet is a command's flags and how it prints its usage.
 type flagSet struct {
@@ -286,28 +331,12 @@ func newFlagSet(e *env, name, desc string) *flagSet {
 // returns the positional arguments, flag.ErrHelp after -h (the full usage
 // printed on stdout), or a usageError saying what flag complained of.
 func (fs *flagSet) parse(args []string) ([]string, error) {
-	var (
-		buf bytes.Buffer
-		pos []string
-	)
-	usage := fs.Usage
-	fs.Usage = func() {} // flag calls it on -h and on errors alike
-	fs.SetOutput(&buf)
-	defer func() {
-		fs.Usage = usage
-		fs.SetOutput(fs.e.stderr)
-	}()
+	var pos []string
 	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(fs.e.stdout)
-			usage()
-			return nil, flag.ErrHelp
-		}
+		rest, err := fs.parseFlags(args)
 		if err != nil {
-			return nil, usageError{strings.TrimSpace(buf.String())}
+			return nil, err
 		}
-		rest := fs.Args()
 		if len(rest) == 0 {
 			return pos, nil
 		}
@@ -317,6 +346,31 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlags parses the flags at the start of args and returns the
+// arguments after them: after the first one that is not a flag, or after
+// "--". It returns flag.ErrHelp after -h (the full usage printed on
+// stdout), or a usageError saying what flag complained of.
+func (fs *flagSet) parseFlags(args []string) ([]string, error) {
+	var buf bytes.Buffer
+	usage := fs.Usage
+	fs.Usage = func() {} // flag calls it on -h and on errors alike
+	fs.SetOutput(&buf)
+	defer func() {
+		fs.Usage = usage
+		fs.SetOutput(fs.e.stderr)
+	}()
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(fs.e.stdout)
+		usage()
+		return nil, flag.ErrHelp
+	}
+	if err != nil {
+		return nil, usageError{strings.TrimSpace(buf.String())}
+	}
+	return fs.Args(), nil
 }
 
 // endedByDashes reports whether the parsed arguments ended with "--" as

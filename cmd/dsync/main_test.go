@@ -65,6 +65,16 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bench", "-contenders", "0"},
 		{"bench", "-hold", "soon"},
 		{"bench", "extra"},
+		{"run"},
+		{"run", "name"},
+		{"run", "name", "--"},
+		{"run", "-lease", "0s", "name", "--", "true"},
+		{"run", "-grace", "-1s", "name", "true"},
+		{"run", "-wait", "-1s", "name", "true"},
+		{"run", "-wait", "soon", "name", "true"},
+		{"run", "-prefix", "a{b", "name", "true"},
+		{"run", "-redis", "", "name", "true"},
+		{"run", "-bogus", "name", "true"},
 	} {
 		code, stdout, stderr := runCmd(t, "", args...)
 		if code != exitUsage {
@@ -160,6 +170,31 @@ func TestUnansweringServer(t *testing.T) {
 			t.Errorf("dsync %q: exit %d after %v, want non-zero within 10s\nstdout:\n%s\nstderr:\n%s", args, code, took, stdout, stderr)
 		}
 		t.Logf("dsync %q: exit %d after %v: %s", args, code, took.Round(time.Millisecond), strings.TrimSpace(stderr))
+	}
+}
+
+func TestParseRun(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		name    string
+		command []string
+		wait    string
+	}{
+		{[]string{"n", "--", "sh", "-c", "x"}, "n", []string{"sh", "-c", "x"}, "forever"},
+		{[]string{"n", "sh", "-c", "x"}, "n", []string{"sh", "-c", "x"}, "forever"},
+		{[]string{"-wait", "1s", "n", "cmd", "-wait", "2s"}, "n", []string{"cmd", "-wait", "2s"}, "1s"},
+		{[]string{"n", "-wait", "0", "--", "-cmd"}, "n", []string{"-cmd"}, "0s"},
+		{[]string{"--", "n", "--", "cmd"}, "n", []string{"cmd"}, "forever"},
+		{[]string{"-wait", "forever", "n", "cmd"}, "n", []string{"cmd"}, "forever"},
+	} {
+		e := &env{stdout: io.Discard, stderr: io.Discard}
+		fs := newFlagSet(e, "run", "")
+		w := waitFlag(-1)
+		fs.Var(&w, "wait", "")
+		name, command, err := parseRun(fs, c.args)
+		if err != nil || name != c.name || !slices.Equal(command, c.command) || w.String() != c.wait {
+			t.Errorf("parseRun(%q) = %q, %q, -wait %v, %v; want %q, %q, -wait %s", c.args, name, command, w.String(), err, c.name, c.command, c.wait)
+		}
 	}
 }
 
