@@ -8,8 +8,8 @@
 //
 //	demo          workers contend on a mutex; report what happened
 //	run           run a command while holding a lock; stop it if the lock is lost
-//	inspect       show the state of one lock
-//	list          list the held locks on a server
+//	inspect       show the state of one lock: mutex, fairlock, rwlock, semaphore
+//	list          list the held locks of one kind on a server
 //	force-unlock  free a lock, whoever holds it
 //	bench         measure dsync against redsync and bsm/redislock
 //
@@ -48,25 +48,50 @@
 //
 // # inspect
 //
-//	dsync inspect -redis host:port [-kind mutex|fairlock] [-prefix p] [-json] name
+//	dsync inspect -redis host:port [-kind k] [-prefix p] [-json] name
 //
-// inspect prints the state of the lock called name: the holder's owner id,
-// its hold count, its fencing token (the last one if the lock is free),
-// the remaining lease, and the waiters (for a mutex, how many and the owner
-// ids of the first few in the order a release picks them; for a fair lock,
-// the length of its queue). With -json it prints one JSON object with the
-// fields
+// inspect prints the state of the lock of kind k (mutex, fairlock, rwlock
+// or semaphore; mutex by default) called name. For a mutex or a fair lock:
+// the holder's owner id, its hold count, its fencing token (the last one
+// if the lock is free), the remaining lease, and the waiters (for a mutex,
+// how many and the owner ids of the first few in the order a release picks
+// them; for a fair lock, the length of its queue). For a read-write lock:
+// the same of the write hold, the readers, and the writers and readers
+// waiting. For a semaphore: its capacity, the permits held and available,
+// the owners holding them and the waiters queued. With -json it prints one
+// JSON object with the fields
 //
-//	kind          "mutex" or "fairlock"
-//	name          the lock's name
-//	key           its main key on the server, e.g. "dsync:mutex:{orders:42}"
-//	locked        whether any owner holds it
-//	holder        the holder's owner id; "" if free
-//	hold_count    the holder's hold count; 0 if free
-//	token         the holder's fencing token, or the last one if free; 0 if none known
-//	lease_ms      remaining lease in milliseconds; 0 if free, -1 if the key has no expiry
-//	waiters       mutex: waiters registered on the server; fairlock: live waiters queued
-//	next_waiters  mutex only: owner ids of the first few waiters, next first
+//	kind             "mutex", "fairlock", "rwlock" or "semaphore"
+//	name             the lock's name
+//	key              its main key on the server, e.g. "dsync:mutex:{orders:42}"
+//	locked           whether anything is held: a hold, a read hold, a permit
+//	waiters          mutex: waiters registered on the server; fairlock, semaphore:
+//	                 live waiters queued; rwlock: writers and readers waiting
+//
+// and, for a mutex, a fair lock and the write side of a read-write lock,
+//
+//	holder           the holder's owner id; "" if none
+//	hold_count       the holder's hold count; 0 if none
+//	token            the holder's fencing token, or the last one; 0 if none known
+//	lease_ms         remaining lease in milliseconds; 0 if no hold, -1 if the
+//	                 key has no expiry
+//	next_waiters     mutex only: owner ids of the first few waiters, next first
+//
+// for a read-write lock,
+//
+//	mode             "free", "read" or "write"
+//	readers          owners holding read holds
+//	waiting_writers  live writers queued
+//	waiting_readers  live readers waiting
+//
+// and for a semaphore, whose state has no holder ids or tokens,
+//
+//	capacity         the capacity in force; 0 if none is recorded (a free
+//	                 semaphore, none set at runtime)
+//	capacity_set     whether it was set at runtime (SetCapacity)
+//	held             permits held
+//	available        permits free
+//	holders          owners holding permits
 //
 // for example
 //
@@ -76,29 +101,34 @@
 //
 // # list
 //
-//	dsync list -redis host:port [-kind mutex|fairlock] [-prefix p] [-json]
+//	dsync list -redis host:port [-kind k] [-prefix p] [-json]
 //
 // list finds the locks of one kind under the prefix with SCAN (it does not
-// block the server) and prints those that are held, by name: holder, hold
-// count, remaining lease, waiters. Keys of free locks (a freed lock key
-// keeps only the last fencing token) and companion keys are skipped. With
-// -json it prints a JSON array of objects like inspect's, sorted by name.
+// block the server) and prints those that are held, by name, with what
+// inspect shows of each. Keys of free locks (a freed lock key keeps only
+// the last fencing token) and companion keys are skipped; a read-write
+// lock held by readers only is found by its :readers key. With -json it
+// prints a JSON array of objects like inspect's, sorted by name.
 //
 // # force-unlock
 //
-//	dsync force-unlock -redis host:port [-kind mutex|fairlock] [-prefix p] [-yes] name
+//	dsync force-unlock -redis host:port [-kind k] [-prefix p] [-yes] name
 //
-// force-unlock takes the lock from whoever holds it, however many times,
-// and hands it to the next waiter, as a release would; the holder learns
-// of the loss at its next renewal. Unless -yes is given it first asks, on
-// standard error,
+// force-unlock takes the lock from whoever holds it and passes it on, as a
+// release would; the holders learn of the loss at their next renewal. For
+// a mutex or a fair lock it takes the hold it read, by its fencing token,
+// and leaves alone one taken since; for a read-write lock every hold,
+// write and read; for a semaphore every permit (package semaphore has no
+// force release: its state is deleted, as when all its holders die, and
+// its queued waiters take the permits at their next attempt). Unless -yes
+// is given it first asks, on standard error,
 //
 //	force-unlock mutex "NAME" held by OWNER? [y/N]
 //
 // and reads the answer from standard input; anything but y or yes leaves
-// the lock alone and exits with status 1. It refuses if the holder changed
-// while it asked. A lock that is not held is reported and left alone, with
-// status 0.
+// the lock alone and exits with status 1. It refuses if the holders
+// changed while it asked. A lock that is not held is reported and left
+// alone, with status 0.
 //
 // # bench
 //
