@@ -11,6 +11,7 @@
 //	inspect       show the state of one lock: mutex, fairlock, rwlock, semaphore
 //	list          list the held locks of one kind on a server
 //	force-unlock  free a lock, whoever holds it
+//	doctor        check a server's settings that break locks
 //	bench         measure dsync against redsync and bsm/redislock
 //
 // Run "dsync <command> -h" for a command's flags. Flags may come before or
@@ -130,6 +131,23 @@
 // changed while it asked. A lock that is not held is reported and left
 // alone, with status 0.
 //
+// # doctor
+//
+//	dsync doctor [-redis host:port] [-prefix p] [-json]
+//
+// doctor checks the server settings that break locks without an error and
+// says what to change: a maxmemory-policy that can evict lock keys (any
+// but noeviction: dsync's keys carry TTLs, so volatile-* policies evict
+// them too), persistence off or RDB only (a restart forgets holds), a
+// replica, or replicas without min-replicas-to-write (a failover can give
+// a lock to two processes), cluster mode and its hash slots, Lua scripts
+// and pub/sub refused (ACL, rename-command), a server older than Redis
+// 6.0, and the round-trip time. Each check is ok, a warning or a failure;
+// failures are listed first, each with its fix. With -json it prints one
+// JSON object (server, failures, warnings, and checks: name, status,
+// detail, fix). It exits with status 1 if a check failed. The server is
+// -redis, else $DSYNC_REDIS, else localhost:6379.
+//
 // # bench
 //
 //	dsync bench [-redis host:port] [flags]
@@ -197,6 +215,7 @@ type command struct {
 // synopses are the commands' arguments, as usage shows them.
 var synopses = map[string]string{
 	"run":          "[-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]",
+	"doctor":       "[-redis host:port] [-prefix p] [-json]",
 	"demo":         "[-redis host:port] [-workers n] [-rounds n] [-hold d]",
 	"inspect":      "-redis host:port [-kind k] [-prefix p] [-json] name",
 	"list":         "-redis host:port [-kind k] [-prefix p] [-json]",
@@ -211,6 +230,7 @@ var commands = []command{
 	{name: "inspect", summary: "show the state of one lock", run: inspect},
 	{name: "list", summary: "list the held locks on a server", run: list},
 	{name: "force-unlock", summary: "free a lock, whoever holds it", run: forceUnlock},
+	{name: "doctor", summary: "check a server's settings that break locks", run: doctor},
 	{name: "bench", summary: "measure dsync against redsync and bsm/redislock", run: runBench},
 	{name: benchWorker, hidden: true, run: func(ctx context.Context, e *env, _ []string) error {
 		return workerMain(ctx, e)

@@ -75,6 +75,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"run", "-prefix", "a{b", "name", "true"},
 		{"run", "-redis", "", "name", "true"},
 		{"run", "-bogus", "name", "true"},
+		{"doctor", "extra"},
+		{"doctor", "-timeout", "0s"},
+		{"doctor", "-redis", ""},
+		{"doctor", "-prefix", "a}b"},
 	} {
 		code, stdout, stderr := runCmd(t, "", args...)
 		if code != exitUsage {
@@ -94,6 +98,7 @@ func TestFailureExitsOne(t *testing.T) {
 		{"force-unlock", "-yes", "-redis", addr, "name"},
 		{"demo", "-redis", addr},
 		{"bench", "-redis", addr},
+		{"doctor", "-redis", addr},
 	} {
 		code, stdout, stderr := runCmd(t, "", args...)
 		if code != exitFailure {
@@ -162,6 +167,7 @@ func TestUnansweringServer(t *testing.T) {
 		{"force-unlock", "-redis", addr, "-timeout", "500ms", "-yes", "x"},
 		{"demo", "-redis", addr, "-timeout", "500ms"},
 		{"bench", "-redis", addr, "-timeout", "500ms"},
+		{"doctor", "-redis", addr, "-timeout", "500ms"},
 	} {
 		start := time.Now()
 		code, stdout, stderr := runCmd(t, "", args...)
