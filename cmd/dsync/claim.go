@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
@@ -34,6 +36,13 @@ type hold interface {
 	done() <-chan struct{}
 	// release gives the hold up. It is bounded by ctx.
 	release(ctx context.Context) error
+}
+
+// newClaim returns the claim run takes: the mutex called name, on a
+// lease renewed by the watchdog. (-elect would return a campaign in the
+// election called name here.)
+func newClaim(b backend.Backend, name string, f runFlags, logger *slog.Logger) claim {
+	return mutexClaim{mutex.New(b, name, mutex.WithPrefix(f.prefix), mutex.WithWatchdog(f.lease), mutex.WithLogger(logger))}
 }
 
 // errNotAcquired is a claim that was not acquired within its wait.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/internal/keys"
-	"github.com/dsyncgo/dsync/mutex"
 )
 
 // run's exit statuses of its own; otherwise it exits with the command's.
@@ -41,7 +40,8 @@ run waits for the command to end.
 
 The hold has a lease of -lease, renewed every third of it while the
 command runs: if run dies, the lock is free again within the lease, and
-on Linux the command is killed with it. If the lock is lost while the
+on Linux the command's process is killed with it (what it started is
+not). If the lock is lost while the
 command runs (the server lost or deleted it, it was force-unlocked, or
 renewals failed until the lease ran out), run says so on standard error
 and sends the command's group SIGTERM, then SIGKILL after -grace. Until
@@ -172,7 +172,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 			return a
 		},
 	}))
-	cl := mutexClaim{mutex.New(c.b, name, mutex.WithPrefix(f.prefix), mutex.WithWatchdog(f.lease), mutex.WithLogger(logger))}
+	cl := newClaim(c.b, name, f, logger)
 
 	h, err := acquireOrSignal(ctx, cl, time.Duration(f.wait), sigs)
 	if err != nil {
