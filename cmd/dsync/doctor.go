@@ -313,8 +313,11 @@ func checkPersistence(ctx context.Context, p *probe) doctorCheck {
 	const fix = "CONFIG SET appendonly yes (appendfsync everysec), and set both in redis.conf"
 	aof, err := p.config(ctx, "appendonly")
 	if err != nil {
-		if p.info["aof_enabled"] == "1" {
+		switch p.info["aof_enabled"] {
+		case "1":
 			return checkOK("AOF is on (appendfsync unknown: %v)", err)
+		case "":
+			return checkWarn("check by hand that AOF is on", "cannot read the persistence settings: %v", err)
 		}
 		return checkWarn(fix, "AOF is off, and whether RDB snapshots are on cannot be read (%v): a restart loses the holds since the last snapshot, or all of them", err)
 	}

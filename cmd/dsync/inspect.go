@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ type adminFlags struct {
 
 func (a *adminFlags) register(fs *flagSet) {
 	a.kind = kindMutex
-	fs.StringVar(&a.addr, "redis", "", "`host:port` of the Redis server (required)")
+	fs.StringVar(&a.addr, "redis", os.Getenv("DSYNC_REDIS"), "`host:port` of the Redis server (required unless $DSYNC_REDIS is set)")
 	fs.StringVar(&a.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the locks")
 	fs.Var(&a.kind, "kind", "`kind` of lock: "+strings.Join(kinds, ", "))
 	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
@@ -28,7 +29,7 @@ func (a *adminFlags) register(fs *flagSet) {
 // check reports missing or bad flags as a usage error.
 func (a *adminFlags) check() error {
 	if a.addr == "" {
-		return usagef("-redis host:port is required")
+		return usagef("-redis host:port is required (or $DSYNC_REDIS)")
 	}
 	if a.timeout <= 0 {
 		return usagef("-timeout must be positive")

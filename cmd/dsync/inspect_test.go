@@ -180,3 +180,18 @@ func TestInspectFairlockJSON(t *testing.T) {
 		t.Errorf("inspect of the mutex of the same name: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestDsyncRedisEnv: without -redis, the admin commands and doctor use
+// $DSYNC_REDIS.
+func TestDsyncRedisEnv(t *testing.T) {
+	m := startMini(t)
+	t.Setenv("DSYNC_REDIS", m.Addr())
+	for _, args := range [][]string{{"inspect", "x"}, {"list"}, {"force-unlock", "-yes", "x"}} {
+		if code, stdout, stderr := runCmd(t, "", args...); code != exitOK {
+			t.Errorf("dsync %q with $DSYNC_REDIS: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
+	}
+	if _, stdout, _ := runCmd(t, "", "doctor"); !strings.Contains(stdout, "redis at "+m.Addr()) {
+		t.Errorf("doctor with $DSYNC_REDIS checked another server:\n%s", stdout)
+	}
+}

@@ -16,6 +16,9 @@
 //
 // Run "dsync <command> -h" for a command's flags. Flags may come before or
 // after a command's arguments: "dsync inspect orders:42 -redis host:6379".
+// The commands that need a shared server (run, doctor, inspect, list,
+// force-unlock) take it from $DSYNC_REDIS when -redis is not given; run
+// and doctor then default to localhost:6379.
 //
 // # demo
 //

@@ -174,7 +174,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	}))
 	cl := newClaim(c.b, name, f, logger)
 
-	h, err := acquireOrSignal(ctx, cl, time.Duration(f.wait), sigs)
+	h, err := acquireOrSignal(ctx, e, cl, f, sigs)
 	if err != nil {
 		return err
 	}
@@ -226,9 +226,9 @@ func commandStatus(err error) int {
 	return exitCannotRun
 }
 
-// acquireOrSignal acquires cl within wait, unless one of sigs arrives
+// acquireOrSignal acquires cl within -wait, unless one of sigs arrives
 // first. Every failure is an *exitError with run's status for it.
-func acquireOrSignal(ctx context.Context, cl claim, wait time.Duration, sigs <-chan os.Signal) (hold, error) {
+func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-chan os.Signal) (hold, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -237,7 +237,7 @@ func acquireOrSignal(ctx context.Context, cl claim, wait time.Duration, sigs <-c
 	}
 	acquired := make(chan result, 1)
 	go func() {
-		h, err := cl.acquire(ctx, wait)
+		h, err := cl.acquire(ctx, time.Duration(f.wait))
 		acquired <- result{h, err}
 	}()
 	var r result
@@ -247,9 +247,7 @@ func acquireOrSignal(ctx context.Context, cl claim, wait time.Duration, sigs <-c
 		cancel()
 		if r = <-acquired; r.err == nil {
 			// Acquired as the signal came: give it back.
-			rctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
-			r.h.release(rctx)
-			cancel()
+			releaseHold(e, cl, r.h, f.timeout)
 		}
 		return nil, &exitError{signalStatus(sig), fmt.Errorf("%s while waiting for %s; the command did not run", signalName(sig), cl)}
 	}
