@@ -42,7 +42,10 @@ func startDsync(t *testing.T, env []string, args ...string) *dsyncProc {
 	}
 	p := &dsyncProc{lines: make(chan string, 100), exited: make(chan struct{})}
 	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = append(os.Environ(), append([]string{asDsyncEnv + "=1"}, env...)...)
+	// The race detector's second of sleep at exit (the test binary is
+	// built with -race) would make every run end a second late.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	p.cmd.Env = append(os.Environ(), append([]string{asDsyncEnv + "=1", "GORACE=" + gorace}, env...)...)
 	// Pipes of our own rather than exec's: the command's children may
 	// keep them open after dsync exited, and Wait must not wait for them.
 	r, w, err := os.Pipe()
