@@ -2,14 +2,26 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// asDsyncEnv, set to 1 in the environment of the test binary, makes it
+// dsync itself: tests start it so to run dsync as a process of its own.
+const asDsyncEnv = "DSYNC_TEST_AS_DSYNC"
+
+// TestMain runs the tests, stops the servers they shared and fails if a
+// goroutine was left behind; or, under asDsyncEnv, runs dsync.
+func TestMain(m *testing.M) {
+	if os.Getenv(asDsyncEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	testserver.Main(m)
+}
 
 func TestDemo(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "", "demo", "-workers", "3", "-rounds", "4", "-hold", "1ms")

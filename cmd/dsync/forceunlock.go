@@ -8,27 +8,46 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dsyncgo/dsync/backend"
+	"github.com/gomodule/redigo/redis"
+
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/rwlock"
 )
 
-const forceUnlockDoc = `force-unlock takes the lock called name from whoever holds it, however
-many times, and hands it to the next waiter, as a release would. The
-holder learns of the loss at its next renewal (its Done channel closes)
-and should stop touching the protected resource; a holder that does not
-check is fenced off only by its fencing token. Use it to recover from a
-holder known to be dead whose lease is too long to wait out.
+const forceUnlockDoc = `force-unlock takes the lock of the given kind (-kind, mutex by default)
+called name from whoever holds it, however many times, and passes it on
+as a release would. Use it to recover from a holder known to be dead
+whose lease is too long to wait out. The holders learn of the loss at
+their next renewal (their Done channel closes) and should stop touching
+the protected resource; a holder that does not check is fenced off only
+by its fencing token.
 
-Unless -yes is given it asks "force-unlock mutex NAME held by OWNER? [y/N]"
-on standard error and reads the answer from standard input; anything but
-y or yes leaves the lock alone and exits with status 1, as does a holder
-that changed while it asked. A lock that is not held is left alone, with
-status 0. Flags may follow the name.`
+What it takes, by kind:
+  mutex, fairlock  the hold read before, and only that one (by its
+                   fencing token): a hold taken since is left alone; the
+                   next waiter gets the lock at once
+  rwlock           every hold, write and read, found when it runs; the
+                   waiting writer or readers get the lock at once
+  semaphore        every permit of every holder found when it runs (the
+                   semaphore's state is deleted, its queue and runtime
+                   capacity kept); the waiters queued get the permits at
+                   their next attempt, within a third of their waiter
+                   timeout (under 2s by default)
+For a read-write lock and a semaphore a hold taken between the check and
+the force (one round trip) is taken too.
+
+Unless -yes is given it asks, on standard error, for example
+"force-unlock mutex NAME held by OWNER? [y/N]", and reads the answer from
+standard input; anything but y or yes leaves the lock alone and exits
+with status 1, as does a lock whose holders changed while it asked. A
+lock that is not held is left alone, with status 0. Flags may follow the
+name.`
 
 // errNotConfirmed is the answer no to force-unlock's question.
 var errNotConfirmed = errors.New("not confirmed; the lock was left alone")
@@ -76,7 +95,7 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	if !*yes {
-		fmt.Fprintf(e.stderr, "force-unlock %s %q held by %s? [y/N] ", kind, name, printable(s.Holder))
+		fmt.Fprintf(e.stderr, "force-unlock %s %q %s? [y/N] ", kind, name, describeHolders(s))
 		ok, err := confirm(ctx, e.stdin)
 		if err != nil {
 			return err
@@ -84,8 +103,8 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 		if !ok {
 			return errNotConfirmed
 		}
-		// The question may have taken a while: unlock only the holder
-		// that was named.
+		// The question may have taken a while: unlock only the holders
+		// that were named.
 		now, err := state()
 		if err != nil {
 			return err
@@ -94,16 +113,14 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "%s %q was released meanwhile; nothing to do\n", kind, name)
 			return nil
 		}
-		if now.Holder != s.Holder || now.Token != s.Token {
-			return fmt.Errorf("%s %q changed hands while asking (now held by %s, token %d); left alone", kind, name, printable(now.Holder), now.Token)
+		if !sameHolders(s, now) {
+			return fmt.Errorf("%s %q changed hands while asking (now %s); left alone", kind, name, describeHold(now))
 		}
 	}
 
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 	defer cancel()
-	// Only the hold that was named, by its fencing token: one taken since
-	// is left alone.
-	was, err := forceUnlockLock(fctx, c.b, kind, a.prefix, name, s.Token)
+	was, err := forceUnlockLock(fctx, c, a, s)
 	if err != nil {
 		return err
 	}
@@ -113,15 +130,49 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if now.Locked {
-			return fmt.Errorf("%s %q changed hands: held by %s (token %d) when read, now by %s (token %d); left alone",
-				kind, name, printable(s.Holder), s.Token, printable(now.Holder), now.Token)
+			return fmt.Errorf("%s %q changed hands: %s when read, now %s; left alone",
+				kind, name, describeHold(s), describeHold(now))
 		}
 		fmt.Fprintf(e.stdout, "%s %q was released meanwhile; nothing to do\n", kind, name)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "%s %q force-unlocked: it was held by %s (hold count %d, token %d); the holder learns of it at its next renewal\n",
-		kind, name, printable(s.Holder), s.HoldCount, s.Token)
+	fmt.Fprintf(e.stdout, "%s %q force-unlocked: it was %s; the holders learn of it at their next renewal\n",
+		kind, name, describeHold(s))
 	return nil
+}
+
+// describeHolders says who holds the lock s, for force-unlock's question.
+func describeHolders(s lockState) string {
+	switch {
+	case s.Kind == kindSemaphore:
+		return fmt.Sprintf("held by %s, %s in all", plural(s.Holders, "owner"), plural(int(s.Held), "permit"))
+	case s.Holder == "" && s.Kind == kindRWLock:
+		return "read-held by " + plural(s.Readers, "owner")
+	}
+	return "held by " + printable(s.Holder)
+}
+
+// describeHold is describeHolders with the hold count and token of an
+// exclusive hold.
+func describeHold(s lockState) string {
+	if s.Exclusive == nil || s.Holder == "" {
+		return describeHolders(s)
+	}
+	return fmt.Sprintf("%s (hold count %d, token %d)", describeHolders(s), s.HoldCount, s.Token)
+}
+
+// sameHolders reports whether the holders of a lock seem unchanged from
+// was to now: the same hold, by its fencing token, for a lock with an
+// exclusive one; as many readers or permits and holders otherwise, as
+// far as State tells them apart.
+func sameHolders(was, now lockState) bool {
+	switch {
+	case was.Kind == kindSemaphore:
+		return now.Held == was.Held && now.Holders == was.Holders
+	case was.Kind == kindRWLock && was.Holder == "":
+		return now.Holder == "" && now.Readers == was.Readers
+	}
+	return now.Holder == was.Holder && now.Token == was.Token
 }
 
 // confirm reads one line from in and reports whether it says yes. It
@@ -152,13 +203,41 @@ func confirm(ctx context.Context, in io.Reader) (bool, error) {
 	}
 }
 
-// forceUnlockLock force-unlocks the hold with the given fencing token of
-// the lock of the given kind and name, and reports whether it took it.
-func forceUnlockLock(ctx context.Context, b backend.Backend, kind, prefix, name string, token int64) (bool, error) {
-	if kind == kindFairlock {
-		return fairlock.New(b, name, fairlock.WithPrefix(prefix)).ForceUnlockToken(ctx, token)
+// forceUnlockLock force-unlocks the lock s (see forceUnlockDoc for what
+// each kind takes) and reports whether it took anything.
+func forceUnlockLock(ctx context.Context, c *client, a adminFlags, s lockState) (bool, error) {
+	prefix := a.prefix
+	switch s.Kind {
+	case kindFairlock:
+		return fairlock.New(c.b, s.Name, fairlock.WithPrefix(prefix)).ForceUnlockToken(ctx, s.Token)
+	case kindRWLock:
+		return rwlock.New(c.b, s.Name, rwlock.WithPrefix(prefix)).ForceUnlock(ctx)
+	case kindSemaphore:
+		return forceReleaseSemaphore(ctx, c, a.timeout, s.Key)
 	}
-	return mutex.New(b, name, mutex.WithPrefix(prefix)).ForceUnlockToken(ctx, token)
+	return mutex.New(c.b, s.Name, mutex.WithPrefix(prefix)).ForceUnlockToken(ctx, s.Token)
+}
+
+// forceReleaseSemaphore deletes the state of the semaphore whose main key
+// is key: its hash and its holders (package semaphore documents both),
+// which is what a semaphore whose holders all died comes to when their
+// leases end. Package semaphore has no force release; its holders treat a
+// deleted state as a loss (Done), and its waiters, whose queue is kept,
+// take the permits at their next attempt.
+func forceReleaseSemaphore(ctx context.Context, c *client, timeout time.Duration, key string) (bool, error) {
+	n, err := redis.Int(c.do(ctx, timeout, "DEL", key, key+":holders"))
+	if err != nil {
+		return false, fmt.Errorf("delete the state of semaphore at %s: %w", printable(key), err)
+	}
+	return n > 0, nil
+}
+
+// plural returns n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // printable returns s as is if every byte of it prints harmlessly, and

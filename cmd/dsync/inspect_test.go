@@ -27,7 +27,11 @@ func decodeLock(t *testing.T, out string) lockState {
 	if err := dec.Decode(&s); err != nil {
 		t.Fatalf("inspect -json printed %q: %v", out, err)
 	}
-	for _, f := range []string{"kind", "name", "key", "locked", "holder", "hold_count", "token", "lease_ms", "waiters"} {
+	want := []string{"kind", "name", "key", "locked", "waiters"}
+	if s.Kind != kindSemaphore {
+		want = append(want, "holder", "hold_count", "token", "lease_ms")
+	}
+	for _, f := range want {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("inspect -json lacks %q: %s", f, out)
 		}
@@ -88,8 +92,8 @@ func TestInspectMutexJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	s := decodeLock(t, stdout)
-	want := lockState{Kind: "mutex", Name: name, Key: "dsync:mutex:{orders:42}", Locked: true, Holder: holder,
-		HoldCount: 2, Token: token, LeaseMS: s.LeaseMS, Waiters: 1, NextWaiters: []string{waiter}}
+	want := lockState{Kind: "mutex", Name: name, Key: "dsync:mutex:{orders:42}", Locked: true,
+		Exclusive: &Exclusive{Holder: holder, HoldCount: 2, Token: token, LeaseMS: s.LeaseMS}, Waiters: 1, NextWaiters: []string{waiter}}
 	if s.LeaseMS <= 0 || s.LeaseMS > 30000 {
 		t.Errorf("lease_ms %d, want in (0, 30000]", s.LeaseMS)
 	}
@@ -174,5 +178,20 @@ func TestInspectFairlockJSON(t *testing.T) {
 	code, stdout, _ = runCmd(t, "", "inspect", "-redis", m.Addr(), "-prefix", "app", "queue:7")
 	if code != exitOK || !strings.Contains(stdout, `mutex "queue:7": free`) {
 		t.Errorf("inspect of the mutex of the same name: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestDsyncRedisEnv: without -redis, the admin commands and doctor use
+// $DSYNC_REDIS.
+func TestDsyncRedisEnv(t *testing.T) {
+	m := startMini(t)
+	t.Setenv("DSYNC_REDIS", m.Addr())
+	for _, args := range [][]string{{"inspect", "x"}, {"list"}, {"force-unlock", "-yes", "x"}} {
+		if code, stdout, stderr := runCmd(t, "", args...); code != exitOK {
+			t.Errorf("dsync %q with $DSYNC_REDIS: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
+	}
+	if _, stdout, _ := runCmd(t, "", "doctor"); !strings.Contains(stdout, "redis at "+m.Addr()) {
+		t.Errorf("doctor with $DSYNC_REDIS checked another server:\n%s", stdout)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,12 +17,16 @@ import (
 	"github.com/dsyncgo/dsync/internal/keys"
 )
 
-const listDoc = `list finds the locks of one kind under the prefix with SCAN MATCH
-<prefix>:<kind>:* (which does not block the server) and prints those that
-are held, sorted by name: holder, hold count, remaining lease and waiters.
-Companion keys (:waiters, :fence, :queue, ...) and the keys of free locks
-(a freed lock key keeps only the last fencing token, "<token> free") are
-skipped.
+const listDoc = `list finds the locks of one kind (-kind, mutex by default) under the
+prefix with SCAN MATCH <prefix>:<kind>:* (which does not block the server)
+and prints those that are held, sorted by name: for a mutex or a fair
+lock, the holder, hold count, fencing token, remaining lease and waiters;
+for a read-write lock, the mode, the writer and its hold, the readers and
+the waiting writers and readers; for a semaphore, the capacity, the
+permits held and available, the holders and the waiters. Companion keys
+(:waiters, :fence, :queue, ...) and the keys of free locks (a freed lock
+key keeps only the last fencing token, "<token> free") are skipped; a
+read-write lock held only by readers is found by its :readers key.
 
 With -json it prints a JSON array of objects with the fields of
 'dsync inspect -json'.`
@@ -38,20 +43,46 @@ var unescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 // globEscaper quotes the characters SCAN MATCH patterns treat specially.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
-// lockName returns the name of the lock whose main key is key, or false if
-// key is not one (a companion key has a suffix after the closing brace).
-func lockName(key, base string) (string, bool) {
+// splitKey returns the name of the lock whose key is key, and the suffix
+// of a companion key ("" for the main key), or false if key is not one of
+// base's.
+func splitKey(key, base string) (name, suffix string, ok bool) {
 	rest, ok := strings.CutPrefix(key, base)
 	if !ok || len(rest) < 3 || rest[0] != '{' {
-		return "", false
+		return "", "", false
 	}
 	// Braces in names are escaped, so the first closing brace ends the
-	// name; a main key ends there.
-	if end := strings.IndexByte(rest, '}'); end != len(rest)-1 {
+	// name.
+	end := strings.IndexByte(rest, '}')
+	if end < 2 {
+		return "", "", false
+	}
+	return unescaper.Replace(rest[1:end]), rest[end+1:], true
+}
+
+// lockName returns the name of the lock whose main key is key, or false if
+// key is not one.
+func lockName(key, base string) (string, bool) {
+	name, suffix, ok := splitKey(key, base)
+	if !ok || suffix != "" {
 		return "", false
 	}
-	return unescaper.Replace(rest[1 : len(rest)-1]), true
+	return name, true
 }
+
+// heldKeys returns the suffixes of the keys whose presence may mean that a
+// lock of kind is held: its main key, and for a read-write lock, which a
+// reader holds without a main key, the hash of read holds.
+func heldKeys(kind string) []string {
+	if kind == kindRWLock {
+		return []string{"", ":readers"}
+	}
+	return []string{""}
+}
+
+// freeable reports whether a lock of kind keeps its main key, a string,
+// once free: its value then tells a free lock without a look at its state.
+func freeable(kind string) bool { return kind != kindSemaphore }
 
 // list prints the held locks of one kind on a server.
 func list(ctx context.Context, e *env, args []string) error {
@@ -99,24 +130,53 @@ func list(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	waiters := "WAITERS"
-	if a.kind == kindFairlock {
-		waiters = "QUEUED"
-	}
-	fmt.Fprintf(tw, "NAME\tHOLDER\tHOLDS\tTOKEN\tLEASE\t%s\n", waiters)
-	for _, s := range held {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", printable(s.Name), printable(s.Holder), s.HoldCount, s.Token, describeLease(s), s.Waiters)
-	}
+	writeTable(tw, string(a.kind), held)
 	return tw.Flush()
 }
 
-// scanHeld walks the keyspace for the main keys of locks of a's kind and
+// writeTable prints held, locks of kind, as a table.
+func writeTable(tw io.Writer, kind string, held []lockState) {
+	switch kind {
+	case kindRWLock:
+		fmt.Fprintf(tw, "NAME\tMODE\tWRITER\tHOLDS\tTOKEN\tLEASE\tREADERS\tWAITING W\tWAITING R\n")
+		for _, s := range held {
+			writer, lease := "-", "-"
+			if s.Holder != "" {
+				writer, lease = printable(s.Holder), describeLease(s)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", printable(s.Name), s.Mode, writer, s.HoldCount, s.Token, lease,
+				s.Readers, s.WaitingWriters, s.WaitingReaders)
+		}
+	case kindSemaphore:
+		fmt.Fprintf(tw, "NAME\tCAPACITY\tHELD\tAVAILABLE\tHOLDERS\tQUEUED\n")
+		for _, s := range held {
+			capacity := fmt.Sprint(s.Capacity)
+			if s.CapacitySet {
+				capacity += " (set)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", printable(s.Name), capacity, s.Held, s.Available, s.Holders, s.Waiters)
+		}
+	default:
+		waiters := "WAITERS"
+		if kind == kindFairlock {
+			waiters = "QUEUED"
+		}
+		fmt.Fprintf(tw, "NAME\tHOLDER\tHOLDS\tTOKEN\tLEASE\t%s\n", waiters)
+		for _, s := range held {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\n", printable(s.Name), printable(s.Holder), s.HoldCount, s.Token, describeLease(s), s.Waiters)
+		}
+	}
+}
+
+// scanHeld walks the keyspace for the keys of locks of a's kind and
 // returns the state of those held. Each call to the server has its own
 // timeout; the walk as a whole ends only with ctx.
 func scanHeld(ctx context.Context, e *env, c *client, a adminFlags) ([]lockState, error) {
-	base := a.prefix + ":" + string(a.kind) + ":"
+	kind := string(a.kind)
+	base := a.prefix + ":" + kind + ":"
 	pattern := globEscaper.Replace(base) + "*"
 	var held []lockState
+	seen := map[string]bool{} // names whose state was read
 	cursor := "0"
 	for {
 		reply, err := redis.Values(c.do(ctx, a.timeout, "SCAN", cursor, "MATCH", pattern, "COUNT", scanCount))
@@ -133,40 +193,66 @@ func scanHeld(ctx context.Context, e *env, c *client, a adminFlags) ([]lockState
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
-		var mains, names []string
-		for _, k := range found {
-			if name, ok := lockName(k, base); ok {
-				mains, names = append(mains, k), append(names, name)
-			}
+		names, err := candidates(ctx, c, a, found, base)
+		if err != nil {
+			return nil, err
 		}
-		if len(mains) > 0 {
-			values, err := c.getAll(ctx, a.timeout, mains)
-			if err != nil {
-				return nil, err
+		for _, name := range names {
+			if seen[name] {
+				continue // SCAN may return a key twice; rwlock has two
 			}
-			for i, v := range values {
-				if v == "" || freed.MatchString(v) {
-					continue // vanished, not a string, or freed
-				}
-				sctx, cancel := context.WithTimeout(ctx, a.timeout)
-				s, err := readState(sctx, c.b, string(a.kind), a.prefix, names[i])
-				cancel()
-				switch {
-				case ctx.Err() != nil:
-					return nil, ctx.Err()
-				case err != nil:
-					// Not a lock of this kind, or a name the library
-					// refuses: say so and go on.
-					fmt.Fprintf(e.stderr, "dsync list: skipping %s: %v\n", mains[i], err)
-				case s.Locked:
-					held = append(held, s)
-				}
+			seen[name] = true
+			sctx, cancel := context.WithTimeout(ctx, a.timeout)
+			s, err := readState(sctx, c.b, kind, a.prefix, name)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case err != nil:
+				// Not a lock of this kind, or a name the library
+				// refuses: say so and go on.
+				key, _ := keys.Base(a.prefix, kind, name)
+				fmt.Fprintf(e.stderr, "dsync list: skipping %s: %v\n", printable(key), err)
+			case s.Locked:
+				held = append(held, s)
 			}
 		}
 		if cursor == "0" {
 			return held, nil
 		}
 	}
+}
+
+// candidates returns the names of the locks whose keys, among found, may
+// mean that they are held: main keys of a kind that keeps them once free
+// are read first, in one round trip, and skipped if they say free.
+func candidates(ctx context.Context, c *client, a adminFlags, found []string, base string) ([]string, error) {
+	kind := string(a.kind)
+	var names, mains, mainNames []string
+	for _, k := range found {
+		name, suffix, ok := splitKey(k, base)
+		if !ok || !slices.Contains(heldKeys(kind), suffix) {
+			continue
+		}
+		if suffix == "" && freeable(kind) {
+			mains, mainNames = append(mains, k), append(mainNames, name)
+			continue
+		}
+		names = append(names, name)
+	}
+	if len(mains) == 0 {
+		return names, nil
+	}
+	values, err := c.getAll(ctx, a.timeout, mains)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range values {
+		if v != "" && !freed.MatchString(v) {
+			names = append(names, mainNames[i])
+		}
+	}
+	return names, nil
 }
 
 // getAll returns the string values of keys, pipelined in one round trip

@@ -7,13 +7,18 @@
 // The commands are:
 //
 //	demo          workers contend on a mutex; report what happened
-//	inspect       show the state of one lock
-//	list          list the held locks on a server
+//	run           run a command while holding a lock; stop it if the lock is lost
+//	inspect       show the state of one lock: mutex, fairlock, rwlock, semaphore
+//	list          list the held locks of one kind on a server
 //	force-unlock  free a lock, whoever holds it
+//	doctor        check a server's settings that break locks
 //	bench         measure dsync against redsync and bsm/redislock
 //
 // Run "dsync <command> -h" for a command's flags. Flags may come before or
 // after a command's arguments: "dsync inspect orders:42 -redis host:6379".
+// The commands that need a shared server (run, doctor, inspect, list,
+// force-unlock) take it from $DSYNC_REDIS when -redis is not given; run
+// and doctor then default to localhost:6379.
 //
 // # demo
 //
@@ -28,27 +33,69 @@
 // fence keys would otherwise stay for an hour, the fencing token's
 // lifetime), and says so.
 //
+// # run
+//
+//	dsync run [-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]
+//
+// run takes the mutex called name, runs the command while it holds it and
+// releases it when the command ends, as consul lock and etcdctl lock do: a
+// cron job that runs on one machine of many at a time. The command finds
+// DSYNC_NAME and DSYNC_TOKEN (the hold's fencing token) in its
+// environment, and runs in a process group of its own, to which run passes
+// on SIGINT, SIGTERM and SIGHUP. If the lock is lost while the command
+// runs, the group gets SIGTERM, then SIGKILL after -grace (10s), and run
+// exits with status 123; otherwise it exits with the command's status. It
+// waits for the lock for as long as it takes, or -wait, after which it
+// exits with status 124 without running the command. The server is -redis,
+// else $DSYNC_REDIS, else localhost:6379. "dsync run -h" lists every exit
+// status.
+//
 // # inspect
 //
-//	dsync inspect -redis host:port [-kind mutex|fairlock] [-prefix p] [-json] name
+//	dsync inspect -redis host:port [-kind k] [-prefix p] [-json] name
 //
-// inspect prints the state of the lock called name: the holder's owner id,
-// its hold count, its fencing token (the last one if the lock is free),
-// the remaining lease, and the waiters (for a mutex, how many and the owner
-// ids of the first few in the order a release picks them; for a fair lock,
-// the length of its queue). With -json it prints one JSON object with the
-// fields
+// inspect prints the state of the lock of kind k (mutex, fairlock, rwlock
+// or semaphore; mutex by default) called name. For a mutex or a fair lock:
+// the holder's owner id, its hold count, its fencing token (the last one
+// if the lock is free), the remaining lease, and the waiters (for a mutex,
+// how many and the owner ids of the first few in the order a release picks
+// them; for a fair lock, the length of its queue). For a read-write lock:
+// the same of the write hold, the readers, and the writers and readers
+// waiting. For a semaphore: its capacity, the permits held and available,
+// the owners holding them and the waiters queued. With -json it prints one
+// JSON object with the fields
 //
-//	kind          "mutex" or "fairlock"
-//	name          the lock's name
-//	key           its main key on the server, e.g. "dsync:mutex:{orders:42}"
-//	locked        whether any owner holds it
-//	holder        the holder's owner id; "" if free
-//	hold_count    the holder's hold count; 0 if free
-//	token         the holder's fencing token, or the last one if free; 0 if none known
-//	lease_ms      remaining lease in milliseconds; 0 if free, -1 if the key has no expiry
-//	waiters       mutex: waiters registered on the server; fairlock: live waiters queued
-//	next_waiters  mutex only: owner ids of the first few waiters, next first
+//	kind             "mutex", "fairlock", "rwlock" or "semaphore"
+//	name             the lock's name
+//	key              its main key on the server, e.g. "dsync:mutex:{orders:42}"
+//	locked           whether anything is held: a hold, a read hold, a permit
+//	waiters          mutex: waiters registered on the server; fairlock, semaphore:
+//	                 live waiters queued; rwlock: writers and readers waiting
+//
+// and, for a mutex, a fair lock and the write side of a read-write lock,
+//
+//	holder           the holder's owner id; "" if none
+//	hold_count       the holder's hold count; 0 if none
+//	token            the holder's fencing token, or the last one; 0 if none known
+//	lease_ms         remaining lease in milliseconds; 0 if no hold, -1 if the
+//	                 key has no expiry
+//	next_waiters     mutex only: owner ids of the first few waiters, next first
+//
+// for a read-write lock,
+//
+//	mode             "free", "read" or "write"
+//	readers          owners holding read holds
+//	waiting_writers  live writers queued
+//	waiting_readers  live readers waiting
+//
+// and for a semaphore, whose state has no holder ids or tokens,
+//
+//	capacity         the capacity in force; 0 if none is recorded (a free
+//	                 semaphore, none set at runtime)
+//	capacity_set     whether it was set at runtime (SetCapacity)
+//	held             permits held
+//	available        permits free
+//	holders          owners holding permits
 //
 // for example
 //
@@ -58,29 +105,51 @@
 //
 // # list
 //
-//	dsync list -redis host:port [-kind mutex|fairlock] [-prefix p] [-json]
+//	dsync list -redis host:port [-kind k] [-prefix p] [-json]
 //
 // list finds the locks of one kind under the prefix with SCAN (it does not
-// block the server) and prints those that are held, by name: holder, hold
-// count, remaining lease, waiters. Keys of free locks (a freed lock key
-// keeps only the last fencing token) and companion keys are skipped. With
-// -json it prints a JSON array of objects like inspect's, sorted by name.
+// block the server) and prints those that are held, by name, with what
+// inspect shows of each. Keys of free locks (a freed lock key keeps only
+// the last fencing token) and companion keys are skipped; a read-write
+// lock held by readers only is found by its :readers key. With -json it
+// prints a JSON array of objects like inspect's, sorted by name.
 //
 // # force-unlock
 //
-//	dsync force-unlock -redis host:port [-kind mutex|fairlock] [-prefix p] [-yes] name
+//	dsync force-unlock -redis host:port [-kind k] [-prefix p] [-yes] name
 //
-// force-unlock takes the lock from whoever holds it, however many times,
-// and hands it to the next waiter, as a release would; the holder learns
-// of the loss at its next renewal. Unless -yes is given it first asks, on
-// standard error,
+// force-unlock takes the lock from whoever holds it and passes it on, as a
+// release would; the holders learn of the loss at their next renewal. For
+// a mutex or a fair lock it takes the hold it read, by its fencing token,
+// and leaves alone one taken since; for a read-write lock every hold,
+// write and read; for a semaphore every permit (package semaphore has no
+// force release: its state is deleted, as when all its holders die, and
+// its queued waiters take the permits at their next attempt). Unless -yes
+// is given it first asks, on standard error,
 //
 //	force-unlock mutex "NAME" held by OWNER? [y/N]
 //
 // and reads the answer from standard input; anything but y or yes leaves
-// the lock alone and exits with status 1. It refuses if the holder changed
-// while it asked. A lock that is not held is reported and left alone, with
-// status 0.
+// the lock alone and exits with status 1. It refuses if the holders
+// changed while it asked. A lock that is not held is reported and left
+// alone, with status 0.
+//
+// # doctor
+//
+//	dsync doctor [-redis host:port] [-prefix p] [-json]
+//
+// doctor checks the server settings that break locks without an error and
+// says what to change: a maxmemory-policy that can evict lock keys (any
+// but noeviction: dsync's keys carry TTLs, so volatile-* policies evict
+// them too), persistence off or RDB only (a restart forgets holds), a
+// replica, or replicas without min-replicas-to-write (a failover can give
+// a lock to two processes), cluster mode and its hash slots, Lua scripts
+// and pub/sub refused (ACL, rename-command), a server older than Redis
+// 6.0, and the round-trip time. Each check is ok, a warning or a failure;
+// failures are listed first, each with its fix. With -json it prints one
+// JSON object (server, failures, warnings, and checks: name, status,
+// detail, fix). It exits with status 1 if a check failed. The server is
+// -redis, else $DSYNC_REDIS, else localhost:6379.
 //
 // # bench
 //
@@ -148,6 +217,8 @@ type command struct {
 
 // synopses are the commands' arguments, as usage shows them.
 var synopses = map[string]string{
+	"run":          "[-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]",
+	"doctor":       "[-redis host:port] [-prefix p] [-json]",
 	"demo":         "[-redis host:port] [-workers n] [-rounds n] [-hold d]",
 	"inspect":      "-redis host:port [-kind k] [-prefix p] [-json] name",
 	"list":         "-redis host:port [-kind k] [-prefix p] [-json]",
@@ -158,9 +229,11 @@ var synopses = map[string]string{
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
 	{name: "demo", summary: "workers contend on a mutex; report what happened", run: demo},
+	{name: "run", summary: "run a command while holding a lock; stop it if the lock is lost", run: runLocked},
 	{name: "inspect", summary: "show the state of one lock", run: inspect},
 	{name: "list", summary: "list the held locks on a server", run: list},
 	{name: "force-unlock", summary: "free a lock, whoever holds it", run: forceUnlock},
+	{name: "doctor", summary: "check a server's settings that break locks", run: doctor},
 	{name: "bench", summary: "measure dsync against redsync and bsm/redislock", run: runBench},
 	{name: benchWorker, hidden: true, run: func(ctx context.Context, e *env, _ []string) error {
 		return workerMain(ctx, e)
@@ -207,12 +280,20 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 func runCommand(ctx context.Context, e *env, c *command, args []string) int {
 	err := c.run(ctx, e, args)
-	var ue usageError
+	var (
+		ue usageError
+		xe *exitError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &xe):
+		if xe.err != nil {
+			fmt.Fprintf(e.stderr, "dsync %s: %v\n", c.name, xe.err)
+		}
+		return xe.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "dsync %s: %s\n", c.name, ue.msg)
 		fmt.Fprintf(e.stderr, "usage: dsync %s %s\nRun 'dsync %s -h' for details.\n", c.name, synopses[c.name], c.name)
@@ -248,7 +329,8 @@ func topUsage(w io.Writer) {
 		}
 	}
 	fmt.Fprint(w, "\nRun 'dsync <command> -h' for a command's flags.\n"+
-		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.\n")
+		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted;\n"+
+		"run exits with the command's status or one of its own (see 'dsync run -h').\n")
 }
 
 // usageError is a command line that a command cannot run: it exits with
@@ -260,6 +342,22 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Sprintf(format, args...)}
 }
+
+// exitError ends a command with a status of its own, such as run's
+// statuses, after printing err on stderr unless it is nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
 
 // flagSet is a command's flags and how it prints its usage.
 type flagSet struct {
@@ -286,28 +384,12 @@ func newFlagSet(e *env, name, desc string) *flagSet {
 // returns the positional arguments, flag.ErrHelp after -h (the full usage
 // printed on stdout), or a usageError saying what flag complained of.
 func (fs *flagSet) parse(args []string) ([]string, error) {
-	var (
-		buf bytes.Buffer
-		pos []string
-	)
-	usage := fs.Usage
-	fs.Usage = func() {} // flag calls it on -h and on errors alike
-	fs.SetOutput(&buf)
-	defer func() {
-		fs.Usage = usage
-		fs.SetOutput(fs.e.stderr)
-	}()
+	var pos []string
 	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(fs.e.stdout)
-			usage()
-			return nil, flag.ErrHelp
-		}
+		rest, err := fs.parseFlags(args)
 		if err != nil {
-			return nil, usageError{strings.TrimSpace(buf.String())}
+			return nil, err
 		}
-		rest := fs.Args()
 		if len(rest) == 0 {
 			return pos, nil
 		}
@@ -317,6 +399,31 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlags parses the flags at the start of args and returns the
+// arguments after them: after the first one that is not a flag, or after
+// "--". It returns flag.ErrHelp after -h (the full usage printed on
+// stdout), or a usageError saying what flag complained of.
+func (fs *flagSet) parseFlags(args []string) ([]string, error) {
+	var buf bytes.Buffer
+	usage := fs.Usage
+	fs.Usage = func() {} // flag calls it on -h and on errors alike
+	fs.SetOutput(&buf)
+	defer func() {
+		fs.Usage = usage
+		fs.SetOutput(fs.e.stderr)
+	}()
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(fs.e.stdout)
+		usage()
+		return nil, flag.ErrHelp
+	}
+	if err != nil {
+		return nil, usageError{strings.TrimSpace(buf.String())}
+	}
+	return fs.Args(), nil
 }
 
 // endedByDashes reports whether the parsed arguments ended with "--" as

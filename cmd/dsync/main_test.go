@@ -49,13 +49,13 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inspect", "-redis", "127.0.0.1:1", "a", "b"},
 		{"inspect", "-redis", "127.0.0.1:1", "a", "-b"},
 		{"inspect", "-bogus", "name"},
-		{"inspect", "-redis", "127.0.0.1:1", "-kind", "semaphore", "name"},
+		{"inspect", "-redis", "127.0.0.1:1", "-kind", "election", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", "-timeout", "0s", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", "-prefix", "a{b", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", strings.Repeat("x", 2000)},
 		{"list"},
 		{"list", "-redis", "127.0.0.1:1", "extra"},
-		{"list", "-redis", "127.0.0.1:1", "-kind", "rwlock"},
+		{"list", "-redis", "127.0.0.1:1", "-kind", "Mutex"},
 		{"force-unlock", "-redis", "127.0.0.1:1"},
 		{"force-unlock", "name"},
 		{"force-unlock", "-redis", "127.0.0.1:1", "-yes=maybe", "name"},
@@ -65,6 +65,20 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bench", "-contenders", "0"},
 		{"bench", "-hold", "soon"},
 		{"bench", "extra"},
+		{"run"},
+		{"run", "name"},
+		{"run", "name", "--"},
+		{"run", "-lease", "0s", "name", "--", "true"},
+		{"run", "-grace", "-1s", "name", "true"},
+		{"run", "-wait", "-1s", "name", "true"},
+		{"run", "-wait", "soon", "name", "true"},
+		{"run", "-prefix", "a{b", "name", "true"},
+		{"run", "-redis", "", "name", "true"},
+		{"run", "-bogus", "name", "true"},
+		{"doctor", "extra"},
+		{"doctor", "-timeout", "0s"},
+		{"doctor", "-redis", ""},
+		{"doctor", "-prefix", "a}b"},
 	} {
 		code, stdout, stderr := runCmd(t, "", args...)
 		if code != exitUsage {
@@ -84,6 +98,7 @@ func TestFailureExitsOne(t *testing.T) {
 		{"force-unlock", "-yes", "-redis", addr, "name"},
 		{"demo", "-redis", addr},
 		{"bench", "-redis", addr},
+		{"doctor", "-redis", addr},
 	} {
 		code, stdout, stderr := runCmd(t, "", args...)
 		if code != exitFailure {
@@ -152,6 +167,7 @@ func TestUnansweringServer(t *testing.T) {
 		{"force-unlock", "-redis", addr, "-timeout", "500ms", "-yes", "x"},
 		{"demo", "-redis", addr, "-timeout", "500ms"},
 		{"bench", "-redis", addr, "-timeout", "500ms"},
+		{"doctor", "-redis", addr, "-timeout", "500ms"},
 	} {
 		start := time.Now()
 		code, stdout, stderr := runCmd(t, "", args...)
@@ -160,6 +176,31 @@ func TestUnansweringServer(t *testing.T) {
 			t.Errorf("dsync %q: exit %d after %v, want non-zero within 10s\nstdout:\n%s\nstderr:\n%s", args, code, took, stdout, stderr)
 		}
 		t.Logf("dsync %q: exit %d after %v: %s", args, code, took.Round(time.Millisecond), strings.TrimSpace(stderr))
+	}
+}
+
+func TestParseRun(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		name    string
+		command []string
+		wait    string
+	}{
+		{[]string{"n", "--", "sh", "-c", "x"}, "n", []string{"sh", "-c", "x"}, "forever"},
+		{[]string{"n", "sh", "-c", "x"}, "n", []string{"sh", "-c", "x"}, "forever"},
+		{[]string{"-wait", "1s", "n", "cmd", "-wait", "2s"}, "n", []string{"cmd", "-wait", "2s"}, "1s"},
+		{[]string{"n", "-wait", "0", "--", "-cmd"}, "n", []string{"-cmd"}, "0s"},
+		{[]string{"--", "n", "--", "cmd"}, "n", []string{"cmd"}, "forever"},
+		{[]string{"-wait", "forever", "n", "cmd"}, "n", []string{"cmd"}, "forever"},
+	} {
+		e := &env{stdout: io.Discard, stderr: io.Discard}
+		fs := newFlagSet(e, "run", "")
+		w := waitFlag(-1)
+		fs.Var(&w, "wait", "")
+		name, command, err := parseRun(fs, c.args)
+		if err != nil || name != c.name || !slices.Equal(command, c.command) || w.String() != c.wait {
+			t.Errorf("parseRun(%q) = %q, %q, -wait %v, %v; want %q, %q, -wait %s", c.args, name, command, w.String(), err, c.name, c.command, c.wait)
+		}
 	}
 }
 
@@ -253,6 +294,9 @@ func TestServerStopsAnswering(t *testing.T) {
 		{"inspect", "-redis", addr, "-kind", "fairlock", "-timeout", "500ms", "orders:42"},
 		{"list", "-redis", addr, "-timeout", "500ms"},
 		{"force-unlock", "-redis", addr, "-timeout", "500ms", "-yes", "x"},
+		{"inspect", "-redis", addr, "-kind", "rwlock", "-timeout", "500ms", "x"},
+		{"list", "-redis", addr, "-kind", "semaphore", "-timeout", "500ms"},
+		{"force-unlock", "-redis", addr, "-kind", "semaphore", "-timeout", "500ms", "-yes", "x"},
 		{"demo", "-redis", addr, "-timeout", "500ms"},
 	} {
 		start := time.Now()

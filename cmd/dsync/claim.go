@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/mutex"
+)
+
+// A claim is what run takes before it starts the command and holds while
+// the command runs: today the mutex called name. It is all run knows of
+// the lock, so that a term in an election (run -elect, once package
+// election exists) is another implementation of these two interfaces:
+// Campaign is acquire, and a *election.Term has Token, Done and Resign.
+type claim interface {
+	// acquire blocks until the claim is held and returns the hold. wait
+	// bounds the wait: forever if negative, a single attempt if zero. It
+	// returns an error matching errNotAcquired when wait ran out, and one
+	// matching ctx's error when ctx ended first.
+	acquire(ctx context.Context, wait time.Duration) (hold, error)
+	// String names the claim in messages: mutex "jobs:nightly".
+	String() string
+}
+
+// A hold is a claim held.
+type hold interface {
+	// token returns the hold's fencing token, which run passes to the
+	// command as DSYNC_TOKEN.
+	token() int64
+	// done returns a channel closed when the hold is lost. run watches it
+	// only until it releases the hold.
+	done() <-chan struct{}
+	// release gives the hold up. It is bounded by ctx.
+	release(ctx context.Context) error
+}
+
+// newClaim returns the claim run takes: the mutex called name, on a
+// lease renewed by the watchdog. (-elect would return a campaign in the
+// election called name here.)
+func newClaim(b backend.Backend, name string, f runFlags, logger *slog.Logger) claim {
+	return mutexClaim{mutex.New(b, name, mutex.WithPrefix(f.prefix), mutex.WithWatchdog(f.lease), mutex.WithLogger(logger))}
+}
+
+// errNotAcquired is a claim that was not acquired within its wait.
+var errNotAcquired = errors.New("not acquired")
+
+// mutexClaim is the mutex called name. Its hold is ownerless, as with
+// sync.Mutex: the handle remembers it, and Token, Done and UnlockContext
+// without an owner in their context refer to it.
+type mutexClaim struct {
+	m *mutex.Mutex
+}
+
+func (c mutexClaim) String() string { return fmt.Sprintf("%s %q", kindMutex, c.m.Name()) }
+
+func (c mutexClaim) acquire(ctx context.Context, wait time.Duration) (hold, error) {
+	var err error
+	switch {
+	case wait == 0:
+		var ok bool
+		if ok, err = c.m.TryLockContext(ctx); err == nil && !ok {
+			err = errNotAcquired
+		}
+	case wait > 0:
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		err = c.m.LockContext(wctx)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w within %v", errNotAcquired, wait)
+		}
+	default:
+		err = c.m.LockContext(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Lost already if Token fails: Done is closed, and run says so.
+	t, _ := c.m.Token(context.Background())
+	return mutexHold{m: c.m, tok: t}, nil
+}
+
+// mutexHold is the hold of a mutexClaim.
+type mutexHold struct {
+	m   *mutex.Mutex
+	tok int64
+}
+
+func (h mutexHold) token() int64 { return h.tok }
+
+func (h mutexHold) done() <-chan struct{} { return h.m.Done(context.Background()) }
+
+func (h mutexHold) release(ctx context.Context) error { return h.m.UnlockContext(ctx) }

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/dsyncgo/dsync/internal/keys"
+)
+
+// run's exit statuses of its own; otherwise it exits with the command's.
+// They follow timeout(1) and the shells: 124 for a wait that ran out, 125
+// for the tool's own failure, 126 and 127 for a command that cannot run.
+const (
+	exitLost        = 123 // the lock was lost while the command ran
+	exitNotAcquired = 124 // the lock was not acquired within -wait
+	exitRunFailed   = 125 // run failed before the command started
+	exitCannotRun   = 126 // the command was found but could not be started
+	exitNotFound    = 127 // the command was not found
+)
+
+const runDoc = `run takes the mutex called name, runs the command while it holds it, and
+releases it when the command ends: a job that must not run twice at once
+runs on one machine at a time, as with consul lock and etcdctl lock.
+
+The command gets run's standard input, output and error, and two
+variables in its environment: DSYNC_NAME, the lock's name, and
+DSYNC_TOKEN, the hold's fencing token, which is higher for every hold of
+the name. It runs in a process group of its own, so that a signal reaches
+everything it started; it is therefore not the terminal's foreground job.
+SIGINT, SIGTERM and SIGHUP sent to run are passed on to that group, and
+run waits for the command to end.
+
+The hold has a lease of -lease, renewed every third of it while the
+command runs: if run dies, the lock is free again within the lease, and
+on Linux the command's process is killed with it (what it started is
+not). If the lock is lost while the
+command runs (the server lost or deleted it, it was force-unlocked, or
+renewals failed until the lease ran out), run says so on standard error
+and sends the command's group SIGTERM, then SIGKILL after -grace. Until
+the command has stopped, the next holder may already be at work: a
+resource that matters should be written with $DSYNC_TOKEN and reject a
+token lower than the highest it has seen.
+
+run waits for the lock as long as it takes, unless -wait bounds the wait
+(-wait 0 makes a single attempt). A signal that arrives while it waits
+ends it without running the command. The server is -redis, else
+$DSYNC_REDIS, else localhost:6379. Flags may follow the name; the command
+starts at "--" or at the first argument after the name that is not a
+flag.
+
+Exit status:
+  the command's  the command ran and ended; 128+N if signal N killed it
+  2              usage error; nothing ran
+  123            the lock was lost while the command ran, and the command
+                 was stopped
+  124            the lock was not acquired within -wait; the command did
+                 not run
+  125            run failed before the command started (server
+                 unreachable, a lock error); the command did not run
+  126            the command could not be started
+  127            the command was not found
+  128+N          signal N arrived while run waited for the lock; the
+                 command did not run
+A command that exits with one of these statuses itself is told apart by
+run's message on standard error, which comes with every status of its own.`
+
+// defaultRedis is the server of the commands that need a shared one and
+// have no embedded fallback: $DSYNC_REDIS, else localhost:6379, as consul
+// reads $CONSUL_HTTP_ADDR.
+func defaultRedis() string {
+	if a := os.Getenv("DSYNC_REDIS"); a != "" {
+		return a
+	}
+	return "localhost:6379"
+}
+
+// waitFlag is -wait: a duration, negative for forever.
+type waitFlag time.Duration
+
+func (w *waitFlag) String() string {
+	if *w < 0 {
+		return "forever"
+	}
+	return time.Duration(*w).String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == "forever" {
+		*w = -1
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return errors.New("want a duration of 0 or more, or forever")
+	}
+	*w = waitFlag(d)
+	return nil
+}
+
+// runFlags are run's settings.
+type runFlags struct {
+	addr    string
+	prefix  string
+	lease   time.Duration
+	wait    waitFlag
+	grace   time.Duration
+	timeout time.Duration
+}
+
+// runLocked runs a command while holding a lock.
+func runLocked(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "run", runDoc)
+	f := runFlags{wait: -1}
+	fs.StringVar(&f.addr, "redis", defaultRedis(), "`host:port` of the Redis server (default $DSYNC_REDIS, else localhost:6379)")
+	fs.StringVar(&f.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the lock")
+	fs.DurationVar(&f.lease, "lease", 30*time.Second, "the hold's lease, renewed every third of it: how long the lock outlives a dsync run that died")
+	fs.Var(&f.wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
+	name, command, err := parseRun(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.addr == "":
+		return usagef("-redis must not be empty")
+	case f.lease <= 0, f.timeout <= 0:
+		return usagef("-lease and -timeout must be positive")
+	case f.grace < 0:
+		return usagef("-grace must not be negative")
+	}
+	if _, err := keys.Base(f.prefix, kindMutex, name); err != nil {
+		return usagef("%v", err)
+	}
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		return &exitError{commandStatus(err), err}
+	}
+
+	// From here on a signal is run's to handle: while it waits for the
+	// lock, one ends it; while the command runs, each is passed on. SIGINT
+	// also cancels ctx (see function run); it is taken from sigs alone, so
+	// that the command does not get it twice.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	ctx = context.WithoutCancel(ctx)
+
+	srv, err := openServer(ctx, f.addr, f.timeout)
+	if err != nil {
+		return &exitError{exitRunFailed, err}
+	}
+	defer srv.close()
+	c := srv.client()
+	defer c.close()
+	// The library's warnings (a server unreachable, a hold lost), without
+	// the time: run's own messages have none.
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	cl := newClaim(c.b, name, f, logger)
+
+	h, err := acquireOrSignal(ctx, e, cl, f, sigs)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-h.done():
+		return &exitError{exitLost, fmt.Errorf("%s was lost before the command started; it did not run", cl)}
+	default:
+	}
+
+	cmd := exec.Command(path, command[1:]...)
+	cmd.Args[0] = command[0]
+	cmd.Env = append(os.Environ(), "DSYNC_NAME="+name, "DSYNC_TOKEN="+strconv.FormatInt(h.token(), 10))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	ch, err := startChild(cmd)
+	if err != nil {
+		releaseHold(e, cl, h, f.timeout)
+		return &exitError{commandStatus(err), err}
+	}
+	return supervise(e, cl, h, ch, sigs, f)
+}
+
+// parseRun parses run's arguments: flags, the name, perhaps more flags,
+// then the command, after "--" or from the first argument that is not a
+// flag.
+func parseRun(fs *flagSet, args []string) (name string, command []string, err error) {
+	rest, err := fs.parseFlags(args)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(rest) == 0 {
+		return "", nil, usagef("want a lock name and a command")
+	}
+	name = rest[0]
+	if command, err = fs.parseFlags(rest[1:]); err != nil {
+		return "", nil, err
+	}
+	if len(command) == 0 {
+		return "", nil, usagef("want a command after the lock name")
+	}
+	return name, command, nil
+}
+
+// commandStatus is the status of a command that could not be started
+// because of err, as a shell reports it.
+func commandStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotRun
+}
+
+// acquireOrSignal acquires cl within -wait, unless one of sigs arrives
+// first. Every failure is an *exitError with run's status for it.
+func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-chan os.Signal) (hold, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		h   hold
+		err error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		h, err := cl.acquire(ctx, time.Duration(f.wait))
+		acquired <- result{h, err}
+	}()
+	var r result
+	select {
+	case r = <-acquired:
+	case sig := <-sigs:
+		cancel()
+		if r = <-acquired; r.err == nil {
+			// Acquired as the signal came: give it back.
+			releaseHold(e, cl, r.h, f.timeout)
+		}
+		return nil, &exitError{signalStatus(sig), fmt.Errorf("%s while waiting for %s; the command did not run", signalName(sig), cl)}
+	}
+	switch {
+	case r.err == nil:
+		return r.h, nil
+	case errors.Is(r.err, errNotAcquired):
+		return nil, &exitError{exitNotAcquired, fmt.Errorf("%s %v; the command did not run", cl, r.err)}
+	}
+	return nil, &exitError{exitRunFailed, fmt.Errorf("acquire %s: %w; the command did not run", cl, r.err)}
+}
+
+// supervise waits for the command to end, passing signals on to it, and
+// stops it if the hold is lost: SIGTERM, then SIGKILL after the grace
+// period. It releases the hold when the command has ended.
+func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f runFlags) error {
+	var (
+		lost  = h.done()
+		kill  <-chan time.Time
+		since time.Time // when the hold was found lost
+	)
+	for {
+		select {
+		case sig := <-sigs:
+			if err := ch.signal(sig); err != nil {
+				fmt.Fprintf(e.stderr, "dsync run: cannot pass %s on to the command: %v\n", signalName(sig), err)
+			}
+		case <-lost:
+			lost, since = nil, time.Now()
+			fmt.Fprintf(e.stderr, "dsync run: lost %s (token %d) while the command ran: sending it SIGTERM, and SIGKILL %v later\n",
+				cl, h.token(), f.grace)
+			if err := ch.signal(sigterm); err != nil {
+				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGTERM to the command: %v\n", err)
+			}
+			t := time.NewTimer(f.grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(e.stderr, "dsync run: the command did not stop within %v of SIGTERM: sending SIGKILL\n", f.grace)
+			if err := ch.signal(sigkill); err != nil {
+				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGKILL to the command: %v\n", err)
+			}
+		case <-ch.exited:
+			if lost != nil {
+				// Lost as the command ended? Then its last steps may have
+				// overlapped the next holder's: say so.
+				select {
+				case <-lost:
+					lost, since = nil, time.Now()
+				default:
+				}
+			}
+			if lost == nil {
+				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; the command ended %v later with status %d",
+					cl, time.Since(since).Round(time.Millisecond), ch.status())}
+			}
+			releaseHold(e, cl, h, f.timeout)
+			if st := ch.status(); st != 0 {
+				return &exitError{st, nil}
+			}
+			return nil
+		}
+	}
+}
+
+// releaseHold releases h, and says so if it cannot: the lock then stays
+// held until its lease ends.
+func releaseHold(e *env, cl claim, h hold, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := h.release(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "dsync run: release %s: %v (it is free again when its lease ends)\n", cl, err)
+	}
+}
