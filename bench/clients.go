@@ -101,7 +101,9 @@ func (cc *countingConn) ReceiveWithTimeout(d time.Duration) (any, error) {
 
 // goRedisClient returns a go-redis client whose commands count into c.
 func goRedisClient(addr string, c *counter) *goredis.Client {
-	cl := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 16})
+	// Contexts' deadlines bound calls on the socket, for every
+	// implementation alike (see backend/goredis).
+	cl := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 16, ContextTimeoutEnabled: true})
 	cl.AddHook(countingHook{c})
 	return cl
 }

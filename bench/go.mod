@@ -13,8 +13,11 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dsyncgo/dsync/backend/goredis v0.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace github.com/dsyncgo/dsync => ../
+
+replace github.com/dsyncgo/dsync/backend/goredis => ../backend/goredis

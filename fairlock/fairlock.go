@@ -98,6 +98,7 @@ type Mutex struct {
 	keys                          []string
 	spec                          core.LockSpec
 	hold                          core.HoldSpec
+	sendReleaseFn                 core.ReleaseAttempt // m.sendRelease, made once
 }
 
 var (
@@ -123,6 +124,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.fence = m.h.Companion("fence")
 	m.channel = m.h.Companion("wake")
 	m.keys = []string{m.h.Key, m.queue, m.expiry, m.fence}
+	m.sendReleaseFn = m.sendRelease
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
 	// No core.Local: queueing in the process first would reorder waiters.
 	m.spec = core.LockSpec{

@@ -3,7 +3,6 @@ package fairlock
 import (
 	"context"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
@@ -37,8 +36,11 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 }
 
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-	args := []any{owner, dsync.NewID(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID()}
-	return m.h.Release(ctx, l, 1, func(ctx context.Context, _ bool) (wait.Reply, error) {
-		return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
-	})
+	args := []any{owner, core.ReleaseOp(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID()}
+	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args)
+}
+
+// sendRelease sends the release script (see core.ReleaseAttempt).
+func (m *Mutex) sendRelease(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
+	return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
 }

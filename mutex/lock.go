@@ -60,13 +60,31 @@ func (m *Mutex) handedLease() time.Duration {
 
 // try makes one attempt for owner with operation id op (see core.Attempt).
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+	// The owner and operation as script arguments, made once and kept
+	// with the hold for its renewals and release; an ownerless hold's
+	// owner is its operation.
+	ownerArg := any(owner)
+	opArg := ownerArg
+	if op != owner {
+		opArg = op
+	}
 	sent := time.Now()
 	reply, err := m.h.Attempt(ctx, acquireScript, m.keys,
-		owner, op, m.leaseArg, entry, m.waiterTTLArg, core.Flag(registered))
+		ownerArg, opArg, m.leaseArg, entry, m.waiterTTLArg, core.FlagArg(registered))
 	if err != nil {
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	if r.Acquired {
+		got.OwnerArg = ownerArg
+		if got.ID == op {
+			got.IDArg = opArg
+		}
+		if _, fresh := reply.(int64); fresh {
+			got.TokenArg = reply
+		}
+	}
+	return r, err
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {

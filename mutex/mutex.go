@@ -90,6 +90,7 @@ type Mutex struct {
 	keys             []string // of every script: the lock key and the waiter set
 	spec             core.LockSpec
 	hold             core.HoldSpec
+	sendReleaseFn    core.ReleaseAttempt // m.sendRelease, made once
 
 	// Script arguments that every call passes, made into interface
 	// values once.
@@ -117,6 +118,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.channel = m.h.Companion("wake")
 	m.keys = []string{m.h.Key, m.waiters}
 	m.leaseArg, m.waiterTTLArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(waiterTTL), m.channel
+	m.sendReleaseFn = m.sendRelease
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,

@@ -3,7 +3,6 @@ package mutex
 import (
 	"context"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
@@ -53,8 +52,10 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 // attempt.
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left int64, err error) {
 	queued, mine := l.TakeQueued()
-	args := make([]any, 8, 8+len(queued))
-	args[0], args[1], args[2], args[3] = owner, dsync.NewID(), l.ID(), l.Token()
+	var a [8]any
+	args := a[:]
+	ownerArg, idArg, tokenArg := l.Args()
+	args[0], args[1], args[2], args[3] = ownerArg, core.ReleaseOp(), idArg, tokenArg
 	args[4], args[5], args[6], args[7] = m.restoredLease(l), m.channelArg, m.h.HubID(), m.waiterTTLArg
 	for _, e := range queued {
 		args = append(args, e)
@@ -66,21 +67,23 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 			}
 		}()
 	}
-	return m.h.Release(ctx, l, 1, func(ctx context.Context, first bool) (wait.Reply, error) {
-		if !first {
-			// Only the first attempt carries the queued waiters: had a
-			// retry registered them again, an entry its waiter removed
-			// since (having found the mutex its own) would come back.
-			// If that attempt failed, its waiters were woken, and they
-			// ask the server themselves.
-			return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args[:8]...)
-		}
-		r, err := m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
-		if len(queued) > 0 {
-			l.Carried()
-		}
-		return r, err
-	})
+	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args)
+}
+
+// sendRelease sends the release script (see core.ReleaseAttempt). Only
+// the first attempt carries the queued waiters: had a retry registered
+// them again, an entry its waiter removed since (having found the mutex
+// its own) would come back. If that attempt failed, its waiters were
+// woken, and they ask the server themselves.
+func (m *Mutex) sendRelease(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error) {
+	if !first {
+		return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args[:8]...)
+	}
+	r, err := m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
+	if len(args) > 8 {
+		l.Carried()
+	}
+	return r, err
 }
 
 // restoredLease returns what a partial release of l restores its expiry

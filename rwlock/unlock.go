@@ -3,7 +3,6 @@ package rwlock
 import (
 	"context"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
@@ -59,9 +58,9 @@ func (m *RWMutex) releaser(role string) core.Releaser {
 		s = readReleaseScript
 	}
 	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-		args := []any{owner, dsync.NewID(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID(), m.pref}
-		return m.h.Release(ctx, l, 1, func(ctx context.Context, _ bool) (wait.Reply, error) {
+		args := []any{owner, core.ReleaseOp(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID(), m.pref}
+		return m.h.Release(ctx, l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
 			return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
-		})
+		}, args)
 	}
 }

@@ -121,9 +121,9 @@ func (s *Semaphore) takeAnon(n int64) ([]part, error) {
 
 // release gives back n permits of owner's hold l.
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
-	args := []any{owner, dsync.NewID(), n, core.RestoredLease(l), s.channel, s.h.HubID(), l.ID()}
+	args := []any{owner, core.ReleaseOp(), n, core.RestoredLease(l), s.channel, s.h.HubID(), l.ID()}
 	refused := false
-	left, err := s.h.Release(ctx, l, n, func(ctx context.Context, _ bool) (wait.Reply, error) {
+	left, err := s.h.Release(ctx, l, n, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
 		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys(), args...)
 		// A refusal (fewer than n held) leaves the hold as it is: the
 		// core keeps its lease, as after a partial release.
@@ -132,7 +132,7 @@ func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n
 			r.HoldID, r.Refused = r.HoldID[1:], true
 		}
 		return r, err
-	})
+	}, args)
 	if err == nil && refused {
 		return fmt.Errorf("%w: the owner holds %d permits, fewer than %d", dsync.ErrNotHeld, left, n)
 	}

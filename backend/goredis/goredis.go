@@ -38,9 +38,14 @@
 // finishes in the background (go-redis reads the whole reply, so the
 // connection returns to the pool in a known state) and Close waits for
 // it. A call whose context can never end runs on the caller's goroutine,
-// bounded by WithTimeout when the client honours deadlines, or by the
-// client's ReadTimeout otherwise. A socket timeout at the context's
-// deadline is reported as context.DeadlineExceeded.
+// bounded by its deadline or WithTimeout when the client honours
+// deadlines, or by the client's ReadTimeout when the context has no
+// deadline; one with a deadline that the client does not honour waits on
+// a goroutine, as if cancellable. dsync's primitives call with such a
+// context (a deadline, never cancelled) on behalf of a caller's context
+// with a deadline: with ContextTimeoutEnabled those calls cost no
+// goroutine. A socket timeout at the context's deadline is reported as
+// context.DeadlineExceeded.
 //
 // go-redis retries a command after some network errors (MaxRetries):
 // dsync's scripts are written to be retried with the same arguments.
@@ -230,24 +235,65 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
+	if b.direct(ctx) {
+		// The common cases of call's, without the closure it takes.
+		reply, err := b.evalOnce(ctx, s, keys, args)
+		return reply, b.wrap(ctx, err)
+	}
+	if ctx.Done() == nil && b.ctxTimeout {
+		ctx = &deadlineContext{ctx, time.Now().Add(b.timeout(ctx))}
+		reply, err := b.evalOnce(ctx, s, keys, args)
+		return reply, b.wrap(ctx, err)
+	}
 	return b.call(ctx, func(ctx context.Context) (any, error) {
 		return b.evalOnce(ctx, s, keys, args)
 	})
 }
 
+// direct reports whether a call with ctx runs on the caller's goroutine
+// as it is: nothing can cancel ctx, and the client honours its deadline,
+// or it has none (the client's ReadTimeout then bounds the call).
+func (b *Backend) direct(ctx context.Context) bool {
+	if ctx.Done() != nil {
+		return false
+	}
+	_, deadline := ctx.Deadline()
+	return deadline == b.ctxTimeout
+}
+
+// deadlineContext is a context that can never end, with a deadline, which
+// a client that honours deadlines sets on the socket: the adapter's bound
+// of a call whose context has none, without the timer of a cancellable
+// context.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // call runs fn bounded by ctx (see the package documentation).
 func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
 	if ctx.Done() == nil {
-		// Nothing can cancel ctx: no goroutine. A client that honours
-		// deadlines gets one, the adapter's or less (backend rule 7).
-		cctx := ctx
-		if b.ctxTimeout {
+		// Nothing can cancel ctx: no goroutine if the client honours its
+		// deadline, which a client that honours deadlines gets, the
+		// adapter's, if ctx has none (backend rule 7).
+		d, ok := ctx.Deadline()
+		switch {
+		case b.direct(ctx):
+			reply, err := fn(ctx)
+			return reply, b.wrap(ctx, err)
+		case b.ctxTimeout:
+			cctx := &deadlineContext{ctx, time.Now().Add(b.timeout(ctx))}
+			reply, err := fn(cctx)
+			return reply, b.wrap(cctx, err)
+		case ok:
+			// A deadline the client does not honour: the call waits for
+			// its reply on a goroutine, as for a cancellable context.
 			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, b.timeout(ctx))
+			ctx, cancel = context.WithDeadline(ctx, d)
 			defer cancel()
 		}
-		reply, err := fn(cctx)
-		return reply, b.wrap(cctx, err)
 	}
 	type result struct {
 		reply any

@@ -144,15 +144,28 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 
 // get takes a connection from the pool. A context that can never end gets
 // the adapter's timeout here too: a pool that waits for a free connection,
-// or dials a new one, would otherwise wait without bound.
+// or dials a new one, would otherwise wait without bound. A pool that does
+// not wait uses the context only to dial, which a deadline bounds without
+// the timer and goroutine of a cancellable context.
 func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
 	if ctx.Done() != nil {
 		return b.pool.GetContext(ctx)
+	}
+	if !b.pool.Wait {
+		return b.pool.GetContext(&dialContext{ctx, time.Now().Add(b.timeout(ctx))})
 	}
 	gctx, cancel := context.WithTimeout(context.Background(), b.timeout(ctx))
 	defer cancel()
 	return b.pool.GetContext(gctx)
 }
+
+// dialContext is a context that can never end, with a deadline for a dial.
+type dialContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *dialContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // timeout returns the bound of a call whose context can never end: the
 // adapter's timeout, or less if the context has a deadline (which such a

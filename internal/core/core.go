@@ -237,6 +237,11 @@ type Grant struct {
 	ID    string // the hold's id on the server
 	Sent  time.Time
 	TTL   time.Duration // the hold's lease left on the server after the acquisition
+
+	// OwnerArg, IDArg and TokenArg, if a primitive sets them, are the
+	// owner, the hold id and the token as the script arguments it made
+	// (see lease.Spec).
+	OwnerArg, IDArg, TokenArg any
 }
 
 // HoldSpec is what Keep needs to keep a hold alive. A primitive makes it
@@ -263,12 +268,17 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int6
 		Channel: hs.Channel,
 		TTL:     h.Cfg.Lease,
 		Token:   g.Token,
-		Renew:   hs.Renew,
-		Keys:    hs.Keys,
-		Extra:   hs.Extra,
-		Fixed:   !h.Cfg.Watchdog,
-		Margin:  h.Cfg.ExpiryMargin,
-		Logger:  h.Cfg.Logger,
+
+		OwnerArg: g.OwnerArg,
+		IDArg:    g.IDArg,
+		TokenArg: g.TokenArg,
+
+		Renew:  hs.Renew,
+		Keys:   hs.Keys,
+		Extra:  hs.Extra,
+		Fixed:  !h.Cfg.Watchdog,
+		Margin: h.Cfg.ExpiryMargin,
+		Logger: h.Cfg.Logger,
 	}
 	if spec.Fixed && g.TTL > 0 && g.TTL < spec.TTL {
 		// A fixed lease handed over shorter than asked ends when the
@@ -345,10 +355,10 @@ func (h *Handle) HandOff(ctx context.Context, channel string, s *backend.Script,
 	return wait.HandOff(ctx, h.B, h.Session().Hub, channel, s, keys, args...)
 }
 
-// HubID returns the id of the hub of h's session, which a script that may
-// hand the primitive to waiters is told: it leaves the wake-ups of that
-// hub's waiters to its caller.
-func (h *Handle) HubID() string { return h.Session().Hub.ID() }
+// HubID returns the id of the hub of h's session, as a script argument,
+// which a script that may hand the primitive to waiters is told: it leaves
+// the wake-ups of that hub's waiters to its caller.
+func (h *Handle) HubID() any { return h.Session().Hub.IDArg() }
 
 // Token returns the fencing token of the hold of role that ctx refers to
 // (see Current), without I/O.
@@ -394,6 +404,16 @@ func Flag(b bool) string {
 	}
 	return "0"
 }
+
+// FlagArg returns Flag(b) as a script argument, made once.
+func FlagArg(b bool) any {
+	if b {
+		return flagTrue
+	}
+	return flagFalse
+}
+
+var flagTrue, flagFalse any = "1", "0"
 
 // ctxError makes err, which ended an operation after ctx was done, match
 // ctx's error, with err's text.

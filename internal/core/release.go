@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -30,12 +31,19 @@ var errGone = errors.New("it is no longer on the server")
 // of a release call that returned before the release's outcome was known.
 var errBackground = errors.New("the release goes on in the background")
 
-// ReleaseAttempt sends a primitive's release script once, for one hold,
-// on the context given, with the same operation id on every retry (first
-// is true for the first attempt), and returns its reply: the owner's
-// holds left on the server (-1 if it holds none of that hold) and the
-// hold's id.
-type ReleaseAttempt func(ctx context.Context, first bool) (wait.Reply, error)
+// ReleaseAttempt sends a primitive's release script once, for the hold l,
+// on the context given, with args, the same on every retry (the release's
+// operation id among them; first is true for the first attempt), and
+// returns its reply: the owner's holds left on the server (-1 if it holds
+// none of that hold) and the hold's id. A primitive makes it once per
+// handle.
+type ReleaseAttempt func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error)
+
+// ReleaseOp returns a fresh operation id for a release, as a script
+// argument: 63 random bits, which the scripts take as a string of decimal
+// digits, as unique among an owner's recent operations as a 128-bit id and
+// cheaper to make.
+func ReleaseOp() any { return rand.Int64() }
 
 // Release runs one release of units (1, or a semaphore's permits) of the
 // hold l through h's backend and returns what the owner holds on the
@@ -51,14 +59,16 @@ type ReleaseAttempt func(ctx context.Context, first bool) (wait.Reply, error)
 // closes) when the owner holds nothing more through h's session, or when
 // the release failed, in which case the hold expires by itself on the
 // server.
-func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt) (int64, error) {
+func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt, args []any) (int64, error) {
 	l.BeginRelease()
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
 	// anything. The grace lets a release sent just before the end, which
 	// the server's later expiry leaves time for, learn its outcome.
 	now := time.Now()
-	r := &release{l: l, units: units, attempt: attempt, ctx: ctx, bound: now.Add(ReleaseTimeout), first: true}
+	r := &release{l: l, units: units, attempt: attempt, bound: now.Add(ReleaseTimeout), first: true}
+	r.call.Context = ctx
+	r.args = append(r.buf[:0], args...)
 	if end := l.Deadline(); end.After(now) {
 		now = end
 	}
@@ -90,10 +100,12 @@ type release struct {
 	l         *lease.Lease
 	units     int64
 	attempt   ReleaseAttempt
-	ctx       context.Context // for its values only
-	bound     time.Time       // past it, the release fails
-	first     bool            // no attempt sent yet
-	ambiguous bool            // an attempt failed: it may have been applied
+	args      []any
+	buf       [10]any           // args, unless more
+	call      wait.DeadlineOnly // the context of an attempt: the caller's values, a deadline
+	bound     time.Time         // past it, the release fails
+	first     bool              // no attempt sent yet
+	ambiguous bool              // an attempt failed: it may have been applied
 	failures  int
 }
 
@@ -101,7 +113,8 @@ type release struct {
 // passes, and reports whether the release ended, and how.
 func (r *release) run(until time.Time) (left int64, err error, done bool) {
 	for {
-		rep, err := r.attempt(&wait.DeadlineOnly{Context: r.ctx, Until: until}, r.first)
+		r.call.Until = until
+		rep, err := r.attempt(&r.call, r.l, r.first, r.args)
 		r.first = false
 		if err == nil {
 			return r.settle(rep)

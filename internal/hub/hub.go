@@ -61,6 +61,7 @@ var ErrRetired = errors.New("hub: retired")
 // Hub is the pub/sub fan-out of one session.
 type Hub struct {
 	id     string
+	idArg  any // id, as a script argument
 	b      backend.Backend
 	onIdle func() // told, without any lock held, when the hub has no topic left
 
@@ -109,13 +110,18 @@ var (
 // New returns the hub of a session on b. onIdle, if set, is called
 // without any lock held whenever the hub's last topic is retired.
 func New(b backend.Backend, onIdle func()) *Hub {
-	return &Hub{
+	h := &Hub{
 		id:     process + "." + strconv.FormatUint(hubs.Add(1), 36),
 		b:      b,
 		onIdle: onIdle,
 		topics: make(map[string]*topic),
 	}
+	h.idArg = h.id
+	return h
 }
+
+// IDArg returns ID as a script argument, made once.
+func (h *Hub) IDArg() any { return h.idArg }
 
 // IsID reports whether s is the id of a hub of this process.
 func IsID(s string) bool {

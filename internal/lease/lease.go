@@ -71,6 +71,11 @@ type Spec struct {
 	TTL     time.Duration
 	Token   int64
 
+	// OwnerArg, IDArg and TokenArg, if not nil, are Owner, ID and Token
+	// as script arguments, made once for the acquisition: renewals and
+	// releases pass them without making them again.
+	OwnerArg, IDArg, TokenArg any
+
 	// Initial, if positive and shorter than TTL, is the hold's expiry on
 	// the server when acquired: a hold handed to a waiter starts on a
 	// short lease, so that a waiter that died frees it soon, and the
@@ -187,6 +192,21 @@ var closedChan = func() chan struct{} {
 
 // Token returns the fencing token the hold was granted with.
 func (l *Lease) Token() int64 { return l.spec.Token }
+
+// Args returns the hold's owner, id and token as script arguments.
+func (l *Lease) Args() (owner, id, token any) {
+	owner, id, token = l.spec.OwnerArg, l.spec.IDArg, l.spec.TokenArg
+	if owner == nil {
+		owner = l.spec.Owner
+	}
+	if id == nil {
+		id = l.spec.ID
+	}
+	if token == nil {
+		token = l.spec.Token
+	}
+	return owner, id, token
+}
 
 // Renewed reports whether the watchdog renews the lease (it is not
 // fixed).

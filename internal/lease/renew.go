@@ -249,7 +249,8 @@ func (g *group) prepareLocked(now time.Time) (p part, earliest time.Time) {
 		if !l.spec.Fixed {
 			ms = l.spec.TTL.Milliseconds()
 		}
-		args = append(args, l.spec.Owner, ms, l.spec.ID)
+		owner, id, _ := l.Args()
+		args = append(args, owner, ms, id)
 		args = append(args, l.spec.Extra...)
 		if l.deadline.Before(earliest) {
 			earliest = l.deadline

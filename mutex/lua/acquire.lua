@@ -14,7 +14,7 @@ local owner, op, entry, registered = ARGV[1], ARGV[2], ARGV[4], ARGV[6] == '1'
 local v = redis.pcall('GET', lock)
 if type(v) == 'string' and not registered then
   -- The common case, a mutex freed by a release that found no waiter:
-  -- one read, one write.
+  -- one read, one write, before the library is even defined.
   local last = string.match(v, '^(%d+) free$')
   if last then
     local token = tonumber(last) + 1
@@ -22,6 +22,7 @@ if type(v) == 'string' and not registered then
     return token
   end
 end
+-- dsync:library
 local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)

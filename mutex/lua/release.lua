@@ -18,11 +18,11 @@
 -- waiter, which the caller wakes if it is in its hub.
 local lock, waiters = KEYS[1], KEYS[2]
 local owner, op, id = ARGV[1], ARGV[2], ARGV[3]
-local pop = function() return pop_waiter(waiters) end
 if #ARGV == 8 then
   -- The common case, a final release of a hold nobody waits behind: one
-  -- write, which reads the state it replaces. Anything else is put back
-  -- as it was, expiry included, and handled below.
+  -- write, which reads the state it replaces, before the library is even
+  -- defined. Anything else is put back as it was, expiry included, and
+  -- handled below.
   local v = redis.pcall('SET', lock, ARGV[4] .. ' free', 'KEEPTTL', 'GET')
   if v == ARGV[4] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
     return 0
@@ -33,6 +33,8 @@ if #ARGV == 8 then
     redis.call('DEL', lock)
   end
 end
+-- dsync:library
+local pop = function() return pop_waiter(waiters) end
 local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)
