@@ -15,6 +15,7 @@ require (
 require (
 	github.com/bsm/redislock v0.9.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dsyncgo/dsync/backend/goredis v0.0.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
@@ -33,6 +34,7 @@ require (
 
 replace (
 	github.com/dsyncgo/dsync => ../../
+	github.com/dsyncgo/dsync/backend/goredis => ../../backend/goredis
 	github.com/dsyncgo/dsync/bench => ../../bench
 	github.com/dsyncgo/dsync/otel => ../../otel
 )
