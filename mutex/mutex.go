@@ -119,6 +119,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.keys = []string{m.h.Key, m.waiters}
 	m.leaseArg, m.waiterTTLArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(waiterTTL), m.channel
 	m.sendReleaseFn = m.sendRelease
+	m.h.QueueLocally(core.Exclusive, m.channel, m.handedLease())
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,

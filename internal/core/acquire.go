@@ -180,6 +180,9 @@ func (a *acquisition) Granted(token int64, since time.Time) bool {
 func (a *acquisition) Abandon(ctx context.Context) error {
 	if a.s.Local {
 		a.unqueue(ctx)
+		// A hold handed to this waiter is passed on by the abandon: the
+		// session's waiters queued behind it ask the server.
+		defer a.h.Session().Sched.DropPending(a.h.Key, a.op)
 	}
 	return a.s.Abandon(ctx, a.owner, a.op, a.entry)
 }

@@ -65,10 +65,11 @@ type Handle struct {
 	Cfg  options.Common
 	Key  string // the main key; companions append ":" and a suffix
 
-	err  error                           // invalid arguments, reported by every call
-	sess atomic.Pointer[session.Session] // B's session, as last seen
-	mu   sync.Mutex                      // guards anon
-	anon map[string][]*lease.Lease       // ownerless holds by role, oldest first
+	err    error                           // invalid arguments, reported by every call
+	handed func(id, owner string)          // see QueueLocally
+	sess   atomic.Pointer[session.Session] // B's session, as last seen
+	mu     sync.Mutex                      // guards anon
+	anon   map[string][]*lease.Lease       // ownerless holds by role, oldest first
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -350,9 +351,21 @@ func (h *Handle) LoseHold(id, reason string) {
 }
 
 // HandOff runs a script that may hand the primitive to waiters (see
-// wait.HandOff) through h's session.
+// wait.HandOff) through h's session. For a primitive whose waiters queue
+// in the session (LockSpec.Local), a hold handed to a waiter of the
+// session is pending until the waiter keeps it (see lease.Scheduler.Pending).
 func (h *Handle) HandOff(ctx context.Context, channel string, s *backend.Script, keys []string, args ...any) (wait.Reply, error) {
-	return wait.HandOff(ctx, h.B, h.Session().Hub, channel, s, keys, args...)
+	return wait.HandOff(ctx, h.B, h.Session().Hub, channel, h.handed, s, keys, args...)
+}
+
+// QueueLocally makes the waiters of h's session queue behind its holds of
+// role, pending ones included (see LockSpec.Local), whose wake-up channel
+// is channel and which a hand-off gives for handed. A primitive calls it
+// once, from its constructor.
+func (h *Handle) QueueLocally(role, channel string, handed time.Duration) {
+	h.handed = func(id, owner string) {
+		h.Session().Sched.Pending(h.Key, owner, role, id, channel, handed)
+	}
 }
 
 // HubID returns the id of the hub of h's session, as a script argument,

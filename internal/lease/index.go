@@ -44,7 +44,7 @@ func (s *Scheduler) unindexLocked(l *Lease) {
 func (s *Scheduler) findLocked(key, owner, role string) *Lease {
 	var expired *Lease
 	for l := s.byKey[key]; l != nil; l = l.nextKey {
-		if l.spec.Owner != owner || l.spec.Role != role {
+		if l.spec.Owner != owner || l.spec.Role != role || l.state == pending {
 			continue
 		}
 		if l.state == active {
@@ -74,17 +74,66 @@ func (s *Scheduler) Find(key, owner, role string) *Lease {
 	return s.findLocked(key, owner, role)
 }
 
-// Other returns an active lease of key in role whose owner is not owner,
-// or nil: a hold of the session that owner's waiter may queue behind.
+// Other returns an active or pending lease of key in role whose owner is
+// not owner, or nil: a hold of the session that owner's waiter may queue
+// behind. A pending one past its deadline is dropped.
 func (s *Scheduler) Other(key, owner, role string) *Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for l := s.byKey[key]; l != nil; l = l.nextKey {
-		if l.state == active && l.spec.Role == role && l.spec.Owner != owner {
+	now := time.Now()
+	for l := s.byKey[key]; l != nil; {
+		next := l.nextKey
+		if l.state == pending && !now.Before(l.deadline) {
+			s.dropPendingLocked(l)
+		} else if (l.state == active || l.state == pending) && l.spec.Role == role && l.spec.Owner != owner {
 			return l
 		}
+		l = next
 	}
 	return nil
+}
+
+// Pending records that the hold of key with the given id was handed, in
+// role, to owner's waiter of the session, who has not kept it yet: until
+// it does (Keep) or gives it up (DropPending), or for at most ttl, the
+// session's other waiters queue behind it as behind a kept hold.
+func (s *Scheduler) Pending(key, owner, role, id, channel string, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired || s.byIDLocked(key, owner, role, id) != nil {
+		return // kept already (or retired: nothing to queue behind)
+	}
+	l := &Lease{spec: Spec{Key: key, Owner: owner, Role: role, ID: id, Channel: channel}, s: s, index: -1, state: pending}
+	l.deadline = time.Now().Add(ttl)
+	s.indexLocked(l)
+}
+
+// DropPending forgets the hold of key with the given id if it is pending:
+// its waiter gave it up, and passed it on.
+func (s *Scheduler) DropPending(key, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := s.byKey[key]; l != nil; l = l.nextKey {
+		if l.spec.ID == id && l.state == pending {
+			s.dropPendingLocked(l)
+			return
+		}
+	}
+}
+
+// dropPendingLocked unindexes the pending lease l and wakes whoever queued
+// behind it, who would otherwise wait out its deadline.
+func (s *Scheduler) dropPendingLocked(l *Lease) {
+	s.unindexLocked(l)
+	l.state = released
+	if len(l.queued) > 0 && s.hooks.Wake != nil {
+		s.hooks.Wake(l.spec.Channel, l.queued)
+	}
+	l.queued = nil
+	if l.inflight != nil {
+		close(l.inflight)
+		l.inflight = nil
+	}
 }
 
 // Holds reports whether the session keeps an active lease of key, owner
@@ -108,13 +157,20 @@ func (s *Scheduler) LoseHold(key, id, reason string, remember bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for l := s.byKey[key]; l != nil; l = l.nextKey {
-		if l.spec.ID == id {
-			if l.state == active {
-				s.loseLocked(l, reason, nil)
-				s.idleLocked()
-			}
-			return true
+		if l.spec.ID != id {
+			continue
 		}
+		if l.state == pending {
+			// Handed to a waiter that has not kept it: its lease is
+			// to start lost.
+			s.dropPendingLocked(l)
+			break
+		}
+		if l.state == active {
+			s.loseLocked(l, reason, nil)
+			s.idleLocked()
+		}
+		return true
 	}
 	if remember {
 		s.rememberTakenLocked(key, id, reason)

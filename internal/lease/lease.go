@@ -140,6 +140,10 @@ const (
 	active state = iota
 	lost
 	released
+	// pending is a hold handed to a waiter of the session that has not
+	// kept it yet (see Scheduler.Pending): indexed, so that the session's
+	// other waiters may queue behind it, but not kept alive.
+	pending
 )
 
 // Lease is a hold being kept alive.
@@ -293,7 +297,7 @@ func (l *Lease) Releasable() bool {
 func (l *Lease) Enqueue(entry string) bool {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
-	if l.state != active || l.closed {
+	if (l.state != active && l.state != pending) || l.closed {
 		return false
 	}
 	l.queued = append(l.queued, entry)

@@ -1831,3 +1831,81 @@ func TestBatcherBundlesSlots(t *testing.T) {
 		}
 	})
 }
+
+// --- 9. Pending hand-offs ----------------------------------------------
+
+// TestPendingHoldIsQueuedBehindThenKept: a hold handed to a waiter of the
+// session is pending: another owner's waiter queues behind it (Other,
+// Enqueue); the waiter's Keep turns that very record into its lease, with
+// the queued entry, which the lease's release takes.
+func TestPendingHoldIsQueuedBehindThenKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		s := sched(f)
+		s.Pending("pend:1", "owner", "x", "pend:1#1", "wake", 2*time.Second)
+		if s.Find("pend:1", "owner", "x") != nil || s.Holds("pend:1", "owner", "x") {
+			t.Fatal("a pending hold is found as the owner's hold before it keeps it")
+		}
+		p := s.Other("pend:1", "someone", "x")
+		if p == nil {
+			t.Fatal("no pending hold to queue behind")
+		}
+		if !p.Enqueue("hub/w|2000|someone") {
+			t.Fatal("Enqueue refused on a pending hold")
+		}
+		l := h.start(f, watchdog("pend:1", 3*time.Second), time.Now())
+		if l != p {
+			t.Fatalf("Keep made a new lease, want the pending record taken over")
+		}
+		assertActive(t, f, l)
+		if leases, _ := s.Stats(); leases != 1 {
+			t.Errorf("Stats leases = %d, want 1", leases)
+		}
+		if q, ok := l.TakeQueued(); !ok || len(q) != 1 || q[0] != "hub/w|2000|someone" {
+			t.Errorf("TakeQueued = %v, %v; want the entry queued while pending", q, ok)
+		}
+	})
+}
+
+// TestPendingHoldDroppedOrExpired: a pending hold that its waiter gave up
+// (DropPending) or that outlived its ttl is no longer queued behind, and
+// the waiters queued behind it are woken; ForceUnlock of a pending hold
+// makes its lease start lost.
+func TestPendingHoldDroppedOrExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		f := h.fake()
+		var woken []string
+		var mu sync.Mutex
+		s := NewScheduler(f, Hooks{Wake: func(channel string, entries []string) {
+			mu.Lock()
+			woken = append(woken, entries...)
+			mu.Unlock()
+		}})
+		s.Pending("drop:1", "owner", "x", "drop:1#1", "wake", 2*time.Second)
+		s.Other("drop:1", "someone", "x").Enqueue("e1")
+		s.DropPending("drop:1", "drop:1#1")
+		if s.Other("drop:1", "someone", "x") != nil {
+			t.Error("a dropped pending hold is still queued behind")
+		}
+		s.Pending("drop:2", "owner", "x", "drop:2#1", "wake", 2*time.Second)
+		s.Other("drop:2", "someone", "x").Enqueue("e2")
+		time.Sleep(2 * time.Second)
+		if s.Other("drop:2", "someone", "x") != nil {
+			t.Error("a pending hold past its ttl is still queued behind")
+		}
+		mu.Lock()
+		if len(woken) != 2 || woken[0] != "e1" || woken[1] != "e2" {
+			t.Errorf("woken %v, want e1 then e2", woken)
+		}
+		mu.Unlock()
+		s.Pending("force:1", "owner", "x", "force:1#1", "wake", 2*time.Second)
+		s.LoseHold("force:1", "force:1#1", "taken by ForceUnlock", true)
+		l := s.Keep(watchdog("force:1", 3*time.Second), time.Now(), 0, 1)
+		if !l.Lost() {
+			t.Error("a hold ForceUnlock took while pending started active")
+		}
+		s.Retire()
+	})
+}

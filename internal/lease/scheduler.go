@@ -78,7 +78,8 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 		s.mu.Unlock()
 		return nil
 	}
-	if l := s.byIDLocked(spec.Key, spec.Owner, spec.Role, spec.ID); l != nil && l.state == active {
+	p := s.byIDLocked(spec.Key, spec.Owner, spec.Role, spec.ID)
+	if l := p; l != nil && l.state == active {
 		l.held += units
 		if ttl > 0 && l.until(sent, ttl).After(l.deadline) {
 			l.renewedLocked(sent, ttl)
@@ -94,8 +95,15 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 	if old := s.findLocked(spec.Key, spec.Owner, spec.Role); old != nil {
 		s.endLocked(old, released, "")
 	}
+	if p != nil && p.state == pending {
+		// The hold handed to this waiter: its record becomes the lease,
+		// with the waiters queued behind it.
+		l = p
+		l.spec, l.held, l.state, l.deadline = spec, units, active, time.Time{}
+	} else {
+		s.indexLocked(l)
+	}
 	s.count++
-	s.indexLocked(l)
 	if ttl <= 0 || ttl > spec.TTL {
 		ttl = spec.TTL
 		if spec.Initial > 0 && spec.Initial < ttl && !spec.Fixed {

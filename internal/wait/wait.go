@@ -435,19 +435,21 @@ type Reply struct {
 // channel is woken to try again. ctx bounds the call as it is: a caller
 // that must learn the reply after its own context ended passes one that
 // has not (see AttemptContext).
-func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, s *backend.Script, keys []string, args ...any) (Reply, error) {
+func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string), s *backend.Script, keys []string, args ...any) (Reply, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		h.WakeAll(channel)
 		return Reply{}, err
 	}
-	return Deliver(b, h, channel, reply)
+	return Deliver(b, h, channel, handed, reply)
 }
 
 // Deliver decodes reply as a Reply, wakes the waiters of h it names with
-// their grants, and returns its head. A reply that is a bare integer is a
-// Reply with that n and no waiter.
-func Deliver(b backend.Backend, h *hub.Hub, channel string, reply any) (Reply, error) {
+// their grants, and returns its head. handed, if not nil, is told of each
+// hand-off to a waiter of h (its id and the owner) before the waiter is
+// woken. A reply that is a bare integer is a Reply with that n and no
+// waiter.
+func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string), reply any) (Reply, error) {
 	if n, ok := reply.(int64); ok {
 		return Reply{N: n}, nil
 	}
@@ -465,12 +467,16 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, reply any) (Reply, e
 	for i := 2; i < len(r); i += 3 {
 		address, err1 := backend.String(r[i])
 		grant, err2 := backend.String(r[i+1])
-		if err := errors.Join(err1, err2); err != nil {
+		owner, err3 := backend.String(r[i+2])
+		if err := errors.Join(err1, err2, err3); err != nil {
 			h.WakeAll(channel)
 			return Reply{}, err
 		}
 		delivered := false
 		if wid, ok := h.Local(address); ok {
+			if handed != nil {
+				handed(wid, owner)
+			}
 			delivered = h.Deliver(channel, wid, grant)
 		}
 		if o := observe.For(b); o != nil {
