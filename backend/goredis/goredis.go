@@ -53,7 +53,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,9 +68,7 @@ type Option func(*options)
 
 type options struct {
 	timeout     time.Duration
-	healthCheck time.Duration
-	mailboxSize int
-	maxBackoff  time.Duration
+	mux         backend.MuxOptions
 	ackReplicas int
 	ackTimeout  time.Duration
 }
@@ -93,9 +90,7 @@ func WithTimeout(d time.Duration) Option {
 // re-established. The default is 5s.
 func WithHealthCheck(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.healthCheck = d
-		}
+		o.mux.HealthCheck = d
 	}
 }
 
@@ -103,16 +98,14 @@ func WithHealthCheck(d time.Duration) Option {
 // before they are replaced by a gap. The default is
 // backend.DefaultMailboxSize.
 func WithMailboxSize(n int) Option {
-	return func(o *options) { o.mailboxSize = n }
+	return func(o *options) { o.mux.MailboxSize = n }
 }
 
 // WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
 // connection. The first attempt is immediate; the default cap is 500ms.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.maxBackoff = d
-		}
+		o.mux.MaxBackoff = d
 	}
 }
 
@@ -157,12 +150,7 @@ type Backend struct {
 	mu       sync.Mutex
 	inflight sync.WaitGroup
 
-	ps *pubsub // nil on a cluster
-
-	// On a cluster, one pub/sub connection per master, by its address
-	// when the first of its channels was placed; shards ends with Close.
-	shardMu sync.Mutex
-	shards  map[string]*pubsub
+	mux *backend.Mux
 }
 
 var (
@@ -177,7 +165,7 @@ var (
 func New(c redis.UniversalClient, opts ...Option) *Backend {
 	b := &Backend{
 		c:    c,
-		opts: options{timeout: 10 * time.Second, healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
+		opts: options{timeout: 10 * time.Second},
 	}
 	for _, o := range opts {
 		o(&b.opts)
@@ -203,11 +191,11 @@ func New(c redis.UniversalClient, opts ...Option) *Backend {
 	case *redis.Ring:
 		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
 	}
+	var d backend.PubSubDriver = dialer{b}
 	if b.sharded {
-		b.shards = make(map[string]*pubsub)
-	} else {
-		b.ps = newPubSub(b, "")
+		d = clusterDialer{dialer{b}}
 	}
+	b.mux = backend.NewMux(d, b.opts.mux)
 	return b
 }
 
@@ -243,7 +231,7 @@ func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, e
 		cctx := ctx
 		if b.ctxTimeout {
 			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, b.timeout(ctx))
+			cctx, cancel = context.WithTimeout(ctx, backend.CallTimeout(ctx, b.opts.timeout))
 			defer cancel()
 		}
 		reply, err := fn(cctx)
@@ -272,16 +260,6 @@ func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, e
 	case <-ctx.Done():
 		return nil, fmt.Errorf("goredis: %w", ctx.Err())
 	}
-}
-
-// timeout returns the bound of a call whose context can never end: the
-// adapter's timeout, or less if the context has a deadline.
-func (b *Backend) timeout(ctx context.Context) time.Duration {
-	d := b.opts.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, max(time.Until(dl), time.Millisecond))
-	}
-	return d
 }
 
 func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
@@ -355,61 +333,17 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 		// retry can succeed.
 		return fmt.Errorf("goredis: %w (%v)", backend.ErrClosed, err)
 	}
-	return transportError(ctx, err)
+	return backend.TransportError(ctx, "goredis", err)
 }
 
-// transportError makes an error of a failed round trip match ctx.Err()
-// when the context is what ended it: go-redis turns a deadline into a
-// socket deadline, whose i/o timeout can fire just before the context's
-// own timer.
-func transportError(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("goredis: %w (%v)", cerr, err)
-	}
-	return fmt.Errorf("goredis: %w", err)
-}
-
-// normalize converts a go-redis reply to the backend contract. Over RESP3
-// a script's true arrives as a boolean and its numbers may arrive as
-// doubles; they are given their RESP2 shapes, which dsync's scripts
-// assume.
 func normalize(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return v, nil
-	case string:
-		return v, nil
-	case []byte:
-		return string(v), nil
-	case bool:
-		if v {
-			return int64(1), nil
+	return backend.NormalizeReply(v, func(v any) (string, bool) {
+		re, ok := v.(redis.Error)
+		if ok {
+			return re.Error(), true
 		}
-		return nil, nil
-	case float64:
-		if v >= math.MinInt64 && v <= math.MaxInt64 {
-			return int64(v), nil
-		}
-	case redis.Error:
-		return &backend.ServerError{Message: v.Error()}, nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			n, err := normalize(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: goredis: reply of type %T", dsync.ErrUnexpectedReply, v)
+		return "", false
+	})
 }
 
 // EvalBatch implements backend.Batcher: the calls go out in one pipeline,
@@ -490,63 +424,20 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	if !b.sharded {
-		return b.ps.subscribe(ctx, channel)
-	}
-	ps, err := b.shard(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
-	return ps.subscribe(ctx, channel)
+	return b.mux.Subscribe(ctx, channel)
 }
 
-// shard returns the pub/sub connection, on a cluster, of the master that
-// serves channel's hash slot, where the scripts that publish on channel
-// run: a message published by a script reaches a subscriber connected to
-// the script's node at once, and one on another node only through the
-// cluster bus, which is slower and, under load, stalls (see the package
-// documentation). Placement is only a matter of speed: PUBLISH reaches
-// every node, so a channel whose slot moved is still delivered.
-func (b *Backend) shard(ctx context.Context, channel string) (*pubsub, error) {
-	m, err := b.c.(*redis.ClusterClient).MasterForKey(ctx, channel)
-	if err != nil {
-		return nil, b.wrap(ctx, err)
-	}
-	addr := m.Options().Addr
-	b.shardMu.Lock()
-	defer b.shardMu.Unlock()
-	if b.closed.Load() {
-		return nil, backend.ErrClosed
-	}
-	ps := b.shards[addr]
-	if ps == nil {
-		ps = newPubSub(b, channel)
-		b.shards[addr] = ps
-	}
-	return ps, nil
-}
-
-// Close closes the pub/sub connection, ends every subscription and waits for
-// the adapter's goroutines to exit, calls abandoned by their context
+// Close closes the pub/sub connections, ends every subscription and waits
+// for the adapter's goroutines to exit, calls abandoned by their context
 // included. It does not close the client. Close is idempotent; afterwards
 // every call returns an error matching backend.ErrClosed.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	first := b.closed.CompareAndSwap(false, true)
 	b.mu.Unlock()
-	if !first {
-		return nil
+	if first {
+		b.mux.Close()
+		b.inflight.Wait()
 	}
-	if b.ps != nil {
-		b.ps.close()
-	}
-	b.shardMu.Lock()
-	shards := b.shards
-	b.shards = nil
-	b.shardMu.Unlock()
-	for _, ps := range shards {
-		ps.close()
-	}
-	b.inflight.Wait()
 	return nil
 }
