@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -17,8 +21,9 @@ import (
 // shapes of rule 2: nil stays nil, integers become int64, strings and
 // []byte become string, arrays ([]any) are normalized element by element.
 // Over RESP3 a script's true arrives as a boolean and its numbers may
-// arrive as doubles: true becomes int64(1), false nil, and a float64 is
-// truncated to int64, the shapes RESP2 gives and dsync's scripts assume.
+// arrive as doubles: true becomes int64(1), false nil, a float64 is
+// truncated to int64, and a map (map[string]any) becomes an array of keys
+// and values, the shapes RESP2 gives and dsync's scripts assume.
 //
 // serverError recognizes the client's value for an error reply (inside an
 // array, where clients leave it as a value) and returns its text, which
@@ -51,6 +56,14 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 			out[i] = n
 		}
 		return out, nil
+	case map[string]any:
+		// RESP3 maps (in CLUSTER SLOTS, say) as RESP2 sends them: key,
+		// value, ..., here in key order. No dsync script returns one.
+		flat := make([]any, 0, 2*len(v))
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			flat = append(flat, k, v[k])
+		}
+		return NormalizeReply(flat, serverError)
 	}
 	if msg, ok := serverError(v); ok {
 		return &ServerError{Message: msg}, nil
@@ -82,4 +95,84 @@ func CallTimeout(ctx context.Context, d time.Duration) time.Duration {
 		d = min(d, max(time.Until(dl), time.Millisecond))
 	}
 	return d
+}
+
+// Calls runs the calls of an adapter whose client cannot give up a call
+// in flight when its context is cancelled (go-redis, and rueidis without
+// auto-pipelining, honour deadlines only): a call whose context can be
+// cancelled waits for its reply on a goroutine of its own, and returns as
+// soon as the context ends, with an error matching ctx.Err(). The
+// abandoned call finishes in the background, where the client reads its
+// whole reply, so the connection goes back to the pool in a known state.
+// Close waits for abandoned calls: the adapter's Close calls it, so that
+// no goroutine of the adapter outlives it.
+//
+// The zero value is ready to use. A Calls must not be copied.
+type Calls struct {
+	mu       sync.Mutex // orders each Add before Close's Wait
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+// Do runs fn with ctx. A context that can never be cancelled (Done
+// returns nil) runs fn on the caller's goroutine, at no extra cost.
+// After Close, Do returns ErrClosed.
+func (c *Calls) Do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	if ctx.Done() == nil {
+		return fn(ctx)
+	}
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.inflight.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.inflight.Done()
+		reply, err := fn(ctx)
+		done <- result{reply, err}
+	}()
+	select {
+	case r := <-done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close makes later calls of Do fail with ErrClosed and waits for the
+// calls in flight, abandoned ones included. It is idempotent.
+func (c *Calls) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.inflight.Wait()
+}
+
+// ArgStrings converts Eval's arguments to strings, for a client that
+// sends nothing else. dsync passes arguments of four types only: string,
+// []byte, int and int64 (integers in decimal); any other is an error.
+func ArgStrings(args []any) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			out[i] = a
+		case []byte:
+			out[i] = string(a)
+		case int:
+			out[i] = strconv.Itoa(a)
+		case int64:
+			out[i] = strconv.FormatInt(a, 10)
+		default:
+			return nil, fmt.Errorf("backend: script argument of type %T, want string, []byte, int or int64", a)
+		}
+	}
+	return out, nil
 }

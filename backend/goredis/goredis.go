@@ -53,7 +53,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -89,9 +89,7 @@ func WithTimeout(d time.Duration) Option {
 // connection that answers nothing for three intervals is considered lost and
 // re-established. The default is 5s.
 func WithHealthCheck(d time.Duration) Option {
-	return func(o *options) {
-		o.mux.HealthCheck = d
-	}
+	return func(o *options) { o.mux.HealthCheck = d }
 }
 
 // WithMailboxSize sets how many undelivered messages a subscription queues
@@ -104,9 +102,7 @@ func WithMailboxSize(n int) Option {
 // WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
 // connection. The first attempt is immediate; the default cap is 500ms.
 func WithMaxBackoff(d time.Duration) Option {
-	return func(o *options) {
-		o.mux.MaxBackoff = d
-	}
+	return func(o *options) { o.mux.MaxBackoff = d }
 }
 
 // WithReplicaAck makes every script call wait, after it ran, until n
@@ -144,13 +140,8 @@ type Backend struct {
 	invalid    error // why c cannot be used, or nil
 
 	closed atomic.Bool
-
-	// Calls abandoned by their cancelled context, which Close waits for.
-	// mu orders their Add before Close's Wait.
-	mu       sync.Mutex
-	inflight sync.WaitGroup
-
-	mux *backend.Mux
+	calls  backend.Calls
+	mux    *backend.Mux
 }
 
 var (
@@ -163,33 +154,21 @@ var (
 // *redis.Ring (whose shards do not share pub/sub), makes every call fail
 // with an error matching dsync.ErrInvalidBackend.
 func New(c redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{
-		c:    c,
-		opts: options{timeout: 10 * time.Second},
-	}
+	b := &Backend{c: c, opts: options{timeout: 10 * time.Second}}
 	for _, o := range opts {
 		o(&b.opts)
 	}
-	errNil := fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
 	switch c := c.(type) {
-	case nil:
-		b.invalid = errNil
 	case *redis.Client:
-		if c == nil {
-			b.invalid = errNil
-			break
-		}
-		b.ctxTimeout = c.Options().ContextTimeoutEnabled
+		b.ctxTimeout = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		if c == nil {
-			b.invalid = errNil
-			break
-		}
-		b.sharded = true
-		b.ctxTimeout = c.Options().ContextTimeoutEnabled
-		b.opts.ackReplicas = 0 // see WithReplicaAck
+		b.sharded, b.opts.ackReplicas = c != nil, 0 // see WithReplicaAck
+		b.ctxTimeout = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
+	}
+	if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		b.invalid = fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
 	}
 	var d backend.PubSubDriver = dialer{b}
 	if b.sharded {
@@ -225,41 +204,16 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 
 // call runs fn bounded by ctx (see the package documentation).
 func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil && b.ctxTimeout {
 		// Nothing can cancel ctx: no goroutine. A client that honours
 		// deadlines gets one, the adapter's or less (backend rule 7).
-		cctx := ctx
-		if b.ctxTimeout {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, backend.CallTimeout(ctx, b.opts.timeout))
-			defer cancel()
-		}
+		cctx, cancel := context.WithTimeout(ctx, backend.CallTimeout(ctx, b.opts.timeout))
+		defer cancel()
 		reply, err := fn(cctx)
 		return reply, b.wrap(cctx, err)
 	}
-	type result struct {
-		reply any
-		err   error
-	}
-	done := make(chan result, 1)
-	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
-		return nil, backend.ErrClosed
-	}
-	b.inflight.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.inflight.Done()
-		reply, err := fn(ctx)
-		done <- result{reply, err}
-	}()
-	select {
-	case r := <-done:
-		return r.reply, b.wrap(ctx, r.err)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("goredis: %w", ctx.Err())
-	}
+	reply, err := b.calls.Do(ctx, fn)
+	return reply, b.wrap(ctx, err)
 }
 
 func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
@@ -273,7 +227,7 @@ func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string
 	if err != nil {
 		return nil, err
 	}
-	return normalize(reply)
+	return backend.NormalizeReply(reply, serverError)
 }
 
 // evalAcked runs the script and WAIT in one pipeline, which a
@@ -307,7 +261,7 @@ func (b *Backend) evalAcked(ctx context.Context, s *backend.Script, keys []strin
 	if acked < int64(b.opts.ackReplicas) {
 		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
 	}
-	return normalize(reply)
+	return backend.NormalizeReply(reply, serverError)
 }
 
 func isNoScript(err error) bool {
@@ -336,14 +290,11 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 	return backend.TransportError(ctx, "goredis", err)
 }
 
-func normalize(v any) (any, error) {
-	return backend.NormalizeReply(v, func(v any) (string, bool) {
-		re, ok := v.(redis.Error)
-		if ok {
-			return re.Error(), true
-		}
-		return "", false
-	})
+// serverError recognizes an error reply inside an array (see
+// backend.NormalizeReply).
+func serverError(v any) (string, bool) {
+	re, ok := v.(redis.Error)
+	return fmt.Sprint(re), ok
 }
 
 // EvalBatch implements backend.Batcher: the calls go out in one pipeline,
@@ -353,65 +304,35 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backen
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	if len(calls) == 0 {
-		return nil, nil
-	}
-	results := make([]backend.Result, len(calls))
-	_, err := b.call(ctx, func(ctx context.Context) (any, error) {
-		return nil, b.pipeline(ctx, calls, results)
+	results, err := b.call(ctx, func(ctx context.Context) (any, error) {
+		return backend.PipelineBatch(ctx, calls, b.pipeline)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
+	rs, _ := results.([]backend.Result)
+	return rs, err
 }
 
-func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, results []backend.Result) error {
-	run := func(idx []int, sha bool) ([]*redis.Cmd, error) {
-		p := b.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(idx))
-		for j, i := range idx {
-			c := calls[i]
-			if sha {
-				cmds[j] = p.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
-			} else {
-				cmds[j] = p.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
-			}
-		}
-		_, err := p.Exec(ctx)
-		return cmds, err
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
-	cmds, err := run(all, true)
-	var again []int
-	for j, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, all[j])
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
+	p := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		if source {
+			cmds[i] = p.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
+		} else {
+			cmds[i] = p.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
 		}
 	}
-	if len(again) > 0 {
-		var cmds2 []*redis.Cmd
-		cmds2, err = run(again, false)
-		for j, cmd := range cmds2 {
-			cmds[again[j]] = cmd
-		}
+	if _, err := p.Exec(ctx); err != nil && !isServerErr(err) {
+		return nil, err // a transport error: no result is trusted
 	}
-	if err != nil && !isServerErr(err) {
-		// A transport error: whatever replies arrived are not trusted to
-		// be complete; the caller retries.
-		return err
-	}
+	results := make([]backend.Result, len(calls))
 	for i, cmd := range cmds {
 		reply, err := cmd.Result()
 		if err == nil {
-			reply, err = normalize(reply)
+			reply, err = backend.NormalizeReply(reply, serverError)
 		}
 		results[i] = backend.Result{Reply: reply, Err: b.wrap(ctx, err)}
 	}
-	return nil
+	return results, nil
 }
 
 func isServerErr(err error) bool {
@@ -432,12 +353,9 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 // included. It does not close the client. Close is idempotent; afterwards
 // every call returns an error matching backend.ErrClosed.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	first := b.closed.CompareAndSwap(false, true)
-	b.mu.Unlock()
-	if first {
+	if b.closed.CompareAndSwap(false, true) {
 		b.mux.Close()
-		b.inflight.Wait()
+		b.calls.Close()
 	}
 	return nil
 }
