@@ -41,6 +41,9 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -102,9 +105,27 @@ func WithoutHooks(names ...string) Option {
 	}
 }
 
-// WithTimeout sets each test's deadline. The default is 60s.
+// WithTimeout sets each test's deadline. The default is 60s. The time
+// scale applies to it too.
 func WithTimeout(d time.Duration) Option {
 	return func(s *suite) { s.timeout = d }
+}
+
+// TimeScaleEnv names the environment variable that sets the time scale
+// when WithTimeScale is not given: DSYNC_CONFORMANCE_TIMESCALE=3 go test.
+const TimeScaleEnv = "DSYNC_CONFORMANCE_TIMESCALE"
+
+// WithTimeScale widens the suite's timing bounds by factor f (1 or more),
+// for slow or loaded machines: every bound a test holds a backend to (a
+// hand-off within 50ms, a cancelled call back within 150ms, a gap within
+// 1s, an event within 5s, ...) and each test's deadline are multiplied by
+// f. Nothing else changes: leases, lower bounds ("waited at least ...")
+// and the rules themselves stay as they are, so a scale only forgives
+// slowness; a backend that breaks a rule fails at any scale. Unset, the
+// scale is that of $DSYNC_CONFORMANCE_TIMESCALE, or 1. A value below 1
+// (or not a number) fails the suite: bounds never narrow.
+func WithTimeScale(f float64) Option {
+	return func(s *suite) { s.scale = f }
 }
 
 // WithHealthCheck tells the suite how often the backends newBackend returns
@@ -133,10 +154,24 @@ type NewBackend func(t *testing.T) backend.Backend
 
 // Run runs the whole suite.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
-	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, healthCheck: 5 * time.Second, without: map[string]bool{}}
+	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, scale: 1, healthCheck: 5 * time.Second, without: map[string]bool{}}
+	if v := os.Getenv(TimeScaleEnv); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("conformance: $%s=%q: not a number", TimeScaleEnv, v)
+		}
+		s.scale = f
+	}
 	for _, o := range opts {
 		o(s)
 	}
+	if !(s.scale >= 1) || math.IsInf(s.scale, 0) {
+		t.Fatalf("conformance: time scale %v: want 1 or more (a scale only widens bounds)", s.scale)
+	}
+	if s.scale != 1 {
+		t.Logf("conformance: timing bounds widened %gx", s.scale)
+	}
+	s.timeout = s.bound(s.timeout)
 	leakOpts := append([]goleak.Option{
 		goleak.IgnoreCurrent(),
 		// A server restarted by package harness's Restart hook.
@@ -164,6 +199,7 @@ type suite struct {
 	hooks       Hooks
 	without     map[string]bool // hooks the harness declared it lacks
 	timeout     time.Duration
+	scale       float64 // of timing bounds, 1 or more (WithTimeScale)
 	healthCheck time.Duration
 	leakOpts    []goleak.Option
 
@@ -212,6 +248,11 @@ func (s *suite) rules(t *testing.T, rs []rule) {
 			r.fn(t, ctx)
 		})
 	}
+}
+
+// bound returns the timing bound d, widened by the time scale.
+func (s *suite) bound(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * s.scale)
 }
 
 // prefix returns a random key prefix for one test.
