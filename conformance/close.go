@@ -13,8 +13,11 @@ import (
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// NewSharedClient returns two backends that wrap one client the test made,
-// closing the client (not the backends) in a cleanup of t.
+// NewSharedClient returns two backends that wrap one client the test made.
+// It arranges, in a cleanup of t, to close both backends and then the
+// client: the suite closes neither backend for good (it closes the first
+// mid-test, as a program would, and Close is idempotent), and a backend
+// left open at the end fails the suite's leak check.
 type NewSharedClient func(t *testing.T) (backend.Backend, backend.Backend)
 
 // WithSharedClient gives the suite backends that share the caller's client,

@@ -2,14 +2,24 @@
 // the backend contract (see package backend) and the behaviour of every
 // primitive, on whatever server the adapter talks to.
 //
-// An adapter's test calls Run with a function returning a fresh backend:
+// An adapter's test calls Run with a function returning a fresh backend.
+// examples/conformance/conformance_test.go in the dsync repository is a
+// complete file to copy; its heart:
 //
 //	func TestConformance(t *testing.T) {
+//		srv := harness.Standalone(t)
 //		conformance.Run(t, func(t *testing.T) backend.Backend {
-//			b := myadapter.New(newClient())
-//			t.Cleanup(func() { b.Close() })
+//			c := myclient.New(srv.Addr())
+//			b := myadapter.New(c)
+//			t.Cleanup(func() { b.Close(); c.Close() })
 //			return b
-//		}, conformance.WithHooks(conformance.Hooks{FlushScripts: flush}))
+//		}, conformance.WithHooks(srv.Hooks()),
+//			conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+//				c := myclient.New(srv.Addr())
+//				a, b := myadapter.New(c), myadapter.New(c)
+//				t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+//				return a, b
+//			}))
 //	}
 //
 // Every backend the function returns must talk to the same server: a test
@@ -24,18 +34,47 @@
 // and then cases of its own. Tests use random key prefixes and channel
 // names and run in parallel, except those that disturb the whole server
 // (killing connections, restarting, pausing), which run alone. Each has
-// its own deadline. Run fails if a goroutine started during the suite is
-// still running at its end, and a closed backend must leave no goroutine
-// and no pub/sub connection of its own behind (Backend/CloseLeavesNothing).
+// its own deadline.
+//
+// # Goroutines
+//
+// Run fails if a goroutine started during the suite is still running at
+// its end. Backend/CloseLeavesNothing is stricter: it makes one call on a
+// fresh backend, so that the client starts what it starts lazily (pools,
+// topology refreshers), then takes note of the goroutines running, uses
+// the backend, closes it, and fails if a goroutine started since is still
+// running (or a pub/sub connection of the backend is still open). The
+// client's own goroutines count too: one a client keeps past Close, or
+// past its own Close (rueidis closes connections dropped from a cluster's
+// topology 5s later, on a goroutine of its own), is named to both checks
+// with WithLeakOptions, and to goleak in the package's TestMain.
+//
+// # Hooks
 //
 // Faults that only the harness can inject are Hooks. A test that needs a
 // missing hook fails, unless the harness declared it cannot provide it
-// (WithoutHooks), in which case the test skips and names it. Package
-// conformance/harness starts private servers that provide every hook.
+// (WithoutHooks), in which case the test skips and names it: a hook left
+// out by oversight must not pass the suite unnoticed. Package
+// conformance/harness starts private servers that provide the hooks: a
+// standalone server and a cluster every one, a Sentinel set every one but
+// Restart (pass WithoutHooks("Restart") with its Hooks).
 // WithSharedClient gives the suite two backends over one client, to check
-// that Close leaves the caller's client working. Tests that depend on
-// timing use short leases in real time; run them on a machine that is not
-// overloaded.
+// that Close leaves the caller's client working; without it, declare
+// WithoutHooks("SharedClient").
+//
+// # Timing
+//
+// Tests that depend on timing use short leases in real time and hold
+// backends to latency bounds (a hand-off within 50ms, a cancelled call
+// back within 150ms, ...). On a slow or loaded machine, widen every bound
+// by a factor with WithTimeScale or $DSYNC_CONFORMANCE_TIMESCALE; unset,
+// the bounds are as stated.
+//
+// # Changes
+//
+// The suite grows as the contract is made precise, and a new case can
+// fail an adapter that passed before. CHANGES.md at the repository's root
+// lists each such change and what to do.
 package conformance
 
 import (
@@ -131,8 +170,11 @@ func WithTimeScale(f float64) Option {
 // WithHealthCheck tells the suite how often the backends newBackend returns
 // ping an idle pub/sub connection. The test that idle connections are not
 // redialled waits three of these intervals. The default, 5s, is the
-// interval of the redigo and go-redis adapters; a harness that sets a
-// shorter one on its backends shortens that test. A d of zero or less
+// interval of the shipped adapters (backend.MuxOptions); a harness that
+// sets a shorter one on its backends shortens that test. For a client
+// that pings its pub/sub connections by itself, give its interval, or any
+// duration you are content to wait three times: the test checks that no
+// connection is redialled meanwhile, whoever pings. A d of zero or less
 // leaves the default.
 func WithHealthCheck(d time.Duration) Option {
 	return func(s *suite) {
@@ -142,9 +184,15 @@ func WithHealthCheck(d time.Duration) Option {
 	}
 }
 
-// WithLeakOptions passes options to the suite's goroutine leak check, for
-// goroutines the harness itself starts during the suite, such as those of an
-// embedded server restarted by the Restart hook.
+// WithLeakOptions passes options to the suite's goroutine leak checks
+// (see Goroutines in the package documentation): for goroutines the
+// client library keeps on its own, even past its Close, such as
+//
+//	conformance.WithLeakOptions(goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+//
+// and for those the harness starts during the suite, such as an embedded
+// server's restarted by the Restart hook. Never use it for the adapter's
+// own goroutines: Close must end them.
 func WithLeakOptions(opts ...goleak.Option) Option {
 	return func(s *suite) { s.leakOpts = append(s.leakOpts, opts...) }
 }

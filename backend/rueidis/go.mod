@@ -1,6 +1,6 @@
 module github.com/dsyncgo/dsync/backend/rueidis
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/dsyncgo/dsync v0.0.0

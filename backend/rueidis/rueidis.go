@@ -19,16 +19,25 @@
 // # Auto-pipelining
 //
 // By default rueidis pipelines every call on one shared connection per
-// node, through a writer and a reader goroutine of its own. Under
-// concurrency that is its strength; a lone call pays for the hand-offs.
-// Measured on a 2-vCPU VM against a local redis-server, interleaved with
-// go-redis (see the dsync README), an uncontended lock+unlock takes about
-// 1.6 times go-redis's time, while 8 goroutines locking distinct names
-// finish about 1.3 times faster than go-redis's. A latency-bound program
-// (few concurrent locks, each on the request path) should give dsync a
-// client of its own made with rueidis.ClientOption{DisableAutoPipelining:
-// true}: each call then takes a pooled connection of its own, on par with
-// go-redis and redigo.
+// node. A lone call on a fresh client is read on the caller's goroutine,
+// but once the client has served concurrent calls (as a client in a
+// service has), every call goes through a writer and a reader goroutine of
+// rueidis's: concurrent calls share round trips, and a lone call pays for
+// the hand-offs. Measured with dsync bench (the adapters table: the mutex
+// over each adapter, interleaved rounds, one local redis-server 7.0, a
+// 2-vCPU VM shared with other test runs, three runs), against go-redis:
+//
+//	                              rueidis        rueidis, DisableAutoPipelining
+//	uncontended lock+unlock       1.06-1.12x     0.86-0.97x
+//	  (ctx with a deadline)       1.00-1.05x     0.82-0.93x
+//	8 goroutines, distinct names  0.76-0.93x     0.99-1.03x
+//
+// (time per lock+unlock over go-redis's: below 1 is faster). A
+// latency-bound program, whose locks are few and each on a request's path,
+// should give dsync a client of its own made with
+// rueidis.ClientOption{DisableAutoPipelining: true}: each call then takes
+// a pooled connection of its own, as with go-redis and redigo. A program
+// that takes many locks at once keeps the default.
 //
 // Contexts: rueidis gives up a call at its context's deadline, but not
 // always at a cancellation (a lone call on an idle connection, or any call
