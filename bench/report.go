@@ -42,9 +42,12 @@ type Config struct {
 	Contenders  int
 	Hold        time.Duration // critical section of the second contended scenario
 	Uncontended int           // lock+unlock cycles
-	Handoffs    int
-	Waiters     int // dsync: waiters on one lock
-	Held        int // dsync: locks held at once
+	// Adapters is how many lock+unlock cycles of each kind the adapter
+	// comparison runs per adapter (see Adapters; 0 to skip).
+	Adapters int
+	Handoffs int
+	Waiters  int // dsync: waiters on one lock
+	Held     int // dsync: locks held at once
 	// SemContenders contend for one permit each of a semaphore of
 	// SemaphoreCapacity, beside the dsync mutex with as many, holding for
 	// Hold (0 to skip).
@@ -71,6 +74,7 @@ func DefaultConfig() Config {
 		Contenders:  8,
 		Hold:        time.Millisecond,
 		Uncontended: 5000,
+		Adapters:    2000,
 		Handoffs:    40,
 		Waiters:     10000,
 		Held:        10000,
@@ -104,6 +108,8 @@ type Report struct {
 	SemUncont Result            // SemImpl's uncontended acquire+release
 
 	RedLock map[string]RedLockResult // by implementation (see RedLockImpls)
+
+	Adapters map[string]AdapterResult // by adapter (see Adapters)
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -169,6 +175,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			acc := rep.Uncont[impl.Name]
 			acc.add(u)
 			rep.Uncont[impl.Name] = acc
+		}
+	}
+	if cfg.Adapters > 0 {
+		if rep.Adapters, err = runAdapters(ctx, cfg.Addr, cfg.Adapters, step); err != nil {
+			return fail(err)
 		}
 	}
 	// Contended runs are interleaved for the same reason, in rounds of a
@@ -458,6 +469,7 @@ func (r *Report) Write(w io.Writer) {
 				h.Held, 3*h.Interval, h.GoroutinesIdle, h.GoroutinesHeld, h.RenewalsPerInterval, h.Interval, h.Lost)
 		}
 	}
+	r.writeAdapters(w)
 	r.writeSemaphore(w)
 	r.writeRedLock(w)
 	r.writeTargets(w)
