@@ -29,7 +29,7 @@
 //
 //	                              rueidis        rueidis, DisableAutoPipelining
 //	uncontended lock+unlock       1.06-1.12x     0.86-0.97x
-//	  (ctx with a deadline)       1.00-1.05x     0.82-0.93x
+//	  (ctx with a deadline)       0.97-1.05x     0.82-0.93x
 //	8 goroutines, distinct names  0.76-0.93x     0.99-1.03x
 //
 // (time per lock+unlock over go-redis's: below 1 is faster). A
