@@ -4,14 +4,12 @@ go 1.25.0
 
 require (
 	github.com/dsyncgo/dsync v0.0.0
+	github.com/gomodule/redigo v1.9.3
 	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
 )
 
-require (
-	github.com/gomodule/redigo v1.9.3 // indirect
-	golang.org/x/sys v0.47.0 // indirect
-)
+require golang.org/x/sys v0.47.0 // indirect
 
 // Until dsync is tagged, the adapter builds against the checkout it lives
 // in.
