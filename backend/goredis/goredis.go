@@ -13,9 +13,10 @@
 // through EvalBatch, one pipeline per node (see backend.Batcher).
 //
 // Pub/sub uses one *redis.PubSub per Backend on a single server, and one
-// per master on a cluster. Each multiplexes its subscriptions, is pinged
-// periodically, and is replaced with capped backoff when its connection
-// fails; every live subscription on it then receives a gap message.
+// per master on a cluster, under backend.Mux. Each multiplexes its
+// subscriptions, is pinged periodically, and is replaced with capped
+// backoff when its connection fails; every live subscription on it then
+// receives a gap message.
 // Messages travel as PUBLISH, which the cluster bus copies to every node,
 // so a subscriber connected to any node receives them. On a cluster each
 // channel is subscribed on the master serving its hash slot, where the

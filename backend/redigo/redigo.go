@@ -5,9 +5,9 @@
 // and a transparent EVAL fallback on NOSCRIPT. Pub/sub uses one dedicated
 // connection per Backend, dialed with the pool's Dial or DialContext
 // function but never taken from or returned to the pool. It is opened by
-// the first Subscribe, multiplexes every subscription, is pinged
-// periodically, and is re-established with capped backoff when lost; every
-// live subscription then receives a gap message.
+// the first Subscribe and, under backend.Mux, multiplexes every
+// subscription, is pinged periodically, and is re-established with capped
+// backoff when lost; every live subscription then receives a gap message.
 //
 // A script call whose context can be cancelled runs through redigo's
 // DoContext, which reads the reply on a goroutine of its own: the only way
