@@ -14,7 +14,8 @@ var ErrClosed = dsync.ErrClosed
 // concurrent use. See the package documentation for the rules.
 type Backend interface {
 	// Eval runs s with the given keys and arguments and returns its
-	// normalized reply. Arguments are strings, integers or []byte.
+	// normalized reply. Arguments are of four types: string, []byte, int
+	// and int64; dsync passes no other.
 	Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error)
 
 	// Subscribe subscribes to channel and returns once the server has

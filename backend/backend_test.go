@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -140,5 +141,81 @@ func TestMailboxReceiveWaitsAndCloses(t *testing.T) {
 	cancel()
 	if _, err := backend.NewMailbox(1).Receive(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Receive with cancelled ctx: %v", err)
+	}
+}
+
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789":            12739, // CRC-16/XMODEM check value 0x31C3
+		"foo":                  12182,
+		"{user1000}.following": backend.Slot("user1000"),
+		"foo{}{bar}":           backend.Slot("foo{}{bar}"),
+		"{}":                   backend.Slot("{}"),
+		"a{b":                  backend.Slot("a{b"),
+	} {
+		if got := backend.Slot(key); got != want || got < 0 || got > 16383 {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if backend.Slot("{x}a") != backend.Slot("{x}b") {
+		t.Error("keys with one hash tag in different slots")
+	}
+}
+
+func TestSlotTable(t *testing.T) {
+	reply := []any{
+		[]any{int64(0), int64(8191), []any{"127.0.0.1", int64(7001), "id1"}},
+		[]any{int64(8192), int64(16383), []any{"127.0.0.1", int64(7002), "id2"}, []any{"127.0.0.1", int64(7003), "id3"}},
+	}
+	tbl, err := backend.NewSlotTable(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr, ok := tbl.Master("foo"); !ok || addr != "127.0.0.1:7002" { // slot 12182
+		t.Errorf("Master(foo) = %q, %v", addr, ok)
+	}
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		want := "127.0.0.1:7001"
+		if backend.Slot(key) >= 8192 {
+			want = "127.0.0.1:7002"
+		}
+		if addr, ok := tbl.Master(key); !ok || addr != want {
+			t.Errorf("Master(%s) = %q, %v; want %s", key, addr, ok, want)
+		}
+	}
+	empty, _ := backend.NewSlotTable([]any{})
+	if _, ok := empty.Master("foo"); ok {
+		t.Error("an empty table names a master")
+	}
+	if _, err := backend.NewSlotTable([]any{[]any{int64(0)}}); !errors.Is(err, dsync.ErrUnexpectedReply) {
+		t.Errorf("a short entry: %v", err)
+	}
+}
+
+func TestArgStrings(t *testing.T) {
+	got, err := backend.ArgStrings([]any{"s", []byte("b"), 7, int64(-8)})
+	if err != nil || fmt.Sprint(got) != "[s b 7 -8]" {
+		t.Errorf("ArgStrings = %q, %v", got, err)
+	}
+	if _, err := backend.ArgStrings([]any{1.5}); err == nil {
+		t.Error("ArgStrings accepted a float64")
+	}
+}
+
+func TestNormalizeReply(t *testing.T) {
+	type clientError string
+	serverError := func(v any) (string, bool) {
+		e, ok := v.(clientError)
+		return string(e), ok
+	}
+	got, err := backend.NormalizeReply([]any{nil, []byte("b"), true, false, 2.9, clientError("ERR x"),
+		map[string]any{"z": int64(1), "a": "2"}}, serverError)
+	want := []any{nil, "b", int64(1), nil, int64(2), &backend.ServerError{Message: "ERR x"}, []any{"a", "2", "z", int64(1)}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("NormalizeReply = %#v, %v; want %#v", got, err, want)
+	}
+	if _, err := backend.NormalizeReply(struct{}{}, serverError); !errors.Is(err, dsync.ErrUnexpectedReply) {
+		t.Errorf("NormalizeReply(struct{}{}): %v, want ErrUnexpectedReply", err)
 	}
 }

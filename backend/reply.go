@@ -10,6 +10,13 @@ import (
 
 // ServerError is an error reply from the server, such as
 // "NOSCRIPT No matching script" or an error raised by a script.
+//
+// Message is the reply's text as the client library reports it, without
+// the leading "-". It need not be the server's exact text, but it must
+// keep the error code, the first word, wherever it is not the generic
+// "ERR": dsync recognizes NOSCRIPT by Prefix, and scripts raise errors of
+// their own codes, which the suite checks to the letter. A client that
+// strips "ERR " (rueidis does) may pass its text on as it is.
 type ServerError struct {
 	Message string
 }

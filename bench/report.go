@@ -42,9 +42,12 @@ type Config struct {
 	Contenders  int
 	Hold        time.Duration // critical section of the second contended scenario
 	Uncontended int           // lock+unlock cycles
-	Handoffs    int
-	Waiters     int // dsync: waiters on one lock
-	Held        int // dsync: locks held at once
+	// Adapters is how many lock+unlock cycles of each kind the adapter
+	// comparison runs per adapter (see Adapters; 0 to skip).
+	Adapters int
+	Handoffs int
+	Waiters  int // dsync: waiters on one lock
+	Held     int // dsync: locks held at once
 	// SemContenders contend for one permit each of a semaphore of
 	// SemaphoreCapacity, beside the dsync mutex with as many, holding for
 	// Hold (0 to skip).
@@ -71,6 +74,7 @@ func DefaultConfig() Config {
 		Contenders:  8,
 		Hold:        time.Millisecond,
 		Uncontended: 5000,
+		Adapters:    2000,
 		Handoffs:    40,
 		Waiters:     10000,
 		Held:        10000,
@@ -105,6 +109,8 @@ type Report struct {
 	Sem map[string]Result // the semaphore scenario: "dsync" (the mutex) and SemImpl
 
 	RedLock map[string]RedLockResult // by implementation (see RedLockImpls)
+
+	Adapters map[string]AdapterResult // by adapter (see Adapters)
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -157,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if rep.Uncont, err = UncontendedInterleaved(ctx, cfg.Addr, UncontendedImpls(), uncontendedRounds, max(1, cfg.Uncontended/uncontendedRounds)); err != nil {
 		return fail(fmt.Errorf("uncontended: %w", err))
+	}
+	if cfg.Adapters > 0 {
+		if rep.Adapters, err = runAdapters(ctx, cfg.Addr, cfg.Adapters, step); err != nil {
+			return fail(err)
+		}
 	}
 	// Contended runs are interleaved for the same reason, in rounds of a
 	// fifth of the duration, in the same alternating order.
@@ -421,6 +432,7 @@ func (r *Report) Write(w io.Writer) {
 				h.Held, 3*h.Interval, h.GoroutinesIdle, h.GoroutinesHeld, h.RenewalsPerInterval, h.Interval, h.Lost)
 		}
 	}
+	r.writeAdapters(w)
 	r.writeSemaphore(w)
 	r.writeRedLock(w)
 	r.writeTargets(w)

@@ -13,8 +13,11 @@ import (
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// NewSharedClient returns two backends that wrap one client the test made,
-// closing the client (not the backends) in a cleanup of t.
+// NewSharedClient returns two backends that wrap one client the test made.
+// It arranges, in a cleanup of t, to close both backends and then the
+// client: the suite closes neither backend for good (it closes the first
+// mid-test, as a program would, and Close is idempotent), and a backend
+// left open at the end fails the suite's leak check.
 type NewSharedClient func(t *testing.T) (backend.Backend, backend.Backend)
 
 // WithSharedClient gives the suite backends that share the caller's client,
@@ -50,7 +53,7 @@ return 7`), nil)
 	if _, err := publish(ctx, b, ch, "still"); err != nil {
 		t.Fatalf("publish through the second backend: %v", err)
 	}
-	if m, err := receive(ctx, subB, 5*time.Second); err != nil || m.Payload != "still" {
+	if m, err := receive(ctx, subB, s.bound(5*time.Second)); err != nil || m.Payload != "still" {
 		t.Fatalf("the second backend's subscription after the first was closed: %+v, %v", m, err)
 	}
 	// A new subscription after the close works too.
@@ -118,17 +121,17 @@ return 1`)
 	must(t, m.UnlockContext(owner), "unlock")
 
 	must(t, b.Close(), "close")
-	if err := within(t, 5*time.Second, blocked, "Receive blocked across Close"); !errors.Is(err, dsync.ErrClosed) {
+	if err := within(t, s.bound(5*time.Second), blocked, "Receive blocked across Close"); !errors.Is(err, dsync.ErrClosed) {
 		t.Errorf("Receive after Close: %v, want ErrClosed", err)
 	}
 	// Close may leave the abandoned call to finish, but not past the
 	// call's own reply: wait that long before looking.
-	time.Sleep(150 * time.Millisecond) // time is what is tested: the abandoned call's 100ms
+	time.Sleep(s.bound(150 * time.Millisecond)) // time is what is tested: the abandoned call's 100ms
 	if err := goleak.Find(ignore...); err != nil {
 		t.Errorf("goroutines left behind by a closed backend: %v", err)
 	}
 	if countPubSub {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(s.bound(5 * time.Second))
 		for i := 0; ; i++ {
 			n, err := s.hooks.PubSubClients(ctx)
 			must(t, err, "count pub/sub connections")

@@ -2,14 +2,24 @@
 // the backend contract (see package backend) and the behaviour of every
 // primitive, on whatever server the adapter talks to.
 //
-// An adapter's test calls Run with a function returning a fresh backend:
+// An adapter's test calls Run with a function returning a fresh backend.
+// examples/conformance/conformance_test.go in the dsync repository is a
+// complete file to copy; its heart:
 //
 //	func TestConformance(t *testing.T) {
+//		srv := harness.Standalone(t)
 //		conformance.Run(t, func(t *testing.T) backend.Backend {
-//			b := myadapter.New(newClient())
-//			t.Cleanup(func() { b.Close() })
+//			c := myclient.New(srv.Addr())
+//			b := myadapter.New(c)
+//			t.Cleanup(func() { b.Close(); c.Close() })
 //			return b
-//		}, conformance.WithHooks(conformance.Hooks{FlushScripts: flush}))
+//		}, conformance.WithHooks(srv.Hooks()),
+//			conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+//				c := myclient.New(srv.Addr())
+//				a, b := myadapter.New(c), myadapter.New(c)
+//				t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+//				return a, b
+//			}))
 //	}
 //
 // Every backend the function returns must talk to the same server: a test
@@ -24,23 +34,55 @@
 // and then cases of its own. Tests use random key prefixes and channel
 // names and run in parallel, except those that disturb the whole server
 // (killing connections, restarting, pausing), which run alone. Each has
-// its own deadline. Run fails if a goroutine started during the suite is
-// still running at its end, and a closed backend must leave no goroutine
-// and no pub/sub connection of its own behind (Backend/CloseLeavesNothing).
+// its own deadline.
+//
+// # Goroutines
+//
+// Run fails if a goroutine started during the suite is still running at
+// its end. Backend/CloseLeavesNothing is stricter: it makes one call on a
+// fresh backend, so that the client starts what it starts lazily (pools,
+// topology refreshers), then takes note of the goroutines running, uses
+// the backend, closes it, and fails if a goroutine started since is still
+// running (or a pub/sub connection of the backend is still open). The
+// client's own goroutines count too: one a client keeps past Close, or
+// past its own Close (rueidis closes connections dropped from a cluster's
+// topology 5s later, on a goroutine of its own), is named to both checks
+// with WithLeakOptions, and to goleak in the package's TestMain.
+//
+// # Hooks
 //
 // Faults that only the harness can inject are Hooks. A test that needs a
 // missing hook fails, unless the harness declared it cannot provide it
-// (WithoutHooks), in which case the test skips and names it. Package
-// conformance/harness starts private servers that provide every hook.
+// (WithoutHooks), in which case the test skips and names it: a hook left
+// out by oversight must not pass the suite unnoticed. Package
+// conformance/harness starts private servers that provide the hooks: a
+// standalone server and a cluster every one, a Sentinel set every one but
+// Restart (pass WithoutHooks("Restart") with its Hooks).
 // WithSharedClient gives the suite two backends over one client, to check
-// that Close leaves the caller's client working. Tests that depend on
-// timing use short leases in real time; run them on a machine that is not
-// overloaded.
+// that Close leaves the caller's client working; without it, declare
+// WithoutHooks("SharedClient").
+//
+// # Timing
+//
+// Tests that depend on timing use short leases in real time and hold
+// backends to latency bounds (a hand-off within 50ms, a cancelled call
+// back within 150ms, ...). On a slow or loaded machine, widen every bound
+// by a factor with WithTimeScale or $DSYNC_CONFORMANCE_TIMESCALE; unset,
+// the bounds are as stated.
+//
+// # Changes
+//
+// The suite grows as the contract is made precise, and a new case can
+// fail an adapter that passed before. CHANGES.md at the repository's root
+// lists each such change and what to do.
 package conformance
 
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -102,16 +144,37 @@ func WithoutHooks(names ...string) Option {
 	}
 }
 
-// WithTimeout sets each test's deadline. The default is 60s.
+// WithTimeout sets each test's deadline. The default is 60s. The time
+// scale applies to it too.
 func WithTimeout(d time.Duration) Option {
 	return func(s *suite) { s.timeout = d }
+}
+
+// TimeScaleEnv names the environment variable that sets the time scale
+// when WithTimeScale is not given: DSYNC_CONFORMANCE_TIMESCALE=3 go test.
+const TimeScaleEnv = "DSYNC_CONFORMANCE_TIMESCALE"
+
+// WithTimeScale widens the suite's timing bounds by factor f (1 or more),
+// for slow or loaded machines: every bound a test holds a backend to (a
+// hand-off within 50ms, a cancelled call back within 150ms, a gap within
+// 1s, an event within 5s, ...) and each test's deadline are multiplied by
+// f. Nothing else changes: leases, lower bounds ("waited at least ...")
+// and the rules themselves stay as they are, so a scale only forgives
+// slowness; a backend that breaks a rule fails at any scale. Unset, the
+// scale is that of $DSYNC_CONFORMANCE_TIMESCALE, or 1. A value below 1
+// (or not a number) fails the suite: bounds never narrow.
+func WithTimeScale(f float64) Option {
+	return func(s *suite) { s.scale = f }
 }
 
 // WithHealthCheck tells the suite how often the backends newBackend returns
 // ping an idle pub/sub connection. The test that idle connections are not
 // redialled waits three of these intervals. The default, 5s, is the
-// interval of the redigo and go-redis adapters; a harness that sets a
-// shorter one on its backends shortens that test. A d of zero or less
+// interval of the shipped adapters (backend.MuxOptions); a harness that
+// sets a shorter one on its backends shortens that test. For a client
+// that pings its pub/sub connections by itself, give its interval, or any
+// duration you are content to wait three times: the test checks that no
+// connection is redialled meanwhile, whoever pings. A d of zero or less
 // leaves the default.
 func WithHealthCheck(d time.Duration) Option {
 	return func(s *suite) {
@@ -121,9 +184,15 @@ func WithHealthCheck(d time.Duration) Option {
 	}
 }
 
-// WithLeakOptions passes options to the suite's goroutine leak check, for
-// goroutines the harness itself starts during the suite, such as those of an
-// embedded server restarted by the Restart hook.
+// WithLeakOptions passes options to the suite's goroutine leak checks
+// (see Goroutines in the package documentation): for goroutines the
+// client library keeps on its own, even past its Close, such as
+//
+//	conformance.WithLeakOptions(goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+//
+// and for those the harness starts during the suite, such as an embedded
+// server's restarted by the Restart hook. Never use it for the adapter's
+// own goroutines: Close must end them.
 func WithLeakOptions(opts ...goleak.Option) Option {
 	return func(s *suite) { s.leakOpts = append(s.leakOpts, opts...) }
 }
@@ -133,10 +202,24 @@ type NewBackend func(t *testing.T) backend.Backend
 
 // Run runs the whole suite.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
-	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, healthCheck: 5 * time.Second, without: map[string]bool{}}
+	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, scale: 1, healthCheck: 5 * time.Second, without: map[string]bool{}}
+	if v := os.Getenv(TimeScaleEnv); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("conformance: $%s=%q: not a number", TimeScaleEnv, v)
+		}
+		s.scale = f
+	}
 	for _, o := range opts {
 		o(s)
 	}
+	if !(s.scale >= 1) || math.IsInf(s.scale, 0) {
+		t.Fatalf("conformance: time scale %v: want 1 or more (a scale only widens bounds)", s.scale)
+	}
+	if s.scale != 1 {
+		t.Logf("conformance: timing bounds widened %gx", s.scale)
+	}
+	s.timeout = s.bound(s.timeout)
 	leakOpts := append([]goleak.Option{
 		goleak.IgnoreCurrent(),
 		// A server restarted by package harness's Restart hook.
@@ -164,6 +247,7 @@ type suite struct {
 	hooks       Hooks
 	without     map[string]bool // hooks the harness declared it lacks
 	timeout     time.Duration
+	scale       float64 // of timing bounds, 1 or more (WithTimeScale)
 	healthCheck time.Duration
 	leakOpts    []goleak.Option
 
@@ -212,6 +296,11 @@ func (s *suite) rules(t *testing.T, rs []rule) {
 			r.fn(t, ctx)
 		})
 	}
+}
+
+// bound returns the timing bound d, widened by the time scale.
+func (s *suite) bound(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * s.scale)
 }
 
 // prefix returns a random key prefix for one test.

@@ -391,13 +391,13 @@ func (s *suite) testLockerAcrossGoroutines(t *testing.T, ctx context.Context, k 
 		l.Unlock() // another goroutine releases, as sync.Mutex allows
 		close(unlocked)
 	}()
-	within(t, 5*time.Second, unlocked, "Unlock from another goroutine")
+	within(t, s.bound(5*time.Second), unlocked, "Unlock from another goroutine")
 	acquired := make(chan struct{})
 	go func() {
 		l.Lock()
 		close(acquired)
 	}()
-	within(t, 5*time.Second, acquired, "Lock after the release")
+	within(t, s.bound(5*time.Second), acquired, "Lock after the release")
 	l.Unlock()
 }
 
@@ -441,7 +441,7 @@ func (s *suite) testWatchdog(t *testing.T, ctx context.Context, k lockKind) {
 	t.Logf("held for %v with a %v watchdog lease; smallest remaining lease %v", 4*leaseD, leaseD, least)
 
 	must(t, m.UnlockContext(ctx), "unlock")
-	within(t, time.Second, done, "Done after unlock")
+	within(t, s.bound(time.Second), done, "Done after unlock")
 	key := k.key(p, "dog")
 	// A renewal the scheduler had picked up before the release ended the
 	// lease may still be on its way out (a descheduled goroutine, on a
@@ -469,11 +469,11 @@ func (s *suite) testFixedLease(t *testing.T, ctx context.Context, k lockKind) {
 		}
 		acquired <- time.Since(start)
 	}()
-	after := within(t, 5*time.Second, acquired, "waiter on an expiring hold")
-	if after < leaseD-50*time.Millisecond || after > leaseD+100*time.Millisecond {
+	after := within(t, s.bound(5*time.Second), acquired, "waiter on an expiring hold")
+	if after < leaseD-50*time.Millisecond || after > leaseD+s.bound(100*time.Millisecond) {
 		t.Errorf("waiter acquired %v after the hold began; want the lease %v (+100ms at most)", after, leaseD)
 	}
-	within(t, time.Second, done, "holder's Done after its lease expired")
+	within(t, s.bound(time.Second), done, "holder's Done after its lease expired")
 	if err := holder.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock of an expired hold: %v, want ErrNotHeld", err)
 	}
@@ -492,7 +492,7 @@ func (s *suite) testLostSignal(t *testing.T, ctx context.Context, k lockKind) {
 	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	deleted := time.Now()
-	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after DEL")
+	within(t, s.bound(leaseD/3+100*time.Millisecond), done, "lost signal after DEL")
 	t.Logf("lost signal %v after DEL (renewal interval %v)", time.Since(deleted), leaseD/3)
 	if _, err := m.Token(o); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Token after loss: %v, want ErrNotHeld", err)
@@ -513,7 +513,7 @@ func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k l
 	must(t, s.hooks.FlushScripts(ctx), "SCRIPT FLUSH")
 	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
-	within(t, leaseD/3+100*time.Millisecond, done, "lost signal after SCRIPT FLUSH and DEL")
+	within(t, s.bound(leaseD/3+100*time.Millisecond), done, "lost signal after SCRIPT FLUSH and DEL")
 	if err := m.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock after loss: %v, want ErrNotHeld", err)
 	}
@@ -521,7 +521,7 @@ func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k l
 	must(t, m.LockContext(ctx), "lock again")
 	_, err = b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
-	within(t, leaseD/3+100*time.Millisecond, m.Done(ctx), "second loss")
+	within(t, s.bound(leaseD/3+100*time.Millisecond), m.Done(ctx), "second loss")
 	m.Unlock()
 }
 
@@ -606,11 +606,11 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 		k.awaitQueued(t, ctx, probe, p, "handoff", 1)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
-		at := within(t, 5*time.Second, acquired, "waiter")
+		at := within(t, s.bound(5*time.Second), acquired, "waiter")
 		d := at.Sub(released)
 		worst = max(worst, d)
-		if d > 50*time.Millisecond {
-			t.Errorf("round %d: waiter acquired %v after the release, want within 50ms", round, d)
+		if d > s.bound(50*time.Millisecond) {
+			t.Errorf("round %d: waiter acquired %v after the release, want within %v", round, d, s.bound(50*time.Millisecond))
 		}
 		// One attempt that registers the waiter; one more before it if
 		// the channel was not subscribed yet. None after the wake-up.
@@ -653,12 +653,12 @@ func (s *suite) testWaitAcrossPubSubKill(t *testing.T, ctx context.Context, k lo
 	must(t, holder.UnlockContext(ctx), "unlock")
 	var last time.Time
 	for i := 0; i < waiters; i++ {
-		last = within(t, 5*time.Second, acquired, "waiter after the kill")
+		last = within(t, s.bound(5*time.Second), acquired, "waiter after the kill")
 	}
 	// Each waiter is handed the mutex in turn; the first must not have to
 	// wait for a heartbeat, and neither must the rest.
-	if d := last.Sub(released); d > time.Second {
-		t.Errorf("all %d waiters acquired %v after the release, want within 1s", waiters, d)
+	if d := last.Sub(released); d > s.bound(time.Second) {
+		t.Errorf("all %d waiters acquired %v after the release, want within %v", waiters, d, s.bound(time.Second))
 	}
 	t.Logf("pub/sub killed mid-wait: %d waiters acquired within %v of the release", waiters, last.Sub(released))
 }
@@ -686,11 +686,11 @@ func (s *suite) testForceUnlock(t *testing.T, ctx context.Context, k lockKind) {
 	if !ok {
 		t.Error("ForceUnlock of a held mutex reported it free")
 	}
-	at := within(t, 5*time.Second, acquired, "waiter after ForceUnlock")
-	if d := at.Sub(forced); d > 500*time.Millisecond {
+	at := within(t, s.bound(5*time.Second), acquired, "waiter after ForceUnlock")
+	if d := at.Sub(forced); d > s.bound(500*time.Millisecond) {
 		t.Errorf("waiter acquired %v after ForceUnlock; it must be woken, not wait for a heartbeat", d)
 	}
-	within(t, leaseD/3+100*time.Millisecond, done, "the forced-out holder's lost signal")
+	within(t, s.bound(leaseD/3+100*time.Millisecond), done, "the forced-out holder's lost signal")
 	must(t, waiter.UnlockContext(ctx), "waiter unlock")
 	if ok, err := admin.ForceUnlock(ctx); ok || err != nil {
 		t.Errorf("ForceUnlock of a free mutex: %v, %v", ok, err)
@@ -819,7 +819,7 @@ func (s *suite) testAbandonedWait(t *testing.T, ctx context.Context, k lockKind)
 	k.awaitQueued(t, ctx, b, p, "abandon", 1)
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
-	if d := within(t, 5*time.Second, acquired, "the waiter that stayed").Sub(released); d > 500*time.Millisecond {
+	if d := within(t, s.bound(5*time.Second), acquired, "the waiter that stayed").Sub(released); d > s.bound(500*time.Millisecond) {
 		t.Errorf("the waiter that stayed acquired %v after the release", d)
 	}
 	must(t, stayer.UnlockContext(ctx), "unlock")

@@ -104,7 +104,7 @@ func (s *suite) testFairOrder(t *testing.T, ctx context.Context) {
 		}
 		must(t, holder.UnlockContext(ctx), "unlock")
 		for range waiters {
-			within(t, 10*time.Second, got, "next waiter")
+			within(t, s.bound(10*time.Second), got, "next waiter")
 		}
 		o.check(t, waiters)
 	}
@@ -128,8 +128,8 @@ func (s *suite) testFairLongWaiter(t *testing.T, ctx context.Context) {
 		t.Fatalf("after 3 waiter timeouts: %+v, %v; want both waiters still queued", st, err)
 	}
 	must(t, holder.UnlockContext(ctx), "unlock")
-	within(t, 5*time.Second, got, "waiter")
-	within(t, 5*time.Second, got, "waiter")
+	within(t, s.bound(5*time.Second), got, "waiter")
+	within(t, s.bound(5*time.Second), got, "waiter")
 	o.check(t, 2)
 }
 
@@ -144,7 +144,7 @@ func (s *suite) testFairCancelledWaiter(t *testing.T, ctx context.Context) {
 	queueFair(t, cctx, probe, open(), 1, 0, 0, o, got)
 	queueFair(t, ctx, probe, open(), 2, 1, 0, o, got)
 	cancel()
-	if id := within(t, 5*time.Second, got, "the cancelled waiter"); id != -1 {
+	if id := within(t, s.bound(5*time.Second), got, "the cancelled waiter"); id != -1 {
 		t.Fatalf("the cancelled waiter acquired (%d)", id)
 	}
 	// It left the queue at once: only the other waiter is in it.
@@ -153,10 +153,10 @@ func (s *suite) testFairCancelledWaiter(t *testing.T, ctx context.Context) {
 	}
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
-	if id := within(t, 5*time.Second, got, "the waiter behind"); id != 1 {
+	if id := within(t, s.bound(5*time.Second), got, "the waiter behind"); id != 1 {
 		t.Fatalf("got %d", id)
 	}
-	if d := time.Since(released); d > 100*time.Millisecond {
+	if d := time.Since(released); d > s.bound(100*time.Millisecond) {
 		t.Errorf("the waiter behind a cancelled one acquired %v after the release; want at once", d)
 	}
 }
@@ -177,15 +177,15 @@ func (s *suite) testFairDeadWaiter(t *testing.T, ctx context.Context) {
 	queueFair(t, ctx, probe, fairlock.New(db, "dead", fairlock.WithPrefix(p), fairlock.WithWaiterTimeout(timeout)), 1, 0, 0, o, got)
 	queueFair(t, ctx, probe, open(), 2, 1, 0, o, got)
 	db.Close()
-	if id := within(t, 5*time.Second, got, "the dead waiter's LockContext"); id != -1 {
+	if id := within(t, s.bound(5*time.Second), got, "the dead waiter's LockContext"); id != -1 {
 		t.Fatalf("the dead waiter acquired (%d)", id)
 	}
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
-	if id := within(t, 5*time.Second, got, "the live waiter"); id != 1 {
+	if id := within(t, s.bound(5*time.Second), got, "the live waiter"); id != 1 {
 		t.Fatalf("got %d", id)
 	}
-	if d := time.Since(released); d > timeout+200*time.Millisecond {
+	if d := time.Since(released); d > timeout+s.bound(200*time.Millisecond) {
 		t.Errorf("the live waiter behind a dead one acquired %v after the release; want at most the waiter timeout %v + 200ms", d, timeout)
 	}
 	t.Logf("a dead waiter at the head delayed the queue by %v (waiter timeout %v)", time.Since(released), timeout)

@@ -128,7 +128,7 @@ func (s *suite) testMultiPartialRelease(t *testing.T, ctx context.Context) {
 	got := make(chan error, 1)
 	go func() { got <- l.LockContext(o) }()
 	must(t, other.UnlockContext(oo), "unlock b")
-	must(t, within(t, 5*time.Second, got, "group lock after b's release"), "group lock")
+	must(t, within(t, s.bound(5*time.Second), got, "group lock after b's release"), "group lock")
 	must(t, l.UnlockContext(o), "group unlock")
 	for _, n := range names {
 		assertNoKeys(t, ctx, b, p, mutexKind.key(p, n), time.Hour+time.Minute)
@@ -182,7 +182,7 @@ func (s *suite) testMultiLostSignal(t *testing.T, ctx context.Context) {
 	done := l.Done(o)
 	_, err := b.Eval(ctx, delScript, []string{mutexKind.key(p, "b")})
 	must(t, err, "DEL")
-	within(t, leaseD/3+500*time.Millisecond, done, "group's lost signal after DEL")
+	within(t, s.bound(leaseD/3+500*time.Millisecond), done, "group's lost signal after DEL")
 	if err := l.UnlockContext(o); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock after loss: %v, want ErrNotHeld", err)
 	}

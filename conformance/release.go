@@ -47,7 +47,7 @@ func (s *suite) testLostSignalDuringPartialRelease(t *testing.T, ctx context.Con
 	// The partial release runs, then the hold vanishes, and a renewal
 	// (every lease/3) finds it gone while the release's reply is held.
 	must(t, m.UnlockContext(o), "partial unlock")
-	within(t, leaseD/3+200*time.Millisecond, done, "lost signal of a hold that vanished during a partial release")
+	within(t, s.bound(leaseD/3+200*time.Millisecond), done, "lost signal of a hold that vanished during a partial release")
 	if _, err := m.Token(o); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Token after the loss: %v, want ErrNotHeld", err)
 	}
@@ -83,7 +83,7 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 		if locked, err := other.IsLocked(ctx); err != nil || locked {
 			t.Errorf("%s ctx: after UnlockContext the lock is held: %v, %v", ended, locked, err)
 		}
-		within(t, time.Second, done, "Done after the release")
+		within(t, s.bound(time.Second), done, "Done after the release")
 	}
 	// The ownerless hold, too.
 	m.Lock()
@@ -122,7 +122,7 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 	if locked, err := m1.IsLocked(ctx); err != nil || locked {
 		t.Fatalf("after the unlock through the first backend: locked %v, %v", locked, err)
 	}
-	within(t, time.Second, done, "Done of the hold kept through the first backend")
+	within(t, s.bound(time.Second), done, "Done of the hold kept through the first backend")
 	// Its watchdog stopped: nothing touches the key for three renewals.
 	before := sp.touched(k.key(p, "twob"))
 	time.Sleep(time.Second)
@@ -140,7 +140,7 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 	}
 	done1, done2 := m1.Done(o), m2.Done(o)
 	must(t, m2.UnlockContext(o), "unlock through the second backend")
-	within(t, time.Second, done2, "Done through the second backend after its unlock")
+	within(t, s.bound(time.Second), done2, "Done through the second backend after its unlock")
 	time.Sleep(time.Second) // three renewals of the hold kept through the first
 	select {
 	case <-done1:
@@ -154,7 +154,7 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 		t.Errorf("a second unlock through the second backend: %v, want ErrNotHeld", err)
 	}
 	must(t, m1.UnlockContext(o), "unlock through the first backend")
-	within(t, time.Second, done1, "Done after the final unlock")
+	within(t, s.bound(time.Second), done1, "Done after the final unlock")
 	if locked, err := m1.IsLocked(ctx); err != nil || locked {
 		t.Errorf("after two unlocks: locked %v, %v", locked, err)
 	}
@@ -191,7 +191,7 @@ func (s *suite) testForeignValue(t *testing.T, ctx context.Context, k lockKind) 
 		cancel()
 		if !errors.Is(err, dsync.ErrUnexpectedReply) {
 			t.Errorf("%s at the key: LockContext: %v, want ErrUnexpectedReply", foreign, err)
-		} else if d := time.Since(start); d > time.Second {
+		} else if d := time.Since(start); d > s.bound(time.Second) {
 			t.Errorf("%s at the key: LockContext took %v to fail; it must not retry", foreign, d)
 		}
 		if ok, err := m.TryLockContext(ctx); ok || !errors.Is(err, dsync.ErrUnexpectedReply) {

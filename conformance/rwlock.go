@@ -200,7 +200,7 @@ func (s *suite) testRWWriterNotStarved(t *testing.T, ctx context.Context) {
 	st := rwState(t, ctx, w)
 	must(t, w.UnlockContext(ctx), "writer unlock")
 	t.Logf("the writer waited %v behind readers holding %v each", waited, hold)
-	if waited > 2*hold {
+	if waited > s.bound(2*hold) {
 		t.Errorf("the writer waited %v; want at most twice the longest read hold, %v", waited, 2*hold)
 	}
 	if st.Mode != rwlock.Write || st.Readers != 0 {
@@ -237,7 +237,7 @@ func (s *suite) testRWReaderPreference(t *testing.T, ctx context.Context) {
 	}
 	stop()
 	stopped = true
-	must(t, within(t, 5*time.Second, got, "writer after the readers stopped"), "writer")
+	must(t, within(t, s.bound(5*time.Second), got, "writer after the readers stopped"), "writer")
 	must(t, w.UnlockContext(ctx), "writer unlock")
 }
 
@@ -269,12 +269,12 @@ func (s *suite) testRWReadersWokenTogether(t *testing.T, ctx context.Context) {
 	w.Unlock()
 	var last time.Duration
 	for range readers {
-		r := within(t, 5*time.Second, got, "reader after the write release")
+		r := within(t, s.bound(5*time.Second), got, "reader after the write release")
 		must(t, r.err, "reader")
 		last = max(last, r.at.Sub(released))
 	}
 	t.Logf("all %d readers held the lock %v after the write release", readers, last)
-	if last > 250*time.Millisecond {
+	if last > s.bound(250*time.Millisecond) {
 		t.Errorf("the last reader acquired %v after the write release; they must be woken together", last)
 	}
 	if st := rwState(t, ctx, w); st.Mode != rwlock.Read || st.Readers != readers || st.WaitingWriters != 1 {
@@ -283,7 +283,7 @@ func (s *suite) testRWReadersWokenTogether(t *testing.T, ctx context.Context) {
 	for _, m := range locks {
 		m.RUnlock()
 	}
-	must(t, within(t, 5*time.Second, nextGot, "writer after the readers"), "writer")
+	must(t, within(t, s.bound(5*time.Second), nextGot, "writer after the readers"), "writer")
 	next.Unlock()
 	assertNoKeys(t, ctx, s.newBackend(t), p, rwlockWriteKind.key(p, "rw"), time.Hour)
 }
@@ -309,8 +309,8 @@ func (s *suite) testRWLastReaderHandsOff(t *testing.T, ctx context.Context) {
 	}
 	released := time.Now()
 	r2.RUnlock()
-	at := within(t, 5*time.Second, got, "writer after the last reader")
-	if d := at.Sub(released); d > 250*time.Millisecond {
+	at := within(t, s.bound(5*time.Second), got, "writer after the last reader")
+	if d := at.Sub(released); d > s.bound(250*time.Millisecond) {
 		t.Errorf("the writer acquired %v after the last read release; it must be woken, not poll", d)
 	}
 	if tok, err := w.Token(ctx); err != nil || tok <= 0 {
@@ -362,7 +362,7 @@ func (s *suite) testRWDowngradeUpgrade(t *testing.T, ctx context.Context) {
 	if ok, err := m.TryLockContext(o); ok || !errors.Is(err, dsync.ErrUpgrade) {
 		t.Errorf("TryLockContext of a reader: %v, %v, want ErrUpgrade", ok, err)
 	}
-	if d := time.Since(start); d > 50*time.Millisecond {
+	if d := time.Since(start); d > s.bound(50*time.Millisecond) {
 		t.Errorf("ErrUpgrade took %v; it must be at once", d)
 	}
 	if n := sp.count() - before; n != 0 {
@@ -445,9 +445,9 @@ func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
 	}
 	// The expired reader stops counting when its lease ends; the renewed
 	// one is still there after several of its leases.
-	within(t, fixed+time.Second, gone.RDone(ctx), "RDone of the expired reader")
+	within(t, s.bound(fixed+time.Second), gone.RDone(ctx), "RDone of the expired reader")
 	awaitRW(t, ctx, w, "the expired reader gone", func(st rwlock.State) bool { return st.Readers == 1 })
-	if d := time.Since(took); d > fixed+200*time.Millisecond {
+	if d := time.Since(took); d > fixed+s.bound(200*time.Millisecond) {
 		t.Errorf("the expired reader counted for %v; its lease was %v", d, fixed)
 	}
 	sleepCtx(ctx, 3*renewed)
@@ -463,7 +463,7 @@ func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
 	go func() { got <- w.LockContext(ctx) }()
 	awaitRW(t, ctx, w, "writer queued", func(st rwlock.State) bool { return st.WaitingWriters == 1 })
 	live.RUnlock()
-	must(t, within(t, 5*time.Second, got, "writer after the renewed reader released"), "writer")
+	must(t, within(t, s.bound(5*time.Second), got, "writer after the renewed reader released"), "writer")
 	w.Unlock()
 	if err := gone.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("RUnlock of the expired reader: %v, want ErrNotHeld", err)
@@ -499,7 +499,7 @@ func (s *suite) testRWDeadWaitingWriter(t *testing.T, ctx context.Context) {
 	waited := time.Since(start)
 	m.RUnlock()
 	t.Logf("a dead waiting writer held a reader up %v (waiter timeout %v)", waited, timeout)
-	if waited > timeout+timeout/3+300*time.Millisecond {
+	if waited > timeout+timeout/3+s.bound(300*time.Millisecond) {
 		t.Errorf("the reader waited %v; want at most the waiter timeout %v and a heartbeat", waited, timeout)
 	}
 }
@@ -518,7 +518,7 @@ func (s *suite) testRWLostSignal(t *testing.T, ctx context.Context) {
 	_, err := b.Eval(ctx, delScript, []string{key + ":readers", key + ":rexpiry", wkey})
 	must(t, err, "DEL")
 	for what, c := range map[string]<-chan struct{}{"RDone 1": r1.RDone(ctx), "RDone 2": r2.RDone(ctx), "Done": w.Done(ctx)} {
-		within(t, renewed+2*time.Second, c, what+" after the keys were deleted")
+		within(t, s.bound(renewed+2*time.Second), c, what+" after the keys were deleted")
 	}
 	for _, m := range []*rwlock.RWMutex{r1, r2} {
 		if err := m.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {

@@ -143,13 +143,13 @@ func (s *suite) testSemLargeNotStarved(t *testing.T, ctx context.Context) {
 	}
 	big := semOpen(s.newBackend(t), p, 3)
 	start := time.Now()
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	actx, cancel := context.WithTimeout(ctx, s.bound(5*time.Second))
 	defer cancel()
 	must(t, big.Acquire(actx, 3), "Acquire(3)")
 	d := time.Since(start)
 	t.Logf("Acquire(3) behind 6 streams of 1: %v (%d small acquisitions before)", d, rounds.Load())
-	if d > time.Second {
-		t.Errorf("Acquire(3) took %v behind a stream of small requests, want within 1s", d)
+	if d > s.bound(time.Second) {
+		t.Errorf("Acquire(3) took %v behind a stream of small requests, want within %v", d, s.bound(time.Second))
 	}
 	must(t, big.Release(ctx, 3), "Release(3)")
 }
@@ -182,12 +182,12 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 	released := time.Now()
 	must(t, holder.Release(ctx, 4), "release")
 	for range 2 {
-		r := within(t, 5*time.Second, got, "waiters 0 and 1")
+		r := within(t, s.bound(5*time.Second), got, "waiters 0 and 1")
 		if r.i > 1 {
 			t.Fatalf("waiter %d (wants %d) served before waiters 0 and 1", r.i, wants[r.i])
 		}
-		if d := r.at.Sub(released); d > 50*time.Millisecond {
-			t.Errorf("waiter %d acquired %v after the release, want within 50ms", r.i, d)
+		if d := r.at.Sub(released); d > s.bound(50*time.Millisecond) {
+			t.Errorf("waiter %d acquired %v after the release, want within %v", r.i, d, s.bound(50*time.Millisecond))
 		}
 	}
 	// 3 held: waiter 2 (3) does not fit, and waiter 3 (1) waits behind it.
@@ -199,7 +199,7 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 	must(t, sems[0].Release(ctx, 1), "release 0")
 	must(t, sems[1].Release(ctx, 2), "release 1")
 	for range 2 {
-		within(t, 5*time.Second, got, "waiters 2 and 3")
+		within(t, s.bound(5*time.Second), got, "waiters 2 and 3")
 	}
 	must(t, sems[2].Release(ctx, 3), "release 2")
 	must(t, sems[3].Release(ctx, 1), "release 3")
@@ -223,10 +223,10 @@ func (s *suite) testSemCrashedHolder(t *testing.T, ctx context.Context) {
 	must(t, w.Acquire(ctx, 3), "waiter")
 	d := time.Since(acquired)
 	t.Logf("crashed holder's permits back after %v (lease %v)", d, leaseD)
-	if d > leaseD+200*time.Millisecond {
-		t.Errorf("permits back after %v, want within the lease %v + 200ms", d, leaseD)
+	if d > leaseD+s.bound(200*time.Millisecond) {
+		t.Errorf("permits back after %v, want within the lease %v + %v", d, leaseD, s.bound(200*time.Millisecond))
 	}
-	within(t, time.Second, done, "crashed holder's Done")
+	within(t, s.bound(time.Second), done, "crashed holder's Done")
 	must(t, w.Release(ctx, 3), "release")
 	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
 }
@@ -257,7 +257,7 @@ func (s *suite) testSemWatchdog(t *testing.T, ctx context.Context) {
 		t.Errorf("after 4s: %+v, want the owner's 2 permits in one hold", st)
 	}
 	must(t, holder.Release(o, 2), "release")
-	within(t, time.Second, done, "Done after the release")
+	within(t, s.bound(time.Second), done, "Done after the release")
 }
 
 // Deleting the semaphore's state takes the permits: the watchdog's next
@@ -271,7 +271,7 @@ func (s *suite) testSemLostSignal(t *testing.T, ctx context.Context) {
 	key := "semaphore:{sem}"
 	_, err := b.Eval(ctx, delScript, []string{p + ":" + key, p + ":" + key + ":holders"})
 	must(t, err, "DEL")
-	within(t, 2*time.Second, done, "Done after the state was deleted")
+	within(t, s.bound(2*time.Second), done, "Done after the state was deleted")
 	if err := sem.Release(ctx, 1); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Release of lost permits = %v, want ErrNotHeld", err)
 	}
@@ -325,7 +325,7 @@ func (s *suite) testSemAmbiguousRelease(t *testing.T, ctx context.Context) {
 	}
 	sp.loseReplies(1)
 	must(t, sem.Release(o, 2), "final release with its reply lost")
-	within(t, time.Second, sem.Done(o), "Done after the final release")
+	within(t, s.bound(time.Second), sem.Done(o), "Done after the final release")
 	assertNoKeys(t, ctx, sp, p, semKey(p), 0)
 }
 
@@ -373,10 +373,10 @@ func (s *suite) testSemAbandonedWait(t *testing.T, ctx context.Context) {
 	go func() { got <- small.Acquire(ctx, 1) }()
 	semAwait(t, ctx, holder, "small queued", semQueued(2))
 	cancel()
-	if err := within(t, 5*time.Second, gave, "big gives up"); !errors.Is(err, context.Canceled) {
+	if err := within(t, s.bound(5*time.Second), gave, "big gives up"); !errors.Is(err, context.Canceled) {
 		t.Errorf("abandoned Acquire = %v, want context.Canceled", err)
 	}
-	must(t, within(t, time.Second, got, "small served once big left"), "small")
+	must(t, within(t, s.bound(time.Second), got, "small served once big left"), "small")
 	must(t, small.Release(ctx, 1), "release small")
 	must(t, holder.Release(ctx, 2), "release holder")
 	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -415,7 +415,7 @@ func (s *suite) testSemSetCapacity(t *testing.T, ctx context.Context) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	must(t, holder.Release(o, 1), "release 1 (1 held of 2)")
-	must(t, within(t, time.Second, got1, "waiter once below the capacity"), "waiter")
+	must(t, within(t, s.bound(time.Second), got1, "waiter once below the capacity"), "waiter")
 	// 2 held of 2. A waiter for 3 fails when the capacity is lowered
 	// under its request.
 	must(t, admin.SetCapacity(ctx, 3), "raise to 3")
@@ -424,7 +424,7 @@ func (s *suite) testSemSetCapacity(t *testing.T, ctx context.Context) {
 	go func() { got3 <- w3.Acquire(ctx, 3) }()
 	semAwait(t, ctx, admin, "waiter for 3 queued", semQueued(1))
 	must(t, admin.SetCapacity(ctx, 2), "lower to 2 under a waiter for 3")
-	if err := within(t, 2*time.Second, got3, "waiter above the capacity"); !errors.Is(err, dsync.ErrInvalidPermits) {
+	if err := within(t, s.bound(2*time.Second), got3, "waiter above the capacity"); !errors.Is(err, dsync.ErrInvalidPermits) {
 		t.Errorf("waiting Acquire(3) after the capacity fell to 2 = %v, want ErrInvalidPermits", err)
 	}
 	// A raised capacity serves a waiter at once.
@@ -433,7 +433,7 @@ func (s *suite) testSemSetCapacity(t *testing.T, ctx context.Context) {
 	go func() { got2 <- w2.Acquire(ctx, 2) }()
 	semAwait(t, ctx, admin, "waiter for 2 queued", semQueued(1))
 	must(t, admin.SetCapacity(ctx, 4), "raise to 4")
-	must(t, within(t, time.Second, got2, "waiter after the raise"), "waiter for 2")
+	must(t, within(t, s.bound(time.Second), got2, "waiter after the raise"), "waiter for 2")
 	must(t, admin.SetCapacity(ctx, 0), "clear")
 	if c, err := admin.Capacity(ctx); err != nil || c != 4 {
 		t.Errorf("capacity after clearing = %d, %v; want the handles' 4", c, err)

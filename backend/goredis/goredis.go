@@ -13,9 +13,10 @@
 // through EvalBatch, one pipeline per node (see backend.Batcher).
 //
 // Pub/sub uses one *redis.PubSub per Backend on a single server, and one
-// per master on a cluster. Each multiplexes its subscriptions, is pinged
-// periodically, and is replaced with capped backoff when its connection
-// fails; every live subscription on it then receives a gap message.
+// per master on a cluster, under backend.Mux. Each multiplexes its
+// subscriptions, is pinged periodically, and is replaced with capped
+// backoff when its connection fails; every live subscription on it then
+// receives a gap message.
 // Messages travel as PUBLISH, which the cluster bus copies to every node,
 // so a subscriber connected to any node receives them. On a cluster each
 // channel is subscribed on the master serving its hash slot, where the
@@ -58,8 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"sync"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -74,9 +74,7 @@ type Option func(*options)
 
 type options struct {
 	timeout     time.Duration
-	healthCheck time.Duration
-	mailboxSize int
-	maxBackoff  time.Duration
+	mux         backend.MuxOptions
 	ackReplicas int
 	ackTimeout  time.Duration
 }
@@ -97,28 +95,20 @@ func WithTimeout(d time.Duration) Option {
 // connection that answers nothing for three intervals is considered lost and
 // re-established. The default is 5s.
 func WithHealthCheck(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.healthCheck = d
-		}
-	}
+	return func(o *options) { o.mux.HealthCheck = d }
 }
 
 // WithMailboxSize sets how many undelivered messages a subscription queues
 // before they are replaced by a gap. The default is
 // backend.DefaultMailboxSize.
 func WithMailboxSize(n int) Option {
-	return func(o *options) { o.mailboxSize = n }
+	return func(o *options) { o.mux.MailboxSize = n }
 }
 
 // WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
 // connection. The first attempt is immediate; the default cap is 500ms.
 func WithMaxBackoff(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.maxBackoff = d
-		}
-	}
+	return func(o *options) { o.mux.MaxBackoff = d }
 }
 
 // WithReplicaAck makes every script call wait, after it ran, until n
@@ -156,18 +146,8 @@ type Backend struct {
 	invalid    error // why c cannot be used, or nil
 
 	closed atomic.Bool
-
-	// Calls abandoned by their cancelled context, which Close waits for.
-	// mu orders their Add before Close's Wait.
-	mu       sync.Mutex
-	inflight sync.WaitGroup
-
-	ps *pubsub // nil on a cluster
-
-	// On a cluster, one pub/sub connection per master, by its address
-	// when the first of its channels was placed; shards ends with Close.
-	shardMu sync.Mutex
-	shards  map[string]*pubsub
+	calls  backend.Calls
+	mux    *backend.Mux
 }
 
 var (
@@ -180,39 +160,27 @@ var (
 // *redis.Ring (whose shards do not share pub/sub), makes every call fail
 // with an error matching dsync.ErrInvalidBackend.
 func New(c redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{
-		c:    c,
-		opts: options{timeout: 10 * time.Second, healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
-	}
+	b := &Backend{c: c, opts: options{timeout: 10 * time.Second}}
 	for _, o := range opts {
 		o(&b.opts)
 	}
-	errNil := fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
 	switch c := c.(type) {
-	case nil:
-		b.invalid = errNil
 	case *redis.Client:
-		if c == nil {
-			b.invalid = errNil
-			break
-		}
-		b.ctxTimeout = c.Options().ContextTimeoutEnabled
+		b.ctxTimeout = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		if c == nil {
-			b.invalid = errNil
-			break
-		}
-		b.sharded = true
-		b.ctxTimeout = c.Options().ContextTimeoutEnabled
-		b.opts.ackReplicas = 0 // see WithReplicaAck
+		b.sharded, b.opts.ackReplicas = c != nil, 0 // see WithReplicaAck
+		b.ctxTimeout = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		b.invalid = fmt.Errorf("%w: goredis: a *redis.Ring is not supported: its shards neither share pub/sub nor route by hash slot", dsync.ErrInvalidBackend)
 	}
-	if b.sharded {
-		b.shards = make(map[string]*pubsub)
-	} else {
-		b.ps = newPubSub(b, "")
+	if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		b.invalid = fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
 	}
+	var d backend.PubSubDriver = dialer{b}
+	if b.sharded {
+		d = clusterDialer{dialer{b}}
+	}
+	b.mux = backend.NewMux(d, b.opts.mux)
 	return b
 }
 
@@ -235,99 +203,30 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	if b.direct(ctx) {
-		// The common cases of call's, without the closure it takes.
-		reply, err := b.evalOnce(ctx, s, keys, args)
-		return reply, b.wrap(ctx, err)
-	}
-	if ctx.Done() == nil && b.ctxTimeout {
-		ctx = &deadlineContext{ctx, time.Now().Add(b.timeout(ctx))}
-		reply, err := b.evalOnce(ctx, s, keys, args)
-		return reply, b.wrap(ctx, err)
+	if cctx, ok := backend.CallContext(ctx, b.ctxTimeout, b.opts.timeout); ok {
+		// call's common case, without the closure it takes.
+		reply, err := b.evalOnce(cctx, s, keys, args)
+		return reply, b.wrap(cctx, err)
 	}
 	return b.call(ctx, func(ctx context.Context) (any, error) {
 		return b.evalOnce(ctx, s, keys, args)
 	})
 }
 
-// direct reports whether a call with ctx runs on the caller's goroutine
-// as it is: nothing can cancel ctx, and the client honours its deadline,
-// or it has none (the client's ReadTimeout then bounds the call).
-func (b *Backend) direct(ctx context.Context) bool {
-	if ctx.Done() != nil {
-		return false
-	}
-	_, deadline := ctx.Deadline()
-	return deadline == b.ctxTimeout
-}
-
-// deadlineContext is a context that can never end, with a deadline, which
-// a client that honours deadlines sets on the socket: the adapter's bound
-// of a call whose context has none, without the timer of a cancellable
-// context.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// call runs fn bounded by ctx (see the package documentation).
+// call runs fn bounded by ctx (see the package documentation); a deadline
+// the client does not honour is kept as a cancellable context's.
 func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
-	if ctx.Done() == nil {
-		// Nothing can cancel ctx: no goroutine if the client honours its
-		// deadline, which a client that honours deadlines gets, the
-		// adapter's, if ctx has none (backend rule 7).
-		d, ok := ctx.Deadline()
-		switch {
-		case b.direct(ctx):
-			reply, err := fn(ctx)
-			return reply, b.wrap(ctx, err)
-		case b.ctxTimeout:
-			cctx := &deadlineContext{ctx, time.Now().Add(b.timeout(ctx))}
-			reply, err := fn(cctx)
-			return reply, b.wrap(cctx, err)
-		case ok:
-			// A deadline the client does not honour: the call waits for
-			// its reply on a goroutine, as for a cancellable context.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, d)
-			defer cancel()
-		}
+	if cctx, ok := backend.CallContext(ctx, b.ctxTimeout, b.opts.timeout); ok {
+		reply, err := fn(cctx)
+		return reply, b.wrap(cctx, err)
 	}
-	type result struct {
-		reply any
-		err   error
+	if d, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
 	}
-	done := make(chan result, 1)
-	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
-		return nil, backend.ErrClosed
-	}
-	b.inflight.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.inflight.Done()
-		reply, err := fn(ctx)
-		done <- result{reply, err}
-	}()
-	select {
-	case r := <-done:
-		return r.reply, b.wrap(ctx, r.err)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("goredis: %w", ctx.Err())
-	}
-}
-
-// timeout returns the bound of a call whose context can never end: the
-// adapter's timeout, or less if the context has a deadline.
-func (b *Backend) timeout(ctx context.Context) time.Duration {
-	d := b.opts.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, max(time.Until(dl), time.Millisecond))
-	}
-	return d
+	reply, err := b.calls.Do(ctx, fn)
+	return reply, b.wrap(ctx, err)
 }
 
 func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string, args []any) (any, error) {
@@ -341,7 +240,7 @@ func (b *Backend) evalOnce(ctx context.Context, s *backend.Script, keys []string
 	if err != nil {
 		return nil, err
 	}
-	return normalize(reply)
+	return backend.NormalizeReply(reply, serverError)
 }
 
 // evalAcked runs the script and WAIT in one pipeline, which a
@@ -375,7 +274,7 @@ func (b *Backend) evalAcked(ctx context.Context, s *backend.Script, keys []strin
 	if acked < int64(b.opts.ackReplicas) {
 		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
 	}
-	return normalize(reply)
+	return backend.NormalizeReply(reply, serverError)
 }
 
 func isNoScript(err error) bool {
@@ -401,61 +300,14 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 		// retry can succeed.
 		return fmt.Errorf("goredis: %w (%v)", backend.ErrClosed, err)
 	}
-	return transportError(ctx, err)
+	return backend.TransportError(ctx, "goredis", err)
 }
 
-// transportError makes an error of a failed round trip match ctx.Err()
-// when the context is what ended it: go-redis turns a deadline into a
-// socket deadline, whose i/o timeout can fire just before the context's
-// own timer.
-func transportError(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("goredis: %w (%v)", cerr, err)
-	}
-	return fmt.Errorf("goredis: %w", err)
-}
-
-// normalize converts a go-redis reply to the backend contract. Over RESP3
-// a script's true arrives as a boolean and its numbers may arrive as
-// doubles; they are given their RESP2 shapes, which dsync's scripts
-// assume.
-func normalize(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return v, nil
-	case string:
-		return v, nil
-	case []byte:
-		return string(v), nil
-	case bool:
-		if v {
-			return int64(1), nil
-		}
-		return nil, nil
-	case float64:
-		if v >= math.MinInt64 && v <= math.MaxInt64 {
-			return int64(v), nil
-		}
-	case redis.Error:
-		return &backend.ServerError{Message: v.Error()}, nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			n, err := normalize(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: goredis: reply of type %T", dsync.ErrUnexpectedReply, v)
+// serverError recognizes an error reply inside an array (see
+// backend.NormalizeReply).
+func serverError(v any) (string, bool) {
+	re, ok := v.(redis.Error)
+	return fmt.Sprint(re), ok
 }
 
 // EvalBatch implements backend.Batcher: the calls go out in one pipeline,
@@ -465,65 +317,35 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backen
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	if len(calls) == 0 {
-		return nil, nil
-	}
-	results := make([]backend.Result, len(calls))
-	_, err := b.call(ctx, func(ctx context.Context) (any, error) {
-		return nil, b.pipeline(ctx, calls, results)
+	results, err := b.call(ctx, func(ctx context.Context) (any, error) {
+		return backend.PipelineBatch(ctx, calls, b.pipeline)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
+	rs, _ := results.([]backend.Result)
+	return rs, err
 }
 
-func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, results []backend.Result) error {
-	run := func(idx []int, sha bool) ([]*redis.Cmd, error) {
-		p := b.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(idx))
-		for j, i := range idx {
-			c := calls[i]
-			if sha {
-				cmds[j] = p.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
-			} else {
-				cmds[j] = p.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
-			}
-		}
-		_, err := p.Exec(ctx)
-		return cmds, err
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
-	cmds, err := run(all, true)
-	var again []int
-	for j, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, all[j])
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
+	p := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		if source {
+			cmds[i] = p.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
+		} else {
+			cmds[i] = p.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
 		}
 	}
-	if len(again) > 0 {
-		var cmds2 []*redis.Cmd
-		cmds2, err = run(again, false)
-		for j, cmd := range cmds2 {
-			cmds[again[j]] = cmd
-		}
+	if _, err := p.Exec(ctx); err != nil && !isServerErr(err) {
+		return nil, err // a transport error: no result is trusted
 	}
-	if err != nil && !isServerErr(err) {
-		// A transport error: whatever replies arrived are not trusted to
-		// be complete; the caller retries.
-		return err
-	}
+	results := make([]backend.Result, len(calls))
 	for i, cmd := range cmds {
 		reply, err := cmd.Result()
 		if err == nil {
-			reply, err = normalize(reply)
+			reply, err = backend.NormalizeReply(reply, serverError)
 		}
 		results[i] = backend.Result{Reply: reply, Err: b.wrap(ctx, err)}
 	}
-	return nil
+	return results, nil
 }
 
 func isServerErr(err error) bool {
@@ -536,63 +358,17 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	if !b.sharded {
-		return b.ps.subscribe(ctx, channel)
-	}
-	ps, err := b.shard(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
-	return ps.subscribe(ctx, channel)
+	return b.mux.Subscribe(ctx, channel)
 }
 
-// shard returns the pub/sub connection, on a cluster, of the master that
-// serves channel's hash slot, where the scripts that publish on channel
-// run: a message published by a script reaches a subscriber connected to
-// the script's node at once, and one on another node only through the
-// cluster bus, which is slower and, under load, stalls (see the package
-// documentation). Placement is only a matter of speed: PUBLISH reaches
-// every node, so a channel whose slot moved is still delivered.
-func (b *Backend) shard(ctx context.Context, channel string) (*pubsub, error) {
-	m, err := b.c.(*redis.ClusterClient).MasterForKey(ctx, channel)
-	if err != nil {
-		return nil, b.wrap(ctx, err)
-	}
-	addr := m.Options().Addr
-	b.shardMu.Lock()
-	defer b.shardMu.Unlock()
-	if b.closed.Load() {
-		return nil, backend.ErrClosed
-	}
-	ps := b.shards[addr]
-	if ps == nil {
-		ps = newPubSub(b, channel)
-		b.shards[addr] = ps
-	}
-	return ps, nil
-}
-
-// Close closes the pub/sub connection, ends every subscription and waits for
-// the adapter's goroutines to exit, calls abandoned by their context
+// Close closes the pub/sub connections, ends every subscription and waits
+// for the adapter's goroutines to exit, calls abandoned by their context
 // included. It does not close the client. Close is idempotent; afterwards
 // every call returns an error matching backend.ErrClosed.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	first := b.closed.CompareAndSwap(false, true)
-	b.mu.Unlock()
-	if !first {
-		return nil
+	if b.closed.CompareAndSwap(false, true) {
+		b.mux.Close()
+		b.calls.Close()
 	}
-	if b.ps != nil {
-		b.ps.close()
-	}
-	b.shardMu.Lock()
-	shards := b.shards
-	b.shards = nil
-	b.shardMu.Unlock()
-	for _, ps := range shards {
-		ps.close()
-	}
-	b.inflight.Wait()
 	return nil
 }

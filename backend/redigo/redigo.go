@@ -5,9 +5,9 @@
 // and a transparent EVAL fallback on NOSCRIPT. Pub/sub uses one dedicated
 // connection per Backend, dialed with the pool's Dial or DialContext
 // function but never taken from or returned to the pool. It is opened by
-// the first Subscribe, multiplexes every subscription, is pinged
-// periodically, and is re-established with capped backoff when lost; every
-// live subscription then receives a gap message.
+// the first Subscribe and, under backend.Mux, multiplexes every
+// subscription, is pinged periodically, and is re-established with capped
+// backoff when lost; every live subscription then receives a gap message.
 //
 // A script call whose context can be cancelled runs through redigo's
 // DoContext, which reads the reply on a goroutine of its own: the only way
@@ -37,10 +37,8 @@ import (
 type Option func(*options)
 
 type options struct {
-	timeout     time.Duration
-	healthCheck time.Duration
-	mailboxSize int
-	maxBackoff  time.Duration
+	timeout time.Duration
+	mux     backend.MuxOptions
 }
 
 // WithTimeout bounds a script call whose context can never end (taking a
@@ -60,9 +58,7 @@ func WithTimeout(d time.Duration) Option {
 // re-established. The default is 5s.
 func WithHealthCheck(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.healthCheck = d
-		}
+		o.mux.HealthCheck = d
 	}
 }
 
@@ -70,16 +66,14 @@ func WithHealthCheck(d time.Duration) Option {
 // before they are replaced by a gap. The default is
 // backend.DefaultMailboxSize.
 func WithMailboxSize(n int) Option {
-	return func(o *options) { o.mailboxSize = n }
+	return func(o *options) { o.mux.MailboxSize = n }
 }
 
 // WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
 // connection. The first attempt is immediate; the default cap is 500ms.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.maxBackoff = d
-		}
+		o.mux.MaxBackoff = d
 	}
 }
 
@@ -89,7 +83,7 @@ type Backend struct {
 	pool   *redis.Pool
 	opts   options
 	closed atomic.Bool
-	ps     *pubsub
+	mux    *backend.Mux
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -97,33 +91,34 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns a Backend that runs scripts on connections from pool. A nil
 // pool makes every call fail with an error matching dsync.ErrInvalidBackend.
 func New(pool *redis.Pool, opts ...Option) *Backend {
-	b := &Backend{
-		pool: pool,
-		opts: options{timeout: 10 * time.Second, healthCheck: 5 * time.Second, maxBackoff: 500 * time.Millisecond},
-	}
+	b := &Backend{pool: pool, opts: options{timeout: 10 * time.Second}}
 	for _, o := range opts {
 		o(&b.opts)
 	}
-	b.ps = newPubSub(b)
+	b.mux = backend.NewMux(dialer{pool}, b.opts.mux)
 	return b
 }
 
 var errNilPool = fmt.Errorf("%w: redigo: nil *redis.Pool", dsync.ErrInvalidBackend)
 
-// Eval implements backend.Backend.
-func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+func (b *Backend) check(ctx context.Context) error {
 	if b.pool == nil {
-		return nil, errNilPool
+		return errNilPool
 	}
 	if b.closed.Load() {
-		return nil, backend.ErrClosed
+		return backend.ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// Eval implements backend.Backend.
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
 	conn, err := b.get(ctx)
 	if err != nil {
-		return nil, transportError(ctx, "get connection", err)
+		return nil, backend.TransportError(ctx, "redigo: get connection", err)
 	}
 	defer conn.Close()
 
@@ -152,30 +147,12 @@ func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
 		return b.pool.GetContext(ctx)
 	}
 	if !b.pool.Wait {
-		return b.pool.GetContext(&dialContext{ctx, time.Now().Add(b.timeout(ctx))})
+		// Such a pool uses the context only to dial: a deadline serves.
+		return b.pool.GetContext(backend.DeadlineContext(ctx, time.Now().Add(backend.CallTimeout(ctx, b.opts.timeout))))
 	}
-	gctx, cancel := context.WithTimeout(context.Background(), b.timeout(ctx))
+	gctx, cancel := context.WithTimeout(context.Background(), backend.CallTimeout(ctx, b.opts.timeout))
 	defer cancel()
 	return b.pool.GetContext(gctx)
-}
-
-// dialContext is a context that can never end, with a deadline for a dial.
-type dialContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *dialContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// timeout returns the bound of a call whose context can never end: the
-// adapter's timeout, or less if the context has a deadline (which such a
-// context may have, see backend rule 7).
-func (b *Backend) timeout(ctx context.Context) time.Duration {
-	d := b.opts.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, max(time.Until(dl), time.Millisecond))
-	}
-	return d
 }
 
 // do sends one command and normalizes its reply and error.
@@ -187,7 +164,7 @@ func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []a
 	if ctx.Done() == nil {
 		// DoContext costs a goroutine per call; a context that can never
 		// be cancelled needs only a read deadline.
-		reply, err = redis.DoWithTimeout(conn, b.timeout(ctx), name, args...)
+		reply, err = redis.DoWithTimeout(conn, backend.CallTimeout(ctx, b.opts.timeout), name, args...)
 	} else {
 		reply, err = redis.DoContext(conn, ctx, name, args...)
 	}
@@ -196,64 +173,22 @@ func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []a
 		if errors.As(err, &re) {
 			return nil, &backend.ServerError{Message: string(re)}
 		}
-		return nil, transportError(ctx, name, err)
+		return nil, backend.TransportError(ctx, "redigo: "+name, err)
 	}
-	return normalize(reply)
+	return backend.NormalizeReply(reply, serverError)
 }
 
-// transportError makes an error of a failed round trip match ctx.Err() when
-// the context is what ended it. redigo turns a deadline into a socket
-// deadline, whose i/o timeout can fire just before the context's own timer.
-func transportError(ctx context.Context, op string, err error) error {
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("redigo: %s: %w (%v)", op, cerr, err)
-	}
-	return fmt.Errorf("redigo: %s: %w", op, err)
-}
-
-// normalize converts a redigo reply to the backend contract.
-func normalize(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return v, nil
-	case []byte:
-		return string(v), nil
-	case string:
-		return v, nil
-	case redis.Error:
-		return &backend.ServerError{Message: string(v)}, nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			n, err := normalize(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: redigo: reply of type %T", dsync.ErrUnexpectedReply, v)
+func serverError(v any) (string, bool) {
+	re, ok := v.(redis.Error)
+	return string(re), ok
 }
 
 // Subscribe implements backend.Backend.
 func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscription, error) {
-	if b.pool == nil {
-		return nil, errNilPool
-	}
-	if b.closed.Load() {
-		return nil, backend.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	return b.ps.subscribe(ctx, channel)
+	return b.mux.Subscribe(ctx, channel)
 }
 
 // Close closes the pub/sub connection, ends every subscription and waits for
@@ -261,9 +196,8 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 // idempotent; afterwards every call returns an error matching
 // backend.ErrClosed.
 func (b *Backend) Close() error {
-	if !b.closed.CompareAndSwap(false, true) {
-		return nil
+	if b.closed.CompareAndSwap(false, true) {
+		b.mux.Close()
 	}
-	b.ps.close()
 	return nil
 }

@@ -41,6 +41,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "contending clients")
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "critical section of the second contended scenario")
 	fs.IntVar(&cfg.Uncontended, "uncontended", cfg.Uncontended, "uncontended lock+unlock cycles")
+	fs.IntVar(&cfg.Adapters, "adapters", cfg.Adapters, "lock+unlock cycles of each kind per shipped adapter (redigo, go-redis, rueidis with and without auto-pipelining; 0 to skip)")
 	fs.IntVar(&cfg.Handoffs, "handoffs", cfg.Handoffs, "handoff rounds")
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "dsync waiters on one lock (0 to skip)")
 	fs.IntVar(&cfg.Held, "held", cfg.Held, "dsync locks held at once (0 to skip)")
@@ -58,8 +59,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
 	}
-	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || *timeout <= 0 {
-		return usagef("-waiters, -held, -hold, -sem-contenders and -redlock-servers must not be negative, -timeout must be positive")
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Adapters < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || *timeout <= 0 {
+		return usagef("-waiters, -held, -adapters, -hold, -sem-contenders and -redlock-servers must not be negative, -timeout must be positive")
 	}
 
 	if *addr == "" {

@@ -1,6 +1,7 @@
 // Package harness starts private redis-server processes for tests — a
 // standalone server, a Redis Cluster, a primary with a replica watched by
-// Sentinel — and injects faults into them: restart, flush, kill. It is
+// Sentinel — and injects faults into them: restart (not behind Sentinel),
+// flush, kill. It is
 // independent of any client library, so that an adapter's test file needs
 // only its own client:
 //

@@ -141,7 +141,10 @@ func (s *Sentinel) KillPrimary(ctx context.Context) error {
 // up. ConnectionsReceived counts the primary's only: a backend connects to
 // nothing else, and the replica accepts short-lived connections of its
 // own now and then. There is no Restart hook: a restarted primary would
-// race Sentinel's failover; use KillPrimary in tests of its own.
+// race Sentinel's failover; use KillPrimary in tests of its own. Declare
+// it missing, or the suite's Restart case fails:
+//
+//	conformance.Run(t, newBackend, conformance.WithHooks(s.Hooks()), conformance.WithoutHooks("Restart"))
 func (s *Sentinel) Hooks() conformance.Hooks {
 	h := hooks(s.Nodes, nil)
 	h.ConnectionsReceived = hooks(func() []*Node { return []*Node{s.Primary()} }, nil).ConnectionsReceived

@@ -1,0 +1,64 @@
+package rueidis_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync/backend"
+	dsyncrueidis "github.com/dsyncgo/dsync/backend/rueidis"
+	"github.com/dsyncgo/dsync/conformance"
+	"github.com/dsyncgo/dsync/conformance/harness"
+)
+
+// rueidis's cluster client closes connections it dropped from its
+// topology 5s later, on a goroutine that outlives the client's Close.
+var lateClose = goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, lateClose) }
+
+// run runs the kit on the servers that clients made with opt reach.
+func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, without ...string) {
+	client := func(t *testing.T) rueidis.Client {
+		c, err := rueidis.NewClient(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const healthCheck = time.Second
+	conformance.Run(t, func(t *testing.T) backend.Backend {
+		c := client(t)
+		b := dsyncrueidis.New(c, dsyncrueidis.WithPubSub(backend.MuxOptions{HealthCheck: healthCheck}))
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(hooks), conformance.WithoutHooks(without...), conformance.WithLeakOptions(lateClose),
+		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
+			c := client(t)
+			a, b := dsyncrueidis.New(c), dsyncrueidis.New(c)
+			t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
+			return a, b
+		}))
+}
+
+func TestConformance(t *testing.T) {
+	srv := harness.Standalone(t)
+	run(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}, srv.Hooks())
+}
+
+func TestConformanceWithoutAutoPipelining(t *testing.T) {
+	srv := harness.Standalone(t)
+	run(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableAutoPipelining: true}, srv.Hooks())
+}
+
+func TestConformanceCluster(t *testing.T) {
+	cl := harness.NewCluster(t, 3)
+	run(t, rueidis.ClientOption{InitAddress: cl.Addrs()}, cl.Hooks())
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	s := harness.NewSentinel(t)
+	run(t, rueidis.ClientOption{InitAddress: s.SentinelAddrs(), Sentinel: rueidis.SentinelOption{MasterSet: harness.MasterName}}, s.Hooks(), "Restart")
+}
