@@ -66,6 +66,7 @@ func impls(b *testing.B, f func(b *testing.B, impl Impl)) {
 func BenchmarkUncontended(b *testing.B) {
 	a := addr(b)
 	impls(b, func(b *testing.B, impl Impl) {
+		b.ReportAllocs()
 		b.ResetTimer()
 		r, err := Uncontended(context.Background(), a, impl, b.N)
 		if err != nil {

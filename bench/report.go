@@ -478,13 +478,12 @@ func (r *Report) writeTargets(w io.Writer) {
 	}
 	r.uncontendedTargets(check)
 	d, p := r.ContHold["dsync"], r.ContHold["redsync"]
-	ceiling := ""
+	check(d.Rate() >= 0.95*p.Rate(), "%d contenders, %v hold: throughput %.2fx redsync's (target >= 0.95x)", r.Config.Contenders, r.Config.Hold, d.Rate()/max(1, p.Rate()))
 	if r.Ring > 0 && r.Config.Spawn != nil {
-		ceiling = fmt.Sprintf("; the hand-off ring's ceiling is %.2fx", r.Ring/max(1, p.Rate()))
+		check(d.Rate() >= 0.85*r.Ring, "%d contenders, %v hold: throughput %.2fx the hand-off ring's ceiling (target >= 0.85x)", r.Config.Contenders, r.Config.Hold, d.Rate()/r.Ring)
 	}
-	check(d.Rate() >= p.Rate(), "%d contenders, %v hold: throughput %.2fx redsync's (target >= 1x%s)", r.Config.Contenders, r.Config.Hold, d.Rate()/max(1, p.Rate()), ceiling)
 	dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)
-	check(pp > 0 && dp*4 <= pp, "%d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", r.Config.Contenders, r.Config.Hold, us(dp), us(pp))
+	check(pp > 0 && dp*20 <= pp, "%d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/20)", r.Config.Contenders, r.Config.Hold, us(dp), us(pp))
 	check(d.PerAcq(d.Commands) <= 5, "%d contenders, %v hold: %.1f client commands per acquisition (target <= 5; %.1f server calls with script internals)",
 		r.Config.Contenders, r.Config.Hold, d.PerAcq(d.Commands), d.PerAcq(d.ServerCalls))
 	// A handoff starts from idle: the holder held for 20ms, the waiter was
@@ -523,10 +522,10 @@ func (r *Report) writeTargets(w io.Writer) {
 	if d, rs := r.RedLock["dsync-redlock"], r.RedLock["redsync-redlock"]; d.Uncont.Acquisitions > 0 && rs.Uncont.Acquisitions > 0 {
 		n := len(r.Config.RedLockAddrs)
 		per := func(x Result) float64 { return float64(x.Elapsed) / float64(max(1, x.Acquisitions)) }
-		check(per(d.Uncont) <= 0.6*per(rs.Uncont), "RedLock over %d servers, uncontended: time %.2fx redsync's (target <= 0.6x)", n, per(d.Uncont)/per(rs.Uncont))
+		check(per(d.Uncont) <= 1.1*per(rs.Uncont), "RedLock over %d servers, uncontended: time %.2fx redsync's (target <= 1.1x)", n, per(d.Uncont)/per(rs.Uncont))
 		dp, rp := percentile(d.Cont.Waits, 0.99), percentile(rs.Cont.Waits, 0.99)
 		check(4*dp <= rp, "RedLock over %d servers, %d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", n, r.Config.Contenders, r.Config.Hold, us(dp), us(rp))
-		check(d.Cont.Rate() >= 0.95*rs.Cont.Rate(), "RedLock over %d servers, %d contenders, %v hold: throughput %.2fx redsync's (target >= 0.95x)", n, r.Config.Contenders, r.Config.Hold, d.Cont.Rate()/max(1, rs.Cont.Rate()))
+		check(d.Cont.Rate() >= 0.85*rs.Cont.Rate(), "RedLock over %d servers, %d contenders, %v hold: throughput %.2fx redsync's (target >= 0.85x)", n, r.Config.Contenders, r.Config.Hold, d.Cont.Rate()/max(1, rs.Cont.Rate()))
 	}
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)
