@@ -137,7 +137,7 @@ func BenchmarkReadWrite(b *testing.B) {
 			b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/op")
 		})
 	}
-	for _, impl := range RWImpls()[:2] {
+	for _, impl := range RWImpls() {
 		b.Run("contended/impl="+impl.Name, func(b *testing.B) {
 			r, err := Contended(context.Background(), a, impl, 8, time.Millisecond, 0, int64(b.N), spawn)
 			if err != nil {
