@@ -65,11 +65,11 @@ type Handle struct {
 	Cfg  options.Common
 	Key  string // the main key; companions append ":" and a suffix
 
-	err    error                           // invalid arguments, reported by every call
-	handed func(id, owner string)          // see QueueLocally
-	sess   atomic.Pointer[session.Session] // B's session, as last seen
-	mu     sync.Mutex                      // guards anon
-	anon   map[string][]*lease.Lease       // ownerless holds by role, oldest first
+	err    error                             // invalid arguments, reported by every call
+	handed func(id, owner string, gone bool) // see QueueLocally
+	sess   atomic.Pointer[session.Session]   // B's session, as last seen
+	mu     sync.Mutex                        // guards anon
+	anon   map[string][]*lease.Lease         // ownerless holds by role, oldest first
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -363,7 +363,11 @@ func (h *Handle) HandOff(ctx context.Context, channel string, s *backend.Script,
 // is channel and which a hand-off gives for handed. A primitive calls it
 // once, from its constructor.
 func (h *Handle) QueueLocally(role, channel string, handed time.Duration) {
-	h.handed = func(id, owner string) {
+	h.handed = func(id, owner string, gone bool) {
+		if gone {
+			h.Session().Sched.DropPending(h.Key, id)
+			return
+		}
 		h.Session().Sched.Pending(h.Key, owner, role, id, channel, handed)
 	}
 }

@@ -435,7 +435,7 @@ type Reply struct {
 // channel is woken to try again. ctx bounds the call as it is: a caller
 // that must learn the reply after its own context ended passes one that
 // has not (see AttemptContext).
-func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string), s *backend.Script, keys []string, args ...any) (Reply, error) {
+func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), s *backend.Script, keys []string, args ...any) (Reply, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		h.WakeAll(channel)
@@ -447,9 +447,10 @@ func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string,
 // Deliver decodes reply as a Reply, wakes the waiters of h it names with
 // their grants, and returns its head. handed, if not nil, is told of each
 // hand-off to a waiter of h (its id and the owner) before the waiter is
-// woken. A reply that is a bare integer is a Reply with that n and no
+// woken, and told again, with gone true, if the waiter had left: its
+// clean-up passes the hold on. A reply that is a bare integer is a Reply with that n and no
 // waiter.
-func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string), reply any) (Reply, error) {
+func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), reply any) (Reply, error) {
 	if n, ok := reply.(int64); ok {
 		return Reply{N: n}, nil
 	}
@@ -475,9 +476,12 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owne
 		delivered := false
 		if wid, ok := h.Local(address); ok {
 			if handed != nil {
-				handed(wid, owner)
+				handed(wid, owner, false)
 			}
 			delivered = h.Deliver(channel, wid, grant)
+			if !delivered && handed != nil {
+				handed(wid, owner, true)
+			}
 		}
 		if o := observe.For(b); o != nil {
 			o.ReportHandedOff(observe.HandOff{Channel: channel, Local: delivered})
