@@ -107,6 +107,7 @@ type release struct {
 	first     bool              // no attempt sent yet
 	ambiguous bool              // an attempt failed: it may have been applied
 	failures  int
+	cause     error // the last failure other than a timeout
 }
 
 // run makes attempts until one succeeds, one fails for good, or until
@@ -121,8 +122,15 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 		}
 		now := time.Now()
 		timedOut := errors.Is(err, context.DeadlineExceeded)
+		if !timedOut {
+			r.cause = err
+		}
 		if !timedOut && !wait.Transient(err) || !now.Before(r.bound) {
 			r.l.Settle(-1, r.units)
+			if timedOut && r.cause != nil {
+				// What kept failing says more than the bound's end.
+				err = fmt.Errorf("%w (after: %w)", err, r.cause)
+			}
 			return 0, err, true
 		}
 		r.ambiguous = true
