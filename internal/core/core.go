@@ -22,6 +22,28 @@
 // ownerless release or query refers to those: a release takes the oldest,
 // so that a late release by a goroutine whose hold was lost finds its own
 // lost hold, not the next holder's; a query looks at the newest.
+//
+// # Map of internal/
+//
+// A primitive (mutex, fairlock, rwlock, semaphore, election) is its Lua
+// scripts and its semantics; it calls this package, which owns the
+// acquisition and the release of a hold:
+//
+//	primitive → core → wait → hub       waiting: try, then sleep until a
+//	                                     wake-up, the holder's expiry or a
+//	                                     heartbeat; pub/sub fan-out
+//	primitive → core → lease             keeping: renewal, expiry, the lost
+//	                                     signal, the hold index, waiters
+//	                                     queued behind a hold
+//	core → session → {lease, hub}        one session per backend value owns
+//	                                     the scheduler and the hub
+//
+// Where a change belongs: waiting and wake-ups in wait and hub; renewal,
+// expiry, the lost signal and local queueing in lease; hand-off and
+// release in core (release.go, acquire.go) and the Lua library
+// (internal/script: lib.lua, waiters.lua, queue.lua, exclusive.lua);
+// fencing in internal/script/fence.lua; a primitive's state encoding in
+// its own lua/ directory.
 package core
 
 import (

@@ -7,15 +7,7 @@
 // Redisson and etcd: queries and releases through a handle on another
 // backend value of the process do not find it (see Holding).
 //
-// Map of internal/: a primitive (mutex, fairlock, rwlock, semaphore) is
-// its Lua scripts and its semantics; it calls package core, which owns the
-// acquisition and the release of a hold. core waits through package wait
-// (try, then sleep until a wake-up, the holder's expiry or a heartbeat),
-// which wakes through this session's hub (package hub); core keeps holds
-// through this session's scheduler (package lease). Waiting, wake-ups and
-// local queueing belong in wait and hub; renewal, expiry and the lost
-// signal in lease; hand-off and release in core and the Lua library
-// (internal/script); fencing in internal/script/fence.lua.
+// The package doc of internal/core maps internal/.
 package session
 
 import (
