@@ -78,7 +78,7 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 	for i, c := range cases {
 		rs[i] = rule{c.name, c.rule, c.exclusive, func(t *testing.T, ctx context.Context) { c.fn(t, ctx, k) }}
 	}
-	s.rules(t, rs)
+	s.rules(t, append(rs, s.releaseRules("", k.releases())...))
 }
 
 // assertNoKeys fails t if keys under p remain, other than the two that
