@@ -14,6 +14,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 var (
@@ -250,6 +251,13 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 						// began, and it did nothing.
 						err = m.UnlockContext(ctx)
 					}
+					if errors.Is(err, context.DeadlineExceeded) {
+						// Its outcome not known within the grace (a
+						// loaded machine): the release goes on in the
+						// background, and the check below sees whether
+						// it landed.
+						err = nil
+					}
 					if err != nil {
 						errs <- err
 						return
@@ -270,7 +278,9 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 		t.Error("no acquisition in the storm")
 	}
 	// Every waiter that gave up cleaned up after itself: nothing holds
-	// the mutex, and nobody is left registered to be handed it.
+	// the mutex, and nobody is left registered to be handed it. (The test
+	// runs alone: Settle waits for its own releases and clean-ups only.)
+	wait.Settle()
 	assertNoKeys(t, ctx, b0, p, k.key(p, "storm"), options.DefaultFenceTTL)
 	free := k.open(b0, "storm", lockConfig{prefix: p})
 	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
