@@ -14,6 +14,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 var (
@@ -78,7 +79,7 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 	for i, c := range cases {
 		rs[i] = rule{c.name, c.rule, c.exclusive, func(t *testing.T, ctx context.Context) { c.fn(t, ctx, k) }}
 	}
-	s.rules(t, rs)
+	s.rules(t, append(rs, s.releaseRules("", k.releases())...))
 }
 
 // assertNoKeys fails t if keys under p remain, other than the two that
@@ -206,8 +207,8 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 	const backends, perBackend, duration = 4, 4, time.Second
 	p := prefix()
 	var (
-		inside, overlap, acquired, background atomic.Int32
-		wg                                    sync.WaitGroup
+		inside, overlap, acquired atomic.Int32
+		wg                        sync.WaitGroup
 	)
 	errs := make(chan error, backends*perBackend)
 	stop := time.Now().Add(duration)
@@ -248,8 +249,11 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 					err = m.UnlockContext(uctx)
 					cancel()
 					if errors.Is(err, context.DeadlineExceeded) {
-						background.Add(1)
-						continue
+						// Its outcome not known within the grace (a
+						// loaded machine): the release goes on in the
+						// background, and the check below sees whether
+						// it landed.
+						err = nil
 					}
 					if err != nil {
 						errs <- err
@@ -270,18 +274,10 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 	if acquired.Load() == 0 {
 		t.Error("no acquisition in the storm")
 	}
-	if n := background.Load(); n > 0 {
-		// Releases left in the background end within their own bound.
-		t.Logf("%d releases went on in the background", n)
-		probe := k.open(b0, "storm", lockConfig{prefix: p})
-		for end := time.Now().Add(s.bound(6 * time.Second)); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			if locked, err := probe.IsLocked(ctx); err == nil && !locked {
-				break
-			}
-		}
-	}
 	// Every waiter that gave up cleaned up after itself: nothing holds
-	// the mutex, and nobody is left registered to be handed it.
+	// the mutex, and nobody is left registered to be handed it. (The test
+	// runs alone: Settle waits for its own releases and clean-ups only.)
+	wait.Settle()
 	assertNoKeys(t, ctx, b0, p, k.key(p, "storm"), options.DefaultFenceTTL)
 	free := k.open(b0, "storm", lockConfig{prefix: p})
 	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)

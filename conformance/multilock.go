@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // multilockTests runs multilock.All over the exclusive kinds on the
 // backend: the group behaves as one exclusive lock. RedLock needs
 // independent servers, which a harness does not give; its tests start
-// their own (package multilock).
+// their own (package multilock). Only its releases run here, over members
+// of different names on the one server, which they cannot tell apart from
+// servers of their own.
 func (s *suite) multilockTests(t *testing.T) {
 	cases := []rule{
 		{"MutualExclusion", "one holder of All at a time, over members given in different orders, across backends", true, s.testMultiMutualExclusion},
@@ -26,7 +29,8 @@ func (s *suite) multilockTests(t *testing.T) {
 		{"LostSignal", "a member's key deleted on the server closes the group's Done", false, s.testMultiLostSignal},
 		{"BadInput", "no member, a nil or a repeated member is ErrInvalidMembers before any I/O", false, s.testMultiBadInput},
 	}
-	s.rules(t, cases)
+	cases = append(cases, s.releaseRules("", groupReleases(false))...)
+	s.rules(t, append(cases, s.releaseRules("RedLock", groupReleases(true))...))
 }
 
 // group returns All over the mutexes names[i] for i in order, under p.
@@ -206,4 +210,58 @@ func (s *suite) testMultiBadInput(t *testing.T, ctx context.Context) {
 			t.Errorf("%s: TryLockContext = %v, want ErrInvalidMembers", name, err)
 		}
 	}
+}
+
+// groupUnits is a multi-lock over mutexes: UnlockContext, which releases
+// every member it holds.
+type groupUnits struct {
+	*multilock.Lock
+	members []exclusiveLock
+	quorum  int // members a group hold needs
+}
+
+func (g groupUnits) lock(ctx context.Context) error            { return g.LockContext(ctx) }
+func (g groupUnits) tryLock(ctx context.Context) (bool, error) { return g.TryLockContext(ctx) }
+func (g groupUnits) done(ctx context.Context) <-chan struct{}  { return g.Done(ctx) }
+func (g groupUnits) unlock(ctx context.Context, n int) error   { one(n); return g.UnlockContext(ctx) }
+
+// count returns the holds of ctx's owner on a quorum of members: a
+// RedLock may hold a majority only.
+func (g groupUnits) count(ctx context.Context) (int, error) {
+	ns := make([]int, len(g.members))
+	for i, m := range g.members {
+		n, err := m.HoldCount(ctx)
+		if err != nil {
+			return 0, err
+		}
+		ns[i] = n
+	}
+	slices.Sort(ns)
+	return ns[len(ns)-g.quorum], nil
+}
+
+// groupReleases returns the release kind of All, or of RedLock, over
+// three mutexes.
+func groupReleases(redlock bool) releaseKind {
+	open := func(b backend.Backend, name string, c lockConfig) releasable {
+		g := groupUnits{quorum: 3}
+		var ls []dsync.Locker
+		for _, n := range []string{"a", "b", "c"} {
+			m := mutexKind.open(b, name+"-"+n, c)
+			g.members = append(g.members, m)
+			ls = append(ls, m)
+		}
+		if redlock {
+			g.quorum = 2
+			g.Lock = multilock.NewRedLock(ls, multilock.WithLease(max(c.watchdog, c.fixed)))
+		} else {
+			g.Lock = multilock.All(ls...)
+		}
+		return g
+	}
+	call := "multilock All UnlockContext"
+	if redlock {
+		call = "multilock RedLock UnlockContext"
+	}
+	return releaseKind{call: call, holds: 3, spread: 1, open: open, rival: open}
 }

@@ -75,21 +75,28 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 		} else {
 			<-octx.Done()
 		}
-		// The deferred unlock of a request whose context has ended.
-		if err := m.UnlockContext(octx); err != nil {
+		// The deferred unlock of a request whose context has ended. It
+		// returns 100ms after the call at the latest: on a loaded
+		// machine, with the ctx's error, the release going on.
+		err := m.UnlockContext(octx)
+		if err != nil && !errors.Is(err, octx.Err()) {
 			t.Errorf("%s ctx: UnlockContext: %v, want the release done", ended, err)
 		}
 		cancel()
+		within(t, s.bound(time.Second), done, "Done after the release")
 		if locked, err := other.IsLocked(ctx); err != nil || locked {
 			t.Errorf("%s ctx: after UnlockContext the lock is held: %v, %v", ended, locked, err)
 		}
-		within(t, s.bound(time.Second), done, "Done after the release")
 	}
 	// The ownerless hold, too.
 	m.Lock()
+	done := m.Done(ctx)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	must(t, m.UnlockContext(cctx), "ownerless UnlockContext with a cancelled ctx")
+	if err := m.UnlockContext(cctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("ownerless UnlockContext with a cancelled ctx: %v, want the release done", err)
+	}
+	within(t, time.Second, done, "Done after the ownerless release")
 	if locked, err := other.IsLocked(ctx); err != nil || locked {
 		t.Errorf("ownerless: after UnlockContext the lock is held: %v, %v", locked, err)
 	}

@@ -31,7 +31,7 @@ func (s *suite) rwlockTests(t *testing.T) {
 		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
 		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
 	}
-	s.rules(t, cases)
+	s.rules(t, append(cases, s.releaseRules("RWRead", rwReadReleases)...))
 }
 
 func (s *suite) rwOpen(t *testing.T, p string, opts ...rwlock.Option) *rwlock.RWMutex {

@@ -31,6 +31,7 @@ func (s *suite) semaphoreTests(t *testing.T) {
 	s.test(t, "SetCapacity", false, s.testSemSetCapacity)
 	s.test(t, "CapacityMismatch", false, s.testSemMismatch)
 	s.test(t, "BadInput", false, s.testSemBadInput)
+	s.rules(t, s.releaseRules("", semReleases))
 }
 
 func semOpen(b backend.Backend, p string, capacity int64, opts ...semaphore.Option) *semaphore.Semaphore {
@@ -505,4 +506,51 @@ func semKey(p string) string {
 		panic(err)
 	}
 	return key
+}
+
+// permitUnits are a semaphore's permits, per units of n: Release. The
+// holder's unit is one permit; the rival's, all of them.
+type permitUnits struct {
+	*semaphore.Semaphore
+	n int64
+}
+
+// releaseCapacity is the capacity of the semaphore of the release cases:
+// the most units a case holds at once.
+const releaseCapacity = 3
+
+func (p permitUnits) lock(ctx context.Context) error            { return p.Acquire(ctx, p.n) }
+func (p permitUnits) tryLock(ctx context.Context) (bool, error) { return p.TryAcquire(ctx, p.n) }
+func (p permitUnits) done(ctx context.Context) <-chan struct{}  { return p.Done(ctx) }
+func (p permitUnits) unlock(ctx context.Context, n int) error {
+	return p.Release(ctx, int64(n)*p.n)
+}
+
+func (p permitUnits) count(ctx context.Context) (int, error) {
+	st, err := p.State(ctx)
+	return int(st.Permits / p.n), err
+}
+
+func openPermits(b backend.Backend, name string, c lockConfig, n int64) permitUnits {
+	var opts []semaphore.Option
+	if c.prefix != "" {
+		opts = append(opts, semaphore.WithPrefix(c.prefix))
+	}
+	if c.watchdog != 0 {
+		opts = append(opts, semaphore.WithWatchdog(c.watchdog))
+	}
+	if c.fixed != 0 {
+		opts = append(opts, semaphore.WithLease(c.fixed))
+	}
+	return permitUnits{semaphore.New(b, name, releaseCapacity, opts...), n}
+}
+
+var semReleases = releaseKind{
+	call: "semaphore Release", holds: 1, spread: 2,
+	open: func(b backend.Backend, name string, c lockConfig) releasable {
+		return openPermits(b, name, c, 1)
+	},
+	rival: func(b backend.Backend, name string, c lockConfig) releasable {
+		return openPermits(b, name, c, releaseCapacity)
+	},
 }

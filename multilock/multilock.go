@@ -262,12 +262,18 @@ var errNoHold = errors.New("the owner does not hold the group")
 
 // UnlockContext releases one hold of the group by ctx's owner (or, with
 // no owner in ctx, the oldest ownerless hold): every member it acquired,
-// in parallel, detached from ctx's cancellation. It returns an error
-// matching dsync.ErrNotHeld, without I/O, when the owner does not hold the
-// group, and the members' errors joined (ErrNotHeld for a member that was
-// lost) when a release failed: for All, any member's; for RedLock, only
-// when fewer than a majority of the members were released (the others'
-// leases run out by themselves).
+// in parallel, with the member's UnlockContext on ctx (carrying the group
+// hold's owner), as a direct unlock would. With dsync's locks as members,
+// the release does not depend on ctx's cancellation, but the call returns
+// by ctx's deadline plus 100ms (100ms after the call if ctx had ended
+// already): a member whose outcome is not known by then reports an error
+// matching ctx.Err(), and its release goes on in the background (see the
+// package dsync documentation). It returns an error matching
+// dsync.ErrNotHeld, without I/O, when the owner does not hold the group,
+// and the members' errors joined (ErrNotHeld for a member that was lost)
+// when a release failed or was not known to succeed in time: for All, any
+// member's; for RedLock, only when fewer than a majority of the members
+// were released (the others' leases run out by themselves).
 func (l *Lock) UnlockContext(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
@@ -284,7 +290,7 @@ func (l *Lock) UnlockContext(ctx context.Context) error {
 	if started {
 		<-h.gone
 	}
-	errs := l.releaseEach(oc, h.held)
+	errs := l.releaseEach(ownedBy{ctx, oc}, h.held)
 	h.end()
 	released := 0
 	for i, err := range errs {
@@ -765,17 +771,33 @@ func (l *Lock) memberTimeout() time.Duration {
 // release unlocks the held members in parallel, detached from ctx's
 // cancellation, and returns their errors joined.
 func (l *Lock) release(ctx context.Context, held []bool) error {
-	return errors.Join(l.releaseEach(ctx, held)...)
+	return errors.Join(l.releaseEach(context.WithoutCancel(ctx), held)...)
 }
 
-// releaseEach is release, with each member's error.
+// releaseEach unlocks the held members in parallel with ctx, and returns
+// each member's error.
 func (l *Lock) releaseEach(ctx context.Context, held []bool) []error {
-	ctx = context.WithoutCancel(ctx)
 	errs := make([]error, len(held))
 	each(len(held), func(i int) bool { return held[i] }, func(i int) {
 		errs[i] = l.members[i].UnlockContext(ctx)
 	})
 	return errs
+}
+
+// ownedBy is a context with the deadline and cancellation of the
+// caller's, and the values of the owner's: an unlock keeps its caller's
+// deadline and releases the members for the owner of the group hold,
+// which an ownerless unlock's ctx does not carry.
+type ownedBy struct {
+	context.Context // the caller's
+	owner           context.Context
+}
+
+func (c ownedBy) Value(key any) any {
+	if v := c.owner.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // backoff returns the pause after the n-th round with nothing to wait for:

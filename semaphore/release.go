@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
@@ -21,8 +22,9 @@ import (
 // through s, from any goroutine, as golang.org/x/sync/semaphore does: from
 // the oldest ownerless acquisition first, spreading over the next ones when
 // n exceeds what the oldest has left (one release script per acquisition
-// it touches). An acquisition stays remembered until all its permits are
-// given back.
+// it touches, sent in parallel, so that the call keeps its deadline
+// however many it touches). An acquisition stays remembered until all its
+// permits are given back.
 //
 // The release does not depend on ctx's cancellation and is bounded by a
 // few seconds of its own and by the permits' lease; if it fails, the
@@ -58,12 +60,21 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if err != nil {
 		return s.h.Wrap("release", err)
 	}
-	var errs []error
-	for _, p := range parts {
-		if err := s.release(ctx, p.a.owner, p.a.l, p.n); err != nil {
-			errs = append(errs, err)
-		}
+	if len(parts) == 1 {
+		return s.h.Wrap("release", s.release(ctx, parts[0].a.owner, parts[0].a.l, parts[0].n))
 	}
+	// Each share is a release of its own, which returns by ctx's deadline
+	// plus the grace: one after another, their overruns would add up.
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.release(ctx, p.a.owner, p.a.l, p.n)
+		}()
+	}
+	wg.Wait()
 	return s.h.Wrap("release", errors.Join(errs...))
 }
 
