@@ -28,6 +28,7 @@ func (s *suite) multilockTests(t *testing.T) {
 		{"MixedKinds", "a mutex, a fairlock and an rwlock's write side on separate backends work as one lock", false, s.testMultiMixedKinds},
 		{"LostSignal", "a member's key deleted on the server closes the group's Done", false, s.testMultiLostSignal},
 		{"BadInput", "no member, a nil or a repeated member is ErrInvalidMembers before any I/O", false, s.testMultiBadInput},
+		{"GiveBackKeepsDeadline", "a failed LockContext returns half a second after its deadline at most, a member it gives back behind a partition included", false, s.testMultiGiveBackKeepsDeadline},
 	}
 	cases = append(cases, s.releaseRules("", groupReleases(false))...)
 	s.rules(t, append(cases, s.releaseRules("RedLock", groupReleases(true))...))
@@ -264,4 +265,44 @@ func groupReleases(redlock bool) releaseKind {
 		call = "multilock RedLock UnlockContext"
 	}
 	return releaseKind{call: call, holds: 3, spread: 1, open: open, rival: open}
+}
+
+func (s *suite) testMultiGiveBackKeepsDeadline(t *testing.T, ctx context.Context) {
+	p := prefix()
+	c := lockConfig{prefix: p} // the default lease: a release's own bound is seconds
+	fb := newFaulty(s.newBackend(t))
+	a := mutexKind.open(fb, "giveback-a", c)
+	b := mutexKind.open(s.newBackend(t), "giveback-b", c)
+	probe := mutexKind.open(s.newBackend(t), "giveback-a", c)
+	rival := mutexKind.open(s.newBackend(t), "giveback-b", c)
+	must(t, rival.LockContext(dsync.WithOwner(ctx)), "the rival's lock of the second member")
+	// Once the group holds its first member, that member's backend is cut
+	// off: the acquisition fails at its deadline, and gives the member
+	// back through the partition.
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		for end := time.Now().Add(s.bound(time.Second)); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if locked, err := probe.IsLocked(ctx); err == nil && locked {
+				fb.start(partition)
+				return
+			}
+		}
+	}()
+	lctx, cancel := context.WithTimeout(ctx, releaseDeadline)
+	defer cancel()
+	m := meterStalls()
+	start := time.Now()
+	err := multilock.All(a, b).LockContext(lctx)
+	over := time.Since(start) - releaseDeadline
+	stalled := m.stop()
+	<-cut
+	fb.heal()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext with a member held elsewhere: %v, want context.DeadlineExceeded", err)
+	}
+	if limit := 500*time.Millisecond + returnSlack + stalled; over > limit {
+		t.Errorf("LockContext returned %v after its deadline (stalled %v); want at most 500ms", over, stalled)
+	}
+	t.Logf("LockContext returned %v after its deadline, giving a member back behind a partition", over.Round(time.Millisecond))
 }

@@ -768,10 +768,13 @@ func (l *Lock) memberTimeout() time.Duration {
 	return min(max(l.lease/20, 50*time.Millisecond), time.Second)
 }
 
-// release unlocks the held members in parallel, detached from ctx's
-// cancellation, and returns their errors joined.
+// release unlocks the held members in parallel, with ctx, and returns
+// their errors joined. A member's release does not depend on ctx's
+// cancellation, but returns by its deadline (100ms after the call if ctx
+// has ended), going on in the background: a failed acquisition that
+// gives back what it took keeps ctx's deadline.
 func (l *Lock) release(ctx context.Context, held []bool) error {
-	return errors.Join(l.releaseEach(context.WithoutCancel(ctx), held)...)
+	return errors.Join(l.releaseEach(ctx, held)...)
 }
 
 // releaseEach unlocks the held members in parallel with ctx, and returns
