@@ -65,10 +65,13 @@
 // the queue as well. Observe pushes every change to a channel: a new
 // leader, a new value (Term.Proclaim), and the zero Leader when the
 // election lapses. Each change is published by the script that makes it;
-// observers order them by a number the server keeps with them (seeded
-// from its clock when lost, like tokens), so that none receives a state
-// older than one it received, whatever the order in which messages and
-// reads arrive. An observer that falls behind finds the latest state on
+// observers order them by a number the server keeps with them, so that
+// none receives a state older than one it received, whatever the order in
+// which messages and reads arrive. When that number is lost with the
+// election's keys it is seeded from the server's clock, as tokens are;
+// after a broken pub/sub connection (as a restart or a failover breaks
+// it) observers take the state they read then whatever its number, so a
+// server whose clock is behind does not leave them stuck. An observer that falls behind finds the latest state on
 // its channel, having skipped those it did not receive in time. All the
 // observers of one election through one backend value share a single
 // subscription. A term that runs out with nobody to announce its end (its

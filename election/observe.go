@@ -180,7 +180,7 @@ func (f *feed) run(ctx context.Context) {
 				f.close()
 				return
 			}
-			f.refresh(ctx)
+			f.refresh(ctx, true)
 		}
 		rctx, cancel := ctx, context.CancelFunc(nil)
 		if !f.expires.IsZero() {
@@ -195,16 +195,16 @@ func (f *feed) run(ctx context.Context) {
 			f.close()
 			return
 		case err == nil && m.Gap:
-			f.refresh(ctx)
+			f.refresh(ctx, true)
 		case err == nil:
 			if o, ok := parseMessage(m.Payload); ok {
-				f.apply(o)
+				f.apply(o, false)
 			} else {
-				f.refresh(ctx)
+				f.refresh(ctx, false)
 			}
 		case errors.Is(err, context.DeadlineExceeded):
 			f.expires = time.Time{}
-			f.refresh(ctx)
+			f.refresh(ctx, false)
 		default:
 			// Closed with its backend, or broken: subscribe again,
 			// which fails for good on a closed backend.
@@ -238,17 +238,18 @@ func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 // callTimeout bounds each call a feed makes.
 const callTimeout = 10 * time.Second
 
-// refresh reads the state and applies it, retrying errors that may pass
-// with capped backoff until ctx ends. An error that cannot pass (a key
-// dsync did not write) is logged, and the next change or gap tries again.
-func (f *feed) refresh(ctx context.Context) {
+// refresh reads the state and applies it (see apply for reset),
+// retrying errors that may pass with capped backoff until ctx ends. An
+// error that cannot pass (a key dsync did not write) is logged, and the
+// next change or gap tries again.
+func (f *feed) refresh(ctx context.Context, reset bool) {
 	for n := 1; ; n++ {
 		rctx, cancel := context.WithTimeout(ctx, callTimeout)
 		o, _, err := f.e.read(rctx, 0)
 		cancel()
 		switch {
 		case err == nil:
-			f.apply(o)
+			f.apply(o, reset)
 			return
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
 			return
@@ -273,7 +274,17 @@ func (f *feed) unreachable(n int, err error) {
 // apply makes o the current state if it is newer than the one the feed
 // has, and tells the observers if they can tell it apart. A state as new
 // as the current one only refreshes when the term runs out.
-func (f *feed) apply(o observed) {
+//
+// With reset, o is the state read after the subscription was broken or
+// made anew, and is taken whatever its number: the server may have lost
+// the election's keys and numbered its states afresh from a clock that is
+// behind the numbers seen so far (a restart, a failover), and the read is
+// the current state. Otherwise the read is no older than any message
+// published before it ran, which arrive later only with smaller numbers.
+func (f *feed) apply(o observed, reset bool) {
+	if reset && o.ver < f.ver {
+		f.ver = -1
+	}
 	if o.ver < f.ver {
 		return
 	}
