@@ -34,6 +34,9 @@ func (s *suite) electionTests(t *testing.T) {
 		{"DeadCandidateSkipped", "a candidate whose process died holds the queue up by at most the waiter timeout", false, s.testElectionDeadCandidate},
 		{"BadArguments", "bad arguments are errors matching a sentinel, before any I/O; Observe closes at once", false, s.testElectionBadArguments},
 		{"ForeignKeys", "a key holding something dsync did not write is ErrUnexpectedReply, and left alone", false, s.testElectionForeign},
+		{"LostReplies", "a Campaign or Resign whose reply was lost is retried and counts once: one term, one hand-over, each announced once", false, s.testElectionLostReplies},
+		{"EveryCampaignACandidate", "a Campaign is a candidate of its own whatever owner its ctx carries: a second one with the same owner waits its turn", false, s.testElectionOwner},
+		{"ValuesVerbatim", "values with spaces, newlines and any bytes reach Leader, State and observers as they were", false, s.testElectionValues},
 	})
 }
 
@@ -603,4 +606,90 @@ func (s *suite) testElectionForeign(t *testing.T, ctx context.Context) {
 		_, err = b.Eval(ctx, delScript, []string{key})
 		must(t, err, "DEL")
 	}
+}
+
+func (s *suite) testElectionLostReplies(t *testing.T, ctx context.Context) {
+	p := prefix()
+	sp := newSpy(s.newBackend(t))
+	e := openElection(sp, p, "lost")
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := openElection(s.newBackend(t), p, "lost").Observe(octx)
+	sp.loseReplies(1)
+	term, err := e.Campaign(ctx, "a")
+	must(t, err, "campaign whose first reply was lost")
+	if l := nextLeader(t, w, 5*time.Second, "a leads"); l.Value != "a" || l.Token != term.Token() {
+		t.Fatalf("observed %+v; want a with token %d", l, term.Token())
+	}
+	next := campaign(ctx, openElection(s.newBackend(t), p, "lost"), "b")
+	awaitCandidates(t, ctx, e, 1)
+	sp.loseReplies(1)
+	must(t, term.Resign(ctx), "resign whose first reply was lost")
+	r := within(t, 5*time.Second, next, "b")
+	must(t, r.err, "campaign")
+	if l := nextLeader(t, w, 5*time.Second, "b leads"); l.Value != "b" || l.Token != r.term.Token() || r.term.Token() != term.Token()+1 {
+		t.Fatalf("observed %+v (token %d after %d); want b, the next token", l, r.term.Token(), term.Token())
+	}
+	must(t, r.term.Resign(ctx), "resign")
+	if l := nextLeader(t, w, 5*time.Second, "the lapse"); !l.IsZero() {
+		t.Fatalf("observed %+v; want the lapse, and nothing between", l)
+	}
+}
+
+func (s *suite) testElectionOwner(t *testing.T, ctx context.Context) {
+	p := prefix()
+	e := openElection(s.newBackend(t), p, "owner")
+	owner := dsync.WithOwner(ctx)
+	first, err := e.Campaign(owner, "first")
+	must(t, err, "campaign")
+	second := campaign(owner, e, "second")
+	awaitCandidates(t, ctx, e, 1)
+	select {
+	case r := <-second:
+		t.Fatalf("a second Campaign with the leader's owner led at once (%v)", r.err)
+	default:
+	}
+	must(t, first.Resign(ctx), "resign")
+	r := within(t, 5*time.Second, second, "the second campaign")
+	must(t, r.err, "campaign")
+	if r.term.Token() <= first.Token() {
+		t.Errorf("token %d after %d", r.term.Token(), first.Token())
+	}
+	must(t, r.term.Resign(ctx), "resign")
+}
+
+func (s *suite) testElectionValues(t *testing.T, ctx context.Context) {
+	p := prefix()
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := openElection(s.newBackend(t), p, "values").Observe(octx)
+	e := openElection(s.newBackend(t), p, "values")
+	values := []string{"two words", "line\nbreak", " ", "", "\x00\xff{}|/%", "1 0 2 3 4 5"}
+	term, err := e.Campaign(ctx, values[0])
+	must(t, err, "campaign")
+	for i, v := range values {
+		if i > 0 {
+			must(t, term.Proclaim(ctx, v), "proclaim %q", v)
+		}
+		if l := nextLeader(t, w, 5*time.Second, fmt.Sprintf("value %q", v)); l.Value != v {
+			t.Errorf("observed %q; want %q", l.Value, v)
+		}
+		if l, err := e.Leader(ctx); err != nil || l.Value != v {
+			t.Errorf("Leader: %+v, %v; want %q", l, err, v)
+		}
+	}
+	next := campaign(ctx, openElection(s.newBackend(t), p, "values"), values[1])
+	awaitCandidates(t, ctx, e, 1)
+	st, err := e.State(ctx)
+	must(t, err, "state")
+	if len(st.Candidates) != 1 || st.Candidates[0] != values[1] {
+		t.Errorf("State's candidates %q; want %q", st.Candidates, values[1:2])
+	}
+	must(t, term.Resign(ctx), "resign")
+	r := within(t, 5*time.Second, next, "next")
+	must(t, r.err, "campaign")
+	if l := nextLeader(t, w, 5*time.Second, "handed over"); l.Value != values[1] {
+		t.Errorf("observed %q after the hand-over; want %q", l.Value, values[1])
+	}
+	must(t, r.term.Resign(ctx), "resign")
 }
