@@ -25,7 +25,8 @@ var (
 
 // A Term is one candidate's leadership, from the Campaign that won it to
 // its end: resigned, lost, or run out. Its methods are safe for concurrent
-// use.
+// use. The zero Term, not made by Campaign, is over: its Done is closed,
+// and Proclaim and Resign return an error matching dsync.ErrNotHeld.
 type Term struct {
 	e *Election
 	l *lease.Lease
@@ -71,6 +72,16 @@ func (t *Term) watch() {
 
 func (t *Term) end() { t.finish.Do(func() { close(t.done) }) }
 
+// errZero is the error of the zero Term's Proclaim and Resign.
+var errZero = fmt.Errorf("election: %w: the zero Term; Campaign makes terms", dsync.ErrNotHeld)
+
+// closed is the Done of the zero Term.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // Done returns a channel that is closed when the term ends: when Resign
 // is called, when the term is lost (its key vanished, it was taken by
 // ForceResign, or renewals failed until the lease ran out), or, on a fixed
@@ -78,11 +89,21 @@ func (t *Term) end() { t.finish.Do(func() { close(t.done) }) }
 // WithExpiryMargin). The next leader cannot begin before Done is closed,
 // unless this process is paused past the margin: pass Token with every
 // write that only the leader may make.
-func (t *Term) Done() <-chan struct{} { return t.done }
+func (t *Term) Done() <-chan struct{} {
+	if t.e == nil {
+		return closed
+	}
+	return t.done
+}
 
 // Token returns the term's fencing token: strictly greater than the token
 // of every earlier term of the election, whoever led it.
-func (t *Term) Token() int64 { return t.l.Token() }
+func (t *Term) Token() int64 {
+	if t.e == nil {
+		return 0
+	}
+	return t.l.Token()
+}
 
 // Value returns the leader's value: the one it campaigned with, or that
 // of the last Proclaim that succeeded.
@@ -101,6 +122,9 @@ func (t *Term) Value() string {
 // they are called.
 func (t *Term) Proclaim(ctx context.Context, value string) error {
 	e := t.e
+	if e == nil {
+		return errZero
+	}
 	if err := e.h.Begin("proclaim", ctx); err != nil {
 		return err
 	}
@@ -122,6 +146,10 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		return e.h.Wrap("proclaim", err)
 	}
 	if n == 0 {
+		if t.resigned.Load() {
+			// Resigned while the Proclaim was on its way.
+			return e.h.Wrap("proclaim", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errResigned))
+		}
 		e.h.LoseHold(t.l.ID(), "term no longer on the server")
 		return e.h.Wrap("proclaim", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
 	}
@@ -158,6 +186,9 @@ func (t *Term) over() error {
 // the error says it was lost.
 func (t *Term) Resign(ctx context.Context) error {
 	e := t.e
+	if e == nil {
+		return errZero
+	}
 	if err := e.h.Check(); err != nil {
 		return err
 	}

@@ -162,3 +162,54 @@ func mustLeader(t *testing.T, ctx context.Context, e *election.Election) electio
 	}
 	return l
 }
+
+// An observer that does not read while the leader changes finds only the
+// latest state on its channel, never an older one after it; and an
+// observer that reads again follows the next changes.
+func TestSlowObserverGetsTheLatest(t *testing.T) {
+	for name, open := range servers(false) {
+		t.Run(name, func(t *testing.T) {
+			srv := open(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := prefix()
+			e := election.New(srv.NewBackend(t), "slow", election.WithPrefix(p))
+			octx, stop := context.WithCancel(ctx)
+			defer stop()
+			// On one backend, so one feed, which sends a change to all its
+			// observers at once.
+			ob := election.New(srv.NewBackend(t), "slow", election.WithPrefix(p))
+			slow := ob.Observe(octx)
+			fast := &watcher{c: ob.Observe(octx)}
+			term, err := e.Campaign(ctx, "v0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { term.Resign(ctx) }()
+			fast.next(t, time.Second, "v0")
+			for i := 1; i <= 10; i++ {
+				if err := term.Proclaim(ctx, fmt.Sprint("v", i)); err != nil {
+					t.Fatal(err)
+				}
+				fast.next(t, time.Second, fmt.Sprint("v", i))
+			}
+			// An observer joining gets the current state when the feed
+			// has sent it to the others.
+			receive(t, ob.Observe(octx), time.Second, "a late observer")
+			if l := receive(t, slow, time.Second, "the slow observer"); l.Value != "v10" {
+				t.Fatalf("the slow observer's first read: %+v; want the latest, v10", l)
+			}
+			select {
+			case l := <-slow:
+				t.Fatalf("the slow observer then read %+v; want nothing more", l)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := term.Proclaim(ctx, "v11"); err != nil {
+				t.Fatal(err)
+			}
+			if l := receive(t, slow, time.Second, "the slow observer, reading again"); l.Value != "v11" {
+				t.Fatalf("read %+v; want v11", l)
+			}
+		})
+	}
+}
