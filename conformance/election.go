@@ -36,6 +36,7 @@ func (s *suite) electionTests(t *testing.T) {
 		{"ForeignKeys", "a key holding something dsync did not write is ErrUnexpectedReply, and left alone", false, s.testElectionForeign},
 		{"LostReplies", "a Campaign or Resign whose reply was lost is retried and counts once: one term, one hand-over, each announced once", false, s.testElectionLostReplies},
 		{"EveryCampaignACandidate", "a Campaign is a candidate of its own whatever owner its ctx carries: a second one with the same owner waits its turn", false, s.testElectionOwner},
+		{"TokensAcrossLostKeys", "tokens increase by one across a term that ran out (the leader hash keeps the last), and still increase when every key is deleted", false, s.testElectionTokens},
 		{"ValuesVerbatim", "values with spaces, newlines and any bytes reach Leader, State and observers as they were", false, s.testElectionValues},
 	})
 }
@@ -449,7 +450,7 @@ func (s *suite) testElectionDeleted(t *testing.T, ctx context.Context) {
 	}
 	k := electionKey(p, "deleted")
 	var all []string
-	for _, suffix := range []string{"", ":queue", ":expiry", ":fence", ":values", ":leader"} {
+	for _, suffix := range []string{"", ":queue", ":expiry", ":values", ":leader"} {
 		all = append(all, k+suffix)
 	}
 	deleted := time.Now()
@@ -692,4 +693,42 @@ func (s *suite) testElectionValues(t *testing.T, ctx context.Context) {
 		t.Errorf("observed %q after the hand-over; want %q", l.Value, values[1])
 	}
 	must(t, r.term.Resign(ctx), "resign")
+}
+
+func (s *suite) testElectionTokens(t *testing.T, ctx context.Context) {
+	const lease = 100 * time.Millisecond
+	p := prefix()
+	b := s.newBackend(t)
+	e := openElection(b, p, "tokens", election.WithLease(lease), election.WithLogger(nil))
+	t1, err := e.Campaign(ctx, "a")
+	must(t, err, "campaign")
+	within(t, time.Second, t1.Done(), "Done of the term that ran out")
+	// Until the main key is gone on the server too.
+	k := electionKey(p, "tokens")
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		v, err := b.Eval(ctx, keysScript, []string{k}, k)
+		must(t, err, "KEYS")
+		if r, _ := v.([]any); len(r) == 0 {
+			break
+		}
+		if time.Now().After(deadline) || i > 1000 {
+			t.Fatal("the main key of a term that ran out is still there after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t2, err := e.Campaign(ctx, "b")
+	must(t, err, "campaign")
+	if t2.Token() != t1.Token()+1 {
+		t.Errorf("token %d after %d, whose term ran out; want the next one", t2.Token(), t1.Token())
+	}
+	must(t, t2.Resign(ctx), "resign")
+	_, err = b.Eval(ctx, delScript, []string{k, k + ":queue", k + ":expiry", k + ":values", k + ":leader"})
+	must(t, err, "DEL")
+	t3, err := e.Campaign(ctx, "c")
+	must(t, err, "campaign")
+	if t3.Token() <= t2.Token() {
+		t.Errorf("token %d after %d, the election's keys deleted; want a greater one", t3.Token(), t2.Token())
+	}
+	must(t, t3.Resign(ctx), "resign")
 }

@@ -41,8 +41,9 @@
 // A lease is not a guarantee: a leader paused (GC, swap, a partition)
 // past its lease still believes it leads while the next one does.
 // Every term has a fencing token (Term.Token) strictly greater than every
-// earlier term's, whoever led it, kept across deleted keys by the fence
-// key and the server clock as for the locks (see package mutex). Pass it
+// earlier term's, whoever led it, kept by the leader hash (see Keys) for
+// the fence ttl, and across deleted keys by the server clock, as for the
+// locks (see package mutex). Pass it
 // with every write only the leader may make, and have the resource reject
 // a write whose token is lower than the highest it has seen.
 //
@@ -90,16 +91,15 @@
 //	dsync:election:{reports}:queue     sorted set: candidates by arrival
 //	dsync:election:{reports}:expiry    sorted set: candidates by expiry
 //	dsync:election:{reports}:values    hash: the queued candidates' values
-//	dsync:election:{reports}:fence     the last token, for the fence ttl
-//	dsync:election:{reports}:leader    hash: the term's value, when it
-//	                                   began, and the number of the last
-//	                                   change, for the fence ttl
+//	dsync:election:{reports}:leader    hash: the last term's token, value
+//	                                   and start, and the number of the
+//	                                   last change, for the fence ttl
 //	dsync:election:{reports}:wake/<id> pub/sub channel of one process
 //	dsync:election:{reports}:observe   pub/sub channel of the changes
 //
 // all in one Redis Cluster slot. The queue keys vanish with their last
-// candidate; the fence and leader keys a fence ttl (WithFenceTTL, an hour
-// by default) after the last change.
+// candidate; the leader hash a fence ttl (WithFenceTTL, an hour by
+// default) after the last change.
 //
 // # Errors
 //

@@ -52,8 +52,8 @@ func WithWaiterTimeout(d time.Duration) Option {
 // WithFenceTTL sets how long the election keeps its last fencing token,
 // and the number of its latest change, on the server after the last term
 // began or changed: tokens keep increasing across a pause shorter than
-// that without a clock read (see package mutex). The default is an hour;
-// d must be at least 1s.
+// that without reading the server's clock (see package mutex). The
+// default is an hour; d must be at least 1s.
 func WithFenceTTL(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
 }
@@ -95,10 +95,10 @@ func WithLogger(l *slog.Logger) Option {
 type Election struct {
 	h core.Handle
 
-	queue, expiry, fence, values, leader string
-	wake, observe                        string // channels
-	keys                                 []string
-	hold                                 core.HoldSpec
+	queue, expiry, values, leader string
+	wake, observe                 string // channels
+	keys                          []string
+	hold                          core.HoldSpec
 
 	// spec is what every campaign's acquisition shares; a campaign adds
 	// its value (Try) and takes its term's lease (Kept).
@@ -120,12 +120,11 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 	e.h.Init(b, "election", name, cfg)
 	e.queue = e.h.Companion("queue")
 	e.expiry = e.h.Companion("expiry")
-	e.fence = e.h.Companion("fence")
 	e.values = e.h.Companion("values")
 	e.leader = e.h.Companion("leader")
 	e.wake = e.h.Companion("wake")
 	e.observe = e.h.Companion("observe")
-	e.keys = []string{e.h.Key, e.queue, e.expiry, e.fence, e.values, e.leader}
+	e.keys = []string{e.h.Key, e.queue, e.expiry, e.values, e.leader}
 	e.hold = core.HoldSpec{Role: core.Exclusive, Channel: e.wake, Renew: renewScript, Keys: []string{e.h.Key, e.leader}}
 	// No core.Local: queueing in the process first would reorder
 	// candidates.

@@ -1,5 +1,5 @@
 -- acquire: lead, in turn, or queue as a candidate.
--- KEYS: the election's six (see election_keys).
+-- KEYS: the election's five (see election_keys).
 -- ARGV[1] owner id (fresh for every campaign); ARGV[2] operation id, the
 -- same on every retry of one campaign; ARGV[3] lease ms; ARGV[4] waiter
 -- entry (see hand_off), '' not to queue on failure; ARGV[5] waiter
@@ -39,19 +39,19 @@ local h = false
 if not s.owner then
   h = head(k.queue, k.expiry, now_ms)
   if not h or h == entry then
-    -- Every read that may fail before any write: a foreign fence or
-    -- leader key leaves the election as it was.
-    local token = next_token(s.token, k.fence, now_us)
-    local rev, _, err = leader_rev(k.leader)
+    -- Every read that may fail before any write: a foreign leader key
+    -- leaves the election as it was.
+    local rev, _, last, err = leader_rev(k.leader)
     if err then
       return err
     end
+    local token = next_token(s.token or last, nil, now_us)
     if h then
       dequeue(k.queue, k.expiry, h)
       redis.pcall('HDEL', k.values, h)
     end
     s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
-    grant(k.lock, k.fence, s, ARGV[3], ARGV[7])
+    grant(k.lock, nil, s, ARGV[3], ARGV[7])
     begin_term(k.leader, ARGV[9], rev, op, token, ARGV[10], now_ms, ARGV[3], ARGV[7])
     return {1, 1, s.token, s.id, tonumber(ARGV[3])}
   end

@@ -4,7 +4,7 @@
 -- term is on and the end of the last one was not announced, or the leader
 -- hash is gone, and wakes the head of the queue to take over; announces
 -- the term that is on if it never was (its leader hash vanished).
--- KEYS: the election's six (see election_keys).
+-- KEYS: the election's five (see election_keys).
 -- ARGV[1] observe channel; ARGV[2] fence ttl ms; ARGV[3] wake channel
 -- base.
 -- Reply: 1 if it announced a change, else 0.
@@ -13,7 +13,7 @@ local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
 end
-local rev, id, err = leader_rev(k.leader)
+local rev, id, last, err = leader_rev(k.leader)
 if err then
   return err
 end
@@ -28,8 +28,8 @@ local h = head(k.queue, k.expiry, now())
 if h then
   wake(ARGV[3], h)
 end
-if rev and not id then
-  return 0
+if rev and (id == '' or not id) then
+  return 0 -- the lapse was announced
 end
-announce_lapse(k.leader, ARGV[1], rev, last_token(s, k.fence), ARGV[2])
+announce_lapse(k.leader, ARGV[1], rev, s.token or last, ARGV[2])
 return 1

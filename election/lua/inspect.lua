@@ -1,5 +1,5 @@
 -- inspect: read the election's state.
--- KEYS: the election's six (see election_keys).
+-- KEYS: the election's five (see election_keys).
 -- ARGV[1] how many queued candidates to list.
 -- Reply: {rev, lapsed (0/1), token (the last one if lapsed, '0' if none
 -- is known), began ms (0 if unknown), remaining ms of the term (0 if
@@ -8,7 +8,7 @@
 -- ARGV[1] of them in order}. The head is what observers are told (see
 -- term.lua).
 local k = election_keys()
-local out, err = read_leader(k.lock, k.fence, k.leader)
+local out, err = read_leader(k.lock, k.leader)
 if not out then
   return err
 end

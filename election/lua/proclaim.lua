@@ -1,5 +1,5 @@
 -- proclaim: change the leader's value while its term is on.
--- KEYS: the election's six (see election_keys).
+-- KEYS: the election's five (see election_keys).
 -- ARGV[1] owner id; ARGV[2] the term's hold id; ARGV[3] the new value;
 -- ARGV[4] observe channel; ARGV[5] fence ttl ms.
 -- Reply: 1 if the term is on and its value now the new one, 0 if the
@@ -12,7 +12,7 @@ end
 if s.owner ~= ARGV[1] or s.id ~= ARGV[2] then
   return 0
 end
-local rev, id, err = leader_rev(k.leader)
+local rev, id, _, err = leader_rev(k.leader)
 if err then
   return err
 end

@@ -6,9 +6,16 @@
 --            with, which becomes the leader's value when the term is
 --            handed to it; an entry leaves it when it leaves the queue
 --   leader   hash: rev, the number of the latest change announced to
---            observers; and, of the term announced last, id (its hold
---            id; deleted once its end is announced), token, began (the
---            server's time in ms, 0 if unknown) and value
+--            observers; and of the term announced last: id (its hold id,
+--            '' once its end is announced), token, began (the server's
+--            time in ms, 0 if unknown) and value
+--
+-- The leader hash is also the election's fence (see fence.lua): its token
+-- is the last one handed out, which seeds the next when the main key is
+-- gone (the last term ran out, or the key was deleted). It outlives every
+-- term by the fence ttl, so a leader hash that is gone while a term is on
+-- was deleted behind the election's back: reads then report the term with
+-- an empty value.
 --
 -- Every change that observers can tell apart (a term begins, its value
 -- changes, the election lapses) bumps rev and is published on the observe
@@ -20,23 +27,23 @@
 -- Observers order states by rev, then lapsed: the lapse of a term that
 -- ran out with nobody to announce it, which a read finds, comes after the
 -- term at the same rev. A missing rev is seeded from the server clock in
--- µs, as a token is (see fence.lua), so that it keeps growing across a
--- deleted leader hash; a read reports the clock then, and a write one
--- more.
---
--- The leader hash outlives every term by the fence ttl, so a companion
--- that is gone while a term is on was deleted behind the election's back:
--- reads then report the term with an empty value.
+-- µs, as a token is, so that it keeps growing across a deleted leader
+-- hash; a read reports the clock then, and a write one more.
 
--- leader_rev returns the leader hash's rev (a number, or nil) and the id
--- of the term announced last (or false), and an error reply if the key
--- holds something else.
+-- leader_rev returns the leader hash's rev (a number, or nil), the id of
+-- the term announced last ('' if its end was announced, false if none),
+-- the last token (a string, or nil), and an error reply if the key holds
+-- something else.
 local function leader_rev(leader)
-  local v = redis.pcall('HMGET', leader, 'rev', 'id')
+  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'token')
   if v.err then
-    return nil, false, unexpected(leader, v.err)
+    return nil, false, nil, unexpected(leader, v.err)
   end
-  return tonumber(v[1]), v[2]
+  local token = v[3]
+  if not tonumber(token) then
+    token = nil
+  end
+  return tonumber(v[1]), v[2], token
 end
 
 -- bump returns the rev that follows rev, seeded from the clock if nil.
@@ -61,45 +68,35 @@ local function begin_term(leader, channel, rev, id, token, value, began, ttl, ke
   rev = bump(rev)
   redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', id, 'token', token,
     'began', string.format('%d', began), 'value', value)
-  expire_at_least(leader, math.max(tonumber(ttl), tonumber(keep)))
+  -- Past the term (ttl is its lease), and the fence ttl from now.
+  redis.call('PEXPIRE', leader, math.max(tonumber(ttl), tonumber(keep)))
   publish_state(channel, rev, 0, token, began, ttl, value)
   return rev
 end
 
 -- announce_lapse records and announces that no term is on, the last
--- token being token (nil if unknown); the leader hash lives at least keep
--- ms more.
+-- token being token (nil if unknown); the leader hash lives keep ms more.
 local function announce_lapse(leader, channel, rev, token, keep)
   rev = bump(rev)
-  redis.call('HSET', leader, 'rev', string.format('%d', rev))
-  redis.call('HDEL', leader, 'id')
-  expire_at_least(leader, keep)
+  if token then
+    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '', 'token', token)
+  else
+    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '')
+  end
+  redis.call('PEXPIRE', leader, keep)
   publish_state(channel, rev, 1, token or '0', 0, 0, '')
-end
-
--- last_token returns the token of state s, or the one kept at fence, or
--- '0'.
-local function last_token(s, fence)
-  if s.token then
-    return s.token
-  end
-  local t = redis.pcall('GET', fence)
-  if type(t) == 'string' and tonumber(t) then
-    return t
-  end
-  return '0'
 end
 
 -- read_leader returns the election's observable state: {rev, lapsed,
 -- token, began ms, ttl ms, value, holder's owner id, hold id}, the token
--- being the last one when lapsed; or nil and an error reply for a key
--- that dsync did not write.
-local function read_leader(lock, fence, leader)
+-- being the last one when lapsed ('0' if none is known); or nil and an
+-- error reply for a key that dsync did not write.
+local function read_leader(lock, leader)
   local s = load(lock)
   if s.foreign then
     return nil, unexpected(lock, s.foreign)
   end
-  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'began', 'value')
+  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'began', 'value', 'token')
   if v.err then
     return nil, unexpected(leader, v.err)
   end
@@ -110,7 +107,11 @@ local function read_leader(lock, fence, leader)
   end
   rev = string.format('%d', rev)
   if not s.owner then
-    return {rev, 1, last_token(s, fence), 0, 0, '', '', ''}
+    local token = s.token or v[5]
+    if not tonumber(token) then
+      token = '0'
+    end
+    return {rev, 1, token, 0, 0, '', '', ''}
   end
   local ttl = redis.call('PTTL', lock)
   if v[2] == s.id then
@@ -123,13 +124,16 @@ end
 -- is free, to the next live candidate, as hand_off does, announcing the
 -- new term with the value the candidate queued with; if nobody is queued
 -- and ended is true (a term was on), it announces the lapse. k holds the
--- keys (lock, queue, expiry, fence, values, leader); a the wake channel
--- base, the fence ttl, the caller's hub id and the observe channel (wake,
--- fence_ttl, hub, observe); rev is the leader hash's. It returns the
--- candidate's address, token and owner id, or nothing.
-local function pass_on(k, a, s, rev, ended)
+-- keys (see election_keys); a the wake channel base, the fence ttl, the
+-- caller's hub id and the observe channel (wake, fence_ttl, hub,
+-- observe); rev and token are the leader hash's (see leader_rev). It
+-- returns the candidate's address, token and owner id, or nothing.
+local function pass_on(k, a, s, rev, token, ended)
+  -- The leader hash is the fence: the next token follows its own when
+  -- the main key is gone.
+  s.token = s.token or token
   local popped, at
-  local address, token, owner = hand_off(k.lock, k.fence, s, a.wake, a.fence_ttl, a.hub, function()
+  local address, granted, owner = hand_off(k.lock, nil, s, a.wake, a.fence_ttl, a.hub, function()
     local e, now_ms, now_us = pop_head(k.queue, k.expiry)
     popped, at = e, now_ms
     return e, now_ms, now_us
@@ -141,8 +145,8 @@ local function pass_on(k, a, s, rev, ended)
       value = ''
     end
     redis.pcall('HDEL', k.values, popped)
-    begin_term(k.leader, a.observe, rev, id, token, value, at, ttl, a.fence_ttl)
-    return address, token, owner
+    begin_term(k.leader, a.observe, rev, id, granted, value, at, ttl, a.fence_ttl)
+    return address, granted, owner
   end
   if ended then
     announce_lapse(k.leader, a.observe, rev, s.token, a.fence_ttl)
@@ -165,7 +169,8 @@ local function prune_values(values, queue, slack)
 end
 
 -- election_keys returns the keys of a script called with the election's
--- six keys in their usual order.
+-- five keys in their usual order: main key, queue, expiry, values,
+-- leader.
 local function election_keys()
-  return {lock = KEYS[1], queue = KEYS[2], expiry = KEYS[3], fence = KEYS[4], values = KEYS[5], leader = KEYS[6]}
+  return {lock = KEYS[1], queue = KEYS[2], expiry = KEYS[3], values = KEYS[4], leader = KEYS[5]}
 end

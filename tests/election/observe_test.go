@@ -104,7 +104,7 @@ func TestObserversSeeEveryChangeInOrder(t *testing.T) {
 			// and tells the observers.
 			k := "" + p + ":election:{observed}"
 			deleted := time.Now()
-			if _, err := backends[0].Eval(ctx, delKeys, []string{k, k + ":queue", k + ":expiry", k + ":fence", k + ":values", k + ":leader"}); err != nil {
+			if _, err := backends[0].Eval(ctx, delKeys, []string{k, k + ":queue", k + ":expiry", k + ":values", k + ":leader"}); err != nil {
 				t.Fatal(err)
 			}
 			closes(t, term.Done(), lease, "the leader's Done after the deletion")
