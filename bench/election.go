@@ -105,7 +105,7 @@ func Election(ctx context.Context, addr string, cycles, handoffs int, spawn Spaw
 // mutex's hand-off plus one round trip from idle, medians of the same
 // rounds.
 func (e ElectionResult) handoverBound() time.Duration {
-	return percentile(e.MutexHandoff.Waits, 0.5) + percentile(slices.Concat(e.Handoff.IdlePings, e.MutexHandoff.IdlePings), 0.5)
+	return percentile(e.MutexHandoff.Waits, 0.5) + percentile(sorted(slices.Concat(e.Handoff.IdlePings, e.MutexHandoff.IdlePings)), 0.5)
 }
 
 // writeElection prints the election scenario, if it ran.

@@ -73,3 +73,16 @@ func BenchmarkElection(b *testing.B) {
 		}
 	}
 }
+
+// The hand-over target is the mutex's median hand-off plus the median
+// round trip from idle of the same rounds.
+func TestElectionHandoverBound(t *testing.T) {
+	ms := time.Millisecond
+	e := ElectionResult{
+		MutexHandoff: Result{Waits: []time.Duration{4 * ms, 5 * ms, 6 * ms}, IdlePings: []time.Duration{1 * ms, 2 * ms, 3 * ms}},
+		Handoff:      Result{Waits: []time.Duration{5 * ms}, IdlePings: []time.Duration{1 * ms, 2 * ms, 9 * ms}},
+	}
+	if got, want := e.handoverBound(), 5*ms+2*ms; got != want {
+		t.Errorf("bound %v; want %v", got, want)
+	}
+}
