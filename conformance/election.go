@@ -607,6 +607,30 @@ func (s *suite) testElectionForeign(t *testing.T, ctx context.Context) {
 		_, err = b.Eval(ctx, delScript, []string{key})
 		must(t, err, "DEL")
 	}
+	// A candidate's keys, while a leader holds.
+	term, err := e.Campaign(ctx, "leader")
+	must(t, err, "campaign")
+	for _, key := range []string{k + ":values", k + ":queue"} {
+		_, err := b.Eval(ctx, setScript, []string{key}, "not dsync's")
+		must(t, err, "SET")
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = openElection(s.newBackend(t), p, "foreign").Campaign(cctx, "v")
+		cancel()
+		if !errors.Is(err, dsync.ErrUnexpectedReply) {
+			t.Errorf("Campaign with %s foreign: %v; want ErrUnexpectedReply", key, err)
+		}
+		v, err := b.Eval(ctx, getScript, []string{key})
+		must(t, err, "GET")
+		if v != "not dsync's" {
+			t.Errorf("%s after the campaign: %v; want it unchanged", key, v)
+		}
+		_, err = b.Eval(ctx, delScript, []string{key})
+		must(t, err, "DEL")
+		if st, err := e.State(ctx); err != nil || st.Queued != 0 || st.Leader.Value != "leader" {
+			t.Errorf("State after the campaign with %s foreign: %+v, %v; want the leader alone", key, st, err)
+		}
+	}
+	must(t, term.Resign(ctx), "resign")
 }
 
 func (s *suite) testElectionLostReplies(t *testing.T, ctx context.Context) {
