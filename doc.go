@@ -4,7 +4,7 @@
 // composes.
 //
 // The primitives live in subpackages: mutex (reentrant mutex), fairlock,
-// rwlock, semaphore and multilock. They all run over a backend.Backend, a
+// rwlock, semaphore, multilock and election (leader election). They all run over a backend.Backend, a
 // small interface that any Redis client can implement; backend/redigo is
 // the adapter shipped with the module, backend/goredis (a module of its
 // own) the one for go-redis.

@@ -36,6 +36,10 @@ var (
 	// or the same lock twice.
 	ErrInvalidMembers = errors.New("dsync: invalid multi-lock members")
 
+	// ErrNoLeader reports an election in which no term is on: nobody
+	// leads.
+	ErrNoLeader = errors.New("dsync: no leader")
+
 	// ErrUnexpectedReply reports a server reply whose shape the caller did
 	// not expect, typically from an adapter that breaks the reply contract
 	// or a key that was overwritten by something other than dsync.

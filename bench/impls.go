@@ -81,10 +81,10 @@ func dsyncMutexImpl() Impl {
 	return i
 }
 
-// lookupImpl returns the implementation of Impls, RWImpls or SemImpl
-// called name.
+// lookupImpl returns the implementation of Impls, RWImpls, SemImpl or
+// ElectionImpl called name.
 func lookupImpl(name string) (Impl, bool) {
-	for _, i := range append(append(Impls(), RWImpls()...), SemImpl) {
+	for _, i := range append(append(Impls(), RWImpls()...), SemImpl, ElectionImpl) {
 		if i.Name == name {
 			return i, true
 		}

@@ -111,6 +111,8 @@ type Report struct {
 	RedLock map[string]RedLockResult // by implementation (see RedLockImpls)
 
 	Adapters map[string]AdapterResult // by adapter (see Adapters)
+
+	Election ElectionResult // the election beside the mutex (see Election)
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -234,6 +236,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if rep.Handoff[impl.Name], err = Handoff(ctx, cfg.Addr, impl, cfg.Handoffs, cfg.Spawn); err != nil {
 			return fail(fmt.Errorf("%s handoff: %w", impl.Name, err))
 		}
+	}
+	if rep.Election, err = Election(ctx, cfg.Addr, cfg.Uncontended/4, cfg.Handoffs, cfg.Spawn, step); err != nil {
+		return fail(fmt.Errorf("election: %w", err))
 	}
 	if cfg.SemContenders > 0 {
 		// The semaphore against the mutex, interleaved as above.
@@ -433,6 +438,7 @@ func (r *Report) Write(w io.Writer) {
 	}
 	r.writeAdapters(w)
 	r.writeSemaphore(w)
+	r.writeElection(w)
 	r.writeRedLock(w)
 	r.writeTargets(w)
 }
@@ -537,6 +543,7 @@ func (r *Report) writeTargets(w io.Writer) {
 		check(4*dp <= rp, "RedLock over %d servers, %d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", n, r.Config.Contenders, r.Config.Hold, us(dp), us(rp))
 		check(d.Cont.Rate() >= 0.85*rs.Cont.Rate(), "RedLock over %d servers, %d contenders, %v hold: throughput %.2fx redsync's (target >= 0.85x)", n, r.Config.Contenders, r.Config.Hold, d.Cont.Rate()/max(1, rs.Cont.Rate()))
 	}
+	r.electionTargets(check)
 	if wr := r.Waiters; wr.Waiters > 0 {
 		check(wr.PubSubConns <= 2 && wr.Acquired == int64(wr.Waiters), "%d waiters: %d pub/sub connection(s), %d acquired (target <= 2, all)", wr.Waiters, wr.PubSubConns, wr.Acquired)
 	}

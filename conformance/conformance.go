@@ -237,6 +237,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	})
 	t.Run("Semaphore", s.semaphoreTests)
 	t.Run("MultiLock", s.multilockTests)
+	t.Run("Election", s.electionTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

@@ -62,7 +62,7 @@ type Observer struct {
 
 // Acquisition describes an acquisition that begins.
 type Acquisition struct {
-	Primitive string // "mutex", "fairlock", "rwlock", "semaphore"
+	Primitive string // "mutex", "fairlock", "rwlock", "semaphore", "election"
 	Name      string // the lock's name
 	Role      string // "x" exclusive, "r" read, "p" permits
 	Try       bool   // one attempt, without waiting

@@ -24,8 +24,9 @@ const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock) side b
 one server and prints the comparison and the targets of DESIGN.md §7:
 uncontended lock+unlock, contended runs with each contender in a process of
 its own, the hand-off from a release to a waiter, and for dsync a
-semaphore of capacity 4 beside the mutex, many waiters on one lock, many
-locks held at once, and multilock.RedLock against redsync's RedLock over
+semaphore of capacity 4 beside the mutex, an election's Campaign+Resign and
+hand-over beside the mutex's, many waiters on one lock, many locks held at
+once, and multilock.RedLock against redsync's RedLock over
 -redlock-servers private servers of its own. Without -redis it starts a
 private redis-server from PATH on a free loopback port. Progress is shown
 on standard error when it is a terminal. An interrupt (Ctrl-C) stops the

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
 // A claim is what run takes before it starts the command and holds while
-// the command runs: today the mutex called name. It is all run knows of
-// the lock, so that a term in an election (run -elect, once package
-// election exists) is another implementation of these two interfaces:
-// Campaign is acquire, and a *election.Term has Token, Done and Resign.
+// the command runs: the mutex called name, or with -elect a term in the
+// election called name. It is all run knows of the lock: Campaign is
+// acquire, and a *election.Term has Token, Done and Resign.
 type claim interface {
 	// acquire blocks until the claim is held and returns the hold. wait
 	// bounds the wait: forever if negative, a single attempt if zero. It
@@ -38,11 +38,37 @@ type hold interface {
 	release(ctx context.Context) error
 }
 
-// newClaim returns the claim run takes: the mutex called name, on a
-// lease renewed by the watchdog. (-elect would return a campaign in the
-// election called name here.)
+// newClaim returns the claim run takes: the mutex called name, or with
+// -elect a campaign with -value in the election called name, on a lease
+// renewed by the watchdog.
 func newClaim(b backend.Backend, name string, f runFlags, logger *slog.Logger) claim {
+	if f.elect {
+		e := election.New(b, name, election.WithPrefix(f.prefix), election.WithWatchdog(f.lease), election.WithLogger(logger))
+		return electionClaim{e, f.value}
+	}
 	return mutexClaim{mutex.New(b, name, mutex.WithPrefix(f.prefix), mutex.WithWatchdog(f.lease), mutex.WithLogger(logger))}
+}
+
+// within runs acquire, a blocking acquisition, bounded by wait as
+// claim.acquire says, and try for a wait of zero.
+func within(ctx context.Context, wait time.Duration, acquire func(context.Context) error, try func(context.Context) (bool, error)) error {
+	switch {
+	case wait == 0:
+		ok, err := try(ctx)
+		if err == nil && !ok {
+			err = errNotAcquired
+		}
+		return err
+	case wait > 0:
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		err := acquire(wctx)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w within %v", errNotAcquired, wait)
+		}
+		return err
+	}
+	return acquire(ctx)
 }
 
 // errNotAcquired is a claim that was not acquired within its wait.
@@ -58,24 +84,7 @@ type mutexClaim struct {
 func (c mutexClaim) String() string { return fmt.Sprintf("%s %q", kindMutex, c.m.Name()) }
 
 func (c mutexClaim) acquire(ctx context.Context, wait time.Duration) (hold, error) {
-	var err error
-	switch {
-	case wait == 0:
-		var ok bool
-		if ok, err = c.m.TryLockContext(ctx); err == nil && !ok {
-			err = errNotAcquired
-		}
-	case wait > 0:
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		err = c.m.LockContext(wctx)
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w within %v", errNotAcquired, wait)
-		}
-	default:
-		err = c.m.LockContext(ctx)
-	}
-	if err != nil {
+	if err := within(ctx, wait, c.m.LockContext, c.m.TryLockContext); err != nil {
 		return nil, err
 	}
 	// Lost already if Token fails: Done is closed, and run says so.
@@ -94,3 +103,35 @@ func (h mutexHold) token() int64 { return h.tok }
 func (h mutexHold) done() <-chan struct{} { return h.m.Done(context.Background()) }
 
 func (h mutexHold) release(ctx context.Context) error { return h.m.UnlockContext(ctx) }
+
+// electionClaim is a campaign with value in an election.
+type electionClaim struct {
+	e     *election.Election
+	value string
+}
+
+func (c electionClaim) String() string { return fmt.Sprintf("%s %q", kindElection, c.e.Name()) }
+
+func (c electionClaim) acquire(ctx context.Context, wait time.Duration) (hold, error) {
+	var t *election.Term
+	err := within(ctx, wait, func(ctx context.Context) (err error) {
+		t, err = c.e.Campaign(ctx, c.value)
+		return err
+	}, func(ctx context.Context) (ok bool, err error) {
+		t, ok, err = c.e.TryCampaign(ctx, c.value)
+		return ok, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return termHold{t}, nil
+}
+
+// termHold is the hold of an electionClaim: a term.
+type termHold struct{ t *election.Term }
+
+func (h termHold) token() int64 { return h.t.Token() }
+
+func (h termHold) done() <-chan struct{} { return h.t.Done() }
+
+func (h termHold) release(ctx context.Context) error { return h.t.Resign(ctx) }

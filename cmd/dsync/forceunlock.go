@@ -14,6 +14,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/mutex"
@@ -32,6 +33,8 @@ What it takes, by kind:
   mutex, fairlock  the hold read before, and only that one (by its
                    fencing token): a hold taken since is left alone; the
                    next waiter gets the lock at once
+  election         the term read before, and only that one (by its
+                   fencing token); the next candidate leads at once
   rwlock           every hold, write and read, found when it runs; the
                    waiting writer or readers get the lock at once
   semaphore        every permit of every holder found when it runs (the
@@ -148,6 +151,8 @@ func describeHolders(s lockState) string {
 		return fmt.Sprintf("held by %s, %s in all", plural(s.Holders, "owner"), plural(int(s.Held), "permit"))
 	case s.Holder == "" && s.Kind == kindRWLock:
 		return "read-held by " + plural(s.Readers, "owner")
+	case s.Kind == kindElection:
+		return fmt.Sprintf("led by %s (owner %s)", printable(s.Value), printable(s.Holder))
 	}
 	return "held by " + printable(s.Holder)
 }
@@ -214,6 +219,8 @@ func forceUnlockLock(ctx context.Context, c *client, a adminFlags, s lockState) 
 		return rwlock.New(c.b, s.Name, rwlock.WithPrefix(prefix)).ForceUnlock(ctx)
 	case kindSemaphore:
 		return forceReleaseSemaphore(ctx, c, a.timeout, s.Key)
+	case kindElection:
+		return election.New(c.b, s.Name, election.WithPrefix(prefix)).ForceResignToken(ctx, s.Token)
 	}
 	return mutex.New(c.b, s.Name, mutex.WithPrefix(prefix)).ForceUnlockToken(ctx, s.Token)
 }

@@ -44,18 +44,23 @@ remaining lease and the waiters (for a mutex, how many and the owner ids
 of the first few; for a fair lock, the length of its queue); for a
 read-write lock, the same of the write hold, the readers, and the writers
 and readers waiting; for a semaphore, its capacity, the permits held and
-available, the owners holding them and the waiters queued. Flags may
-follow the name.
+available, the owners holding them and the waiters queued; for an
+election, the leader's value, the owner id of its campaign, its token (the
+last one if nobody leads), when its term began, the remaining lease and the
+candidates queued, with the values of the first few. Flags may follow the
+name.
 
 With -json it prints one JSON object with the fields
-  kind             "mutex", "fairlock", "rwlock" or "semaphore"
+  kind             "mutex", "fairlock", "rwlock", "semaphore" or "election"
   name             the lock's name
   key              its main key on the server
-  locked           whether anything is held: a hold, a read hold, a permit
+  locked           whether anything is held: a hold, a read hold, a permit,
+                   a term
   waiters          mutex: waiters registered on the server; fairlock and
                    semaphore: live waiters queued; rwlock: writers and
-                   readers waiting
-and, for a mutex, a fair lock and the write side of a read-write lock,
+                   readers waiting; election: live candidates queued
+and, for a mutex, a fair lock, the write side of a read-write lock and
+an election (whose holder is the leader's campaign),
   holder           the holder's owner id; "" if none
   hold_count       the holder's hold count; 0 if none
   token            the holder's fencing token, or the last one; 0 if none known
@@ -73,7 +78,12 @@ and for a semaphore (which has no holder ids or tokens in its state),
   capacity_set     whether it was set at runtime (SetCapacity)
   held             permits held
   available        permits free
-  holders          owners holding permits`
+  holders          owners holding permits
+and for an election,
+  value            the leader's value; "" if none
+  began_ms         when the term began, in Unix ms by the server's clock;
+                   0 if none or unknown
+  candidates       values of the first candidates queued, next first`
 
 // inspect prints the state of a lock on a server.
 func inspect(ctx context.Context, e *env, args []string) error {

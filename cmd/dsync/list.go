@@ -23,10 +23,12 @@ and prints those that are held, sorted by name: for a mutex or a fair
 lock, the holder, hold count, fencing token, remaining lease and waiters;
 for a read-write lock, the mode, the writer and its hold, the readers and
 the waiting writers and readers; for a semaphore, the capacity, the
-permits held and available, the holders and the waiters. Companion keys
-(:waiters, :fence, :queue, ...) and the keys of free locks (a freed lock
-key keeps only the last fencing token, "<token> free") are skipped; a
-read-write lock held only by readers is found by its :readers key.
+permits held and available, the holders and the waiters; for an
+election, the leader's value, its token, its remaining lease and the
+candidates queued. Companion keys (:waiters, :fence, :queue, ...) and the
+keys of free locks (a freed lock key keeps only the last fencing token,
+"<token> free") are skipped; a read-write lock held only by readers is
+found by its :readers key.
 
 With -json it prints a JSON array of objects with the fields of
 'dsync inspect -json'.`
@@ -146,6 +148,11 @@ func writeTable(tw io.Writer, kind string, held []lockState) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", printable(s.Name), s.Mode, writer, s.HoldCount, s.Token, lease,
 				s.Readers, s.WaitingWriters, s.WaitingReaders)
+		}
+	case kindElection:
+		fmt.Fprintf(tw, "NAME\tLEADER\tTOKEN\tLEASE\tCANDIDATES\n")
+		for _, s := range held {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", printable(s.Name), printable(s.Value), s.Token, describeLease(s), s.Waiters)
 		}
 	case kindSemaphore:
 		fmt.Fprintf(tw, "NAME\tCAPACITY\tHELD\tAVAILABLE\tHOLDERS\tQUEUED\n")

@@ -7,8 +7,8 @@
 // The commands are:
 //
 //	demo          workers contend on a mutex; report what happened
-//	run           run a command while holding a lock; stop it if the lock is lost
-//	inspect       show the state of one lock: mutex, fairlock, rwlock, semaphore
+//	run           run a command while holding a lock or leading; stop it if that ends
+//	inspect       show the state of one lock: mutex, fairlock, rwlock, semaphore, election
 //	list          list the held locks of one kind on a server
 //	force-unlock  free a lock, whoever holds it
 //	doctor        check a server's settings that break locks
@@ -35,7 +35,7 @@
 //
 // # run
 //
-//	dsync run [-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]
+//	dsync run [-redis host:port] [-lease d] [-wait d] [-grace d] [-elect [-value v]] name -- command [args...]
 //
 // run takes the mutex called name, runs the command while it holds it and
 // releases it when the command ends, as consul lock and etcdctl lock do: a
@@ -50,29 +50,38 @@
 // else $DSYNC_REDIS, else localhost:6379. "dsync run -h" lists every exit
 // status.
 //
+// With -elect, run campaigns in the election called name instead, with
+// -value (host:pid by default) as the leader's value, runs the command
+// while it leads, and resigns when the command ends, handing leadership
+// to the next candidate at once; DSYNC_TOKEN is the term's fencing token.
+//
 // # inspect
 //
 //	dsync inspect -redis host:port [-kind k] [-prefix p] [-json] name
 //
-// inspect prints the state of the lock of kind k (mutex, fairlock, rwlock
-// or semaphore; mutex by default) called name. For a mutex or a fair lock:
+// inspect prints the state of the lock of kind k (mutex, fairlock, rwlock,
+// semaphore or election; mutex by default) called name. For a mutex or a fair lock:
 // the holder's owner id, its hold count, its fencing token (the last one
 // if the lock is free), the remaining lease, and the waiters (for a mutex,
 // how many and the owner ids of the first few in the order a release picks
 // them; for a fair lock, the length of its queue). For a read-write lock:
 // the same of the write hold, the readers, and the writers and readers
 // waiting. For a semaphore: its capacity, the permits held and available,
-// the owners holding them and the waiters queued. With -json it prints one
-// JSON object with the fields
+// the owners holding them and the waiters queued. For an election: the
+// leader's value, the owner id of its campaign, its token, when its term
+// began, the remaining lease and the candidates queued, with the values of
+// the first few. With -json it prints one JSON object with the fields
 //
-//	kind             "mutex", "fairlock", "rwlock" or "semaphore"
+//	kind             "mutex", "fairlock", "rwlock", "semaphore" or "election"
 //	name             the lock's name
 //	key              its main key on the server, e.g. "dsync:mutex:{orders:42}"
-//	locked           whether anything is held: a hold, a read hold, a permit
+//	locked           whether anything is held: a hold, a read hold, a permit, a term
 //	waiters          mutex: waiters registered on the server; fairlock, semaphore:
-//	                 live waiters queued; rwlock: writers and readers waiting
+//	                 live waiters queued; rwlock: writers and readers waiting;
+//	                 election: live candidates queued
 //
-// and, for a mutex, a fair lock and the write side of a read-write lock,
+// and, for a mutex, a fair lock, the write side of a read-write lock and an
+// election (whose holder is the leader's campaign),
 //
 //	holder           the holder's owner id; "" if none
 //	hold_count       the holder's hold count; 0 if none
@@ -97,6 +106,13 @@
 //	available        permits free
 //	holders          owners holding permits
 //
+// and for an election,
+//
+//	value            the leader's value; "" if none
+//	began_ms         when the term began, in Unix ms by the server's clock;
+//	                 0 if none or unknown
+//	candidates       values of the first candidates queued, next first
+//
 // for example
 //
 //	{"kind": "mutex", "name": "orders:42", "key": "dsync:mutex:{orders:42}",
@@ -120,8 +136,8 @@
 //
 // force-unlock takes the lock from whoever holds it and passes it on, as a
 // release would; the holders learn of the loss at their next renewal. For
-// a mutex or a fair lock it takes the hold it read, by its fencing token,
-// and leaves alone one taken since; for a read-write lock every hold,
+// a mutex, a fair lock or an election it takes the hold (the term) it
+// read, by its fencing token, and leaves alone one taken since; for a read-write lock every hold,
 // write and read; for a semaphore every permit (package semaphore has no
 // force release: its state is deleted, as when all its holders die, and
 // its queued waiters take the permits at their next attempt). Unless -yes

@@ -49,7 +49,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inspect", "-redis", "127.0.0.1:1", "a", "b"},
 		{"inspect", "-redis", "127.0.0.1:1", "a", "-b"},
 		{"inspect", "-bogus", "name"},
-		{"inspect", "-redis", "127.0.0.1:1", "-kind", "election", "name"},
+		{"inspect", "-redis", "127.0.0.1:1", "-kind", "leader", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", "-timeout", "0s", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", "-prefix", "a{b", "name"},
 		{"inspect", "-redis", "127.0.0.1:1", strings.Repeat("x", 2000)},

@@ -30,6 +30,14 @@ const runDoc = `run takes the mutex called name, runs the command while it holds
 releases it when the command ends: a job that must not run twice at once
 runs on one machine at a time, as with consul lock and etcdctl lock.
 
+With -elect, run campaigns in the election called name instead (package
+election) and runs the command while it leads; the candidates lead in the
+order they asked, and observers (dsync inspect -kind election, or
+Observe) see -value (host:pid by default) as the leader's. When the
+command ends, run resigns, which hands leadership to the next candidate at
+once. Everything below about the lock holds of the term: its token is
+DSYNC_TOKEN, and it is lost as a lock is.
+
 The command gets run's standard input, output and error, and two
 variables in its environment: DSYNC_NAME, the lock's name, and
 DSYNC_TOKEN, the hold's fencing token, which is higher for every hold of
@@ -50,7 +58,8 @@ resource that matters should be written with $DSYNC_TOKEN and reject a
 token lower than the highest it has seen.
 
 run waits for the lock as long as it takes, unless -wait bounds the wait
-(-wait 0 makes a single attempt). A signal that arrives while it waits
+(-wait 0 makes a single attempt, which with -elect leads only if nobody
+leads or waits). A signal that arrives while it waits
 ends it without running the command. The server is -redis, else
 $DSYNC_REDIS, else localhost:6379. Flags may follow the name; the command
 starts at "--" or at the first argument after the name that is not a
@@ -80,6 +89,16 @@ func defaultRedis() string {
 		return a
 	}
 	return "localhost:6379"
+}
+
+// defaultValue is -value: host:pid, which tells observers where the
+// leader runs.
+func defaultValue() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // waitFlag is -wait: a duration, negative for forever.
@@ -113,6 +132,8 @@ type runFlags struct {
 	wait    waitFlag
 	grace   time.Duration
 	timeout time.Duration
+	elect   bool   // campaign in an election instead of taking a mutex
+	value   string // the candidate's value, with elect
 }
 
 // runLocked runs a command while holding a lock.
@@ -125,6 +146,8 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	fs.Var(&f.wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
+	fs.BoolVar(&f.elect, "elect", false, "campaign in the election called name, and run the command while leading, instead of taking the mutex")
+	fs.StringVar(&f.value, "value", defaultValue(), "with -elect, the leader's `value` that observers see")
 	name, command, err := parseRun(fs, args)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/mutex"
@@ -15,18 +16,18 @@ import (
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
-// Kinds of lock the admin commands know. An election joins them once
-// package election exists: its state is the leader (value, token, when
-// its term began) and the candidates queued, read by its Leader method.
+// Kinds of lock the admin commands know. An election is one: its term is
+// an exclusive hold with a value.
 const (
 	kindMutex     = "mutex"
 	kindFairlock  = "fairlock"
 	kindRWLock    = "rwlock"
 	kindSemaphore = "semaphore"
+	kindElection  = "election"
 )
 
 // kinds lists them in the order usage shows them.
-var kinds = []string{kindMutex, kindFairlock, kindRWLock, kindSemaphore}
+var kinds = []string{kindMutex, kindFairlock, kindRWLock, kindSemaphore, kindElection}
 
 // kindFlag is -kind.
 type kindFlag string
@@ -54,6 +55,7 @@ type lockState struct {
 	*Exclusive
 	*ReadWrite
 	*Permits
+	*Leadership
 	Waiters     int      `json:"waiters"`
 	NextWaiters []string `json:"next_waiters,omitzero"` // non-nil for a mutex
 }
@@ -82,6 +84,14 @@ type Permits struct {
 	Held        int64 `json:"held"`
 	Available   int64 `json:"available"`
 	Holders     int   `json:"holders"` // owners holding permits
+}
+
+// Leadership is the rest of the state of an election, whose term is its
+// exclusive hold (holder: the campaign's owner id; hold_count: 1).
+type Leadership struct {
+	Value      string   `json:"value"`      // the leader's; "" if none
+	BeganMS    int64    `json:"began_ms"`   // when the term began, in Unix ms by the server's clock; 0 if none or unknown
+	Candidates []string `json:"candidates"` // values of the first candidates queued, next first
 }
 
 // lease is the remaining lease of the exclusive hold as a duration, -1 for
@@ -133,6 +143,21 @@ func readState(ctx context.Context, b backend.Backend, kind, prefix, name string
 		s.Locked, s.Waiters = st.Mode != rwlock.Free, st.WaitingWriters+st.WaitingReaders
 		s.Exclusive = &Exclusive{st.Writer, st.WriterCount, st.Token, leaseMS(st.Writer != "", st.TTL)}
 		s.ReadWrite = &ReadWrite{st.Mode.String(), st.Readers, st.WaitingWriters, st.WaitingReaders}
+	case kindElection:
+		st, err := election.New(b, name, election.WithPrefix(prefix)).State(ctx)
+		if err != nil {
+			return lockState{}, err
+		}
+		led := !st.Leader.IsZero()
+		s.Locked, s.Waiters = led, st.Queued
+		s.Exclusive = &Exclusive{Token: st.LastToken, LeaseMS: leaseMS(led, st.TTL)}
+		if led {
+			s.Holder, s.HoldCount = st.Owner, 1
+		}
+		s.Leadership = &Leadership{Value: st.Leader.Value, Candidates: append([]string{}, st.Candidates...)}
+		if !st.Leader.Began.IsZero() {
+			s.BeganMS = st.Leader.Began.UnixMilli()
+		}
 	case kindSemaphore:
 		st, err := semaphore.New(b, name, unknownCapacity, semaphore.WithPrefix(prefix)).State(ctx)
 		if err != nil {
@@ -171,6 +196,9 @@ func (s lockState) writeText(w io.Writer) {
 		return
 	case kindRWLock:
 		s.writeRWLock(w)
+		return
+	case kindElection:
+		s.writeElection(w)
 		return
 	}
 	s.writeExclusive(w, "locked")
@@ -249,5 +277,39 @@ func (s lockState) writeSemaphore(w io.Writer) {
 		fmt.Fprintf(w, "  available:  %d\n", s.Available)
 		fmt.Fprintf(w, "  holders:    %d\n", s.Holders)
 		fmt.Fprintf(w, "  queued:     %d\n", s.Waiters)
+	}
+}
+
+func (s lockState) writeElection(w io.Writer) {
+	if !s.Locked {
+		fmt.Fprintf(w, "%s %q: no leader (key %s)\n", s.Kind, s.Name, s.Key)
+		if s.Token > 0 {
+			fmt.Fprintf(w, "  last token: %d\n", s.Token)
+		}
+	} else {
+		fmt.Fprintf(w, "%s %q: led (key %s)\n", s.Kind, s.Name, s.Key)
+		fmt.Fprintf(w, "  leader:     %s\n", printable(s.Value))
+		fmt.Fprintf(w, "  owner:      %s\n", printable(s.Holder))
+		fmt.Fprintf(w, "  token:      %d\n", s.Token)
+		if s.BeganMS > 0 {
+			began := time.UnixMilli(s.BeganMS)
+			fmt.Fprintf(w, "  began:      %s (%s ago)\n", began.UTC().Format(time.RFC3339Nano), time.Since(began).Round(time.Millisecond))
+		}
+		fmt.Fprintf(w, "  lease:      %s\n", describeLease(s))
+	}
+	if s.Locked || s.Waiters > 0 {
+		line := fmt.Sprint(s.Waiters)
+		if len(s.Candidates) > 0 {
+			vs := make([]string, len(s.Candidates))
+			for i, v := range s.Candidates {
+				vs[i] = printable(v)
+			}
+			next := strings.Join(vs, ", ")
+			if len(s.Candidates) < s.Waiters {
+				next += ", …"
+			}
+			line += " (next: " + next + ")"
+		}
+		fmt.Fprintf(w, "  candidates: %s\n", line)
 	}
 }

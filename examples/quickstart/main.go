@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
@@ -49,4 +50,14 @@ func main() {
 	default:
 		fmt.Println("writing the ledger with fencing token", token)
 	}
+
+	// One leader among the processes that campaign, the others queued in
+	// turn; e.Observe(ctx) tells anyone of every change of leader.
+	e := election.New(b, "reports")
+	term, err := e.Campaign(ctx, "host-a:8080")
+	if err != nil {
+		log.Fatal(err) // waited 5s for the others' turns
+	}
+	defer term.Resign(ctx) // hands leadership to the next at once
+	fmt.Println("leading with fencing token", term.Token())
 }

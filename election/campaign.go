@@ -1,0 +1,82 @@
+package election
+
+import (
+	"context"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Campaign makes the caller a candidate with the given value and blocks
+// until it leads or ctx ends. Candidates lead in the order their campaigns
+// reached the server; a candidate's value is what Leader and Observe
+// report while it leads, and may be any string (an address, an id), best
+// kept small: observers receive it with every change.
+//
+// Every Campaign is a candidate of its own, whatever owner ctx carries: a
+// process that campaigns twice in one election queues behind itself. A
+// live candidate keeps its place however long it waits (it beats every
+// third of the waiter timeout); one whose process dies is skipped once
+// its place expires.
+//
+// When ctx ends first, Campaign returns an error matching ctx.Err(), at
+// most half a second after ctx's deadline, and leaves nothing queued; a
+// term handed to it meanwhile is passed on to the next candidate. It
+// returns an error that cannot pass (a closed backend, a key dsync did
+// not write) at once, and rides out those that may pass. Bad arguments
+// (see New) are reported before any I/O.
+func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
+	c := e.candidate(value)
+	if err := e.h.Lock(dsync.WithOwner(ctx), &c.spec); err != nil {
+		return nil, err
+	}
+	return newTerm(e, c.l, value), nil
+}
+
+// TryCampaign makes one attempt to lead, without waiting: it leads only
+// if no term is on and no live candidate is queued. It reports whether it
+// leads, with the term if so. When it fails with an error, nothing is left
+// on the server.
+func (e *Election) TryCampaign(ctx context.Context, value string) (*Term, bool, error) {
+	c := e.candidate(value)
+	ok, err := e.h.TryLock(dsync.WithOwner(ctx), &c.spec)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return newTerm(e, c.l, value), true, nil
+}
+
+// candidate is one campaign: the election's acquisition with its value.
+type candidate struct {
+	spec  core.LockSpec
+	value string
+	l     *lease.Lease // the term's, once it leads
+}
+
+func (e *Election) candidate(value string) *candidate {
+	c := &candidate{spec: e.spec, value: value}
+	c.spec.Try = c.try(e)
+	c.spec.Kept = func(_ string, _ bool, l *lease.Lease) { c.l = l }
+	return c
+}
+
+func (c *candidate) try(e *Election) core.Attempt {
+	return func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+		sent := time.Now()
+		reply, err := e.h.Attempt(ctx, acquireScript, e.keys, owner, op, core.Ms(e.h.Cfg.Lease), entry,
+			core.Ms(e.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(e.h.Cfg.FenceTTL), e.wake, e.observe, c.value)
+		if err != nil {
+			return wait.Result{}, err
+		}
+		return core.AcquireReply(reply, op, e.h.Cfg.Lease, sent, got)
+	}
+}
+
+func (e *Election) abandon(ctx context.Context, owner, op, entry string) error {
+	_, err := e.h.HandOff(ctx, e.wake, abandonScript, e.keys,
+		owner, op, entry, e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), e.observe)
+	return err
+}

@@ -1,0 +1,111 @@
+// Package election provides leader election shared through a
+// Redis-compatible server, after etcd's concurrency.Election: candidates
+// campaign, one leads at a time, in the order they reached the server,
+// and anyone can ask who leads or be told of every change.
+//
+//	e := election.New(b, "reports")
+//	term, err := e.Campaign(ctx, "host-a:8080") // blocks until leading
+//	if err != nil {
+//		return err
+//	}
+//	defer term.Resign(context.Background())
+//	for {
+//		select {
+//		case <-term.Done():
+//			return errors.New("leadership lost") // stop acting as leader
+//		case job := <-jobs:
+//			run(job, term.Token()) // fenced writes
+//		}
+//	}
+//
+// # Terms
+//
+// A term is a fair lock's hold (package fairlock) with a value: Campaign
+// queues the candidate on the server and returns a *Term once it leads;
+// Resign hands the term to the next candidate in the same server call,
+// which wakes it by pub/sub at once; with nobody queued, the election
+// lapses. Every Campaign is a candidate of its own (the owner in its
+// context plays no part); a term is never re-entered.
+//
+// A term has a lease, as a lock's hold has: 30s renewed every 10s by the
+// watchdog by default (WithWatchdog), or fixed (WithLease). A leader whose
+// process dies ends its term when the lease runs out, and the next
+// candidate leads then. Done closes when the term ends: when Resign is
+// called (before it reaches the server), when the term is lost (renewals
+// found it gone or failed until the lease ran out; ForceResign), or a
+// margin before a fixed lease runs out on the server (WithExpiryMargin).
+// A leader must stop acting as leader when Done closes.
+//
+// # Fencing tokens
+//
+// A lease is not a guarantee: a leader paused (GC, swap, a partition)
+// past its lease still believes it leads while the next one does.
+// Every term has a fencing token (Term.Token) strictly greater than every
+// earlier term's, whoever led it, kept by the leader hash (see Keys) for
+// the fence ttl, and across deleted keys by the server clock, as for the
+// locks (see package mutex). Pass it
+// with every write only the leader may make, and have the resource reject
+// a write whose token is lower than the highest it has seen.
+//
+// # Candidates
+//
+// A candidate joins the queue when its attempt reaches the server and
+// finds a term on, or candidates ahead of it. Its place lasts the waiter
+// timeout (WithWaiterTimeout, 5s by default) past its last heartbeat, and
+// it beats every third of that: a live candidate keeps its place however
+// long it waits, and one whose process died is skipped once its place
+// expires. A term handed to a candidate starts on a lease of at most 2s
+// (never more than the waiter timeout), which its watchdog extends at its
+// first renewal: a candidate that died since its last heartbeat holds the
+// election up for at most that. A Campaign whose context ends leaves the
+// queue at once, and passes on a term it was just handed.
+//
+// # Observing
+//
+// Leader reads the current leader (dsync.ErrNoLeader when none), State
+// the queue as well. Observe pushes every change to a channel: a new
+// leader, a new value (Term.Proclaim), and the zero Leader when the
+// election lapses. Each change is published by the script that makes it;
+// observers order them by a number the server keeps with them, so that
+// none receives a state older than one it received, whatever the order in
+// which messages and reads arrive. When that number is lost with the
+// election's keys it is seeded from the server's clock, as tokens are;
+// after a broken pub/sub connection (as a restart or a failover breaks
+// it) observers take the state they read then whatever its number, so a
+// server whose clock is behind does not leave them stuck. An observer that falls behind finds the latest state on
+// its channel, having skipped those it did not receive in time. All the
+// observers of one election through one backend value share a single
+// subscription. A term that runs out with nobody to announce its end (its
+// leader's process died, and no candidate is queued to take over) is seen
+// by a read when its lease ends on the server; one whose keys are deleted
+// is announced by its leader when its renewal finds it gone (within a
+// third of the lease).
+//
+// # Keys
+//
+// The election "reports" under the default prefix uses
+//
+//	dsync:election:{reports}           string: the term, a fair lock's hold
+//	                                   (see package fairlock); freed, only
+//	                                   the last token, for the fence ttl
+//	dsync:election:{reports}:queue     sorted set: candidates by arrival
+//	dsync:election:{reports}:expiry    sorted set: candidates by expiry
+//	dsync:election:{reports}:values    hash: the queued candidates' values
+//	dsync:election:{reports}:leader    hash: the last term's token, value
+//	                                   and start, and the number of the
+//	                                   last change, for the fence ttl
+//	dsync:election:{reports}:wake/<id> pub/sub channel of one process
+//	dsync:election:{reports}:observe   pub/sub channel of the changes
+//
+// all in one Redis Cluster slot. The queue keys vanish with their last
+// candidate; the leader hash a fence ttl (WithFenceTTL, an hour by
+// default) after the last change.
+//
+// # Errors
+//
+// Every error names the operation and the election and matches a sentinel
+// of package dsync or the context's error: ErrNotHeld for a term that is
+// over, ErrNoLeader for Leader without one, ErrUnexpectedReply for a key
+// that holds something dsync did not write (which is left alone). Bad
+// arguments are reported before any I/O.
+package election

@@ -1,0 +1,25 @@
+-- proclaim: change the leader's value while its term is on.
+-- KEYS: the election's five (see election_keys).
+-- ARGV[1] owner id; ARGV[2] the term's hold id; ARGV[3] the new value;
+-- ARGV[4] observe channel; ARGV[5] fence ttl ms.
+-- Reply: 1 if the term is on and its value now the new one, 0 if the
+-- term is over.
+local k = election_keys()
+local s = load(k.lock)
+if s.foreign then
+  return unexpected(k.lock, s.foreign)
+end
+if s.owner ~= ARGV[1] or s.id ~= ARGV[2] then
+  return 0
+end
+local rev, id, _, err = leader_rev(k.leader)
+if err then
+  return err
+end
+local ttl = redis.call('PTTL', k.lock)
+local began = 0
+if id == s.id then
+  began = tonumber(redis.call('HGET', k.leader, 'began')) or 0
+end
+begin_term(k.leader, ARGV[4], rev, s.id, s.token, ARGV[3], began, ttl, ARGV[5])
+return 1

@@ -1,0 +1,22 @@
+-- renew: extend many terms in one call (the lease scheduler's batch).
+-- KEYS: per term, the election's main key and leader hash.
+-- ARGV[1] keys per term (2); ARGV[2] args per term (3); then per term its
+-- owner id, lease ms (0: only check the term, as for a fixed lease) and
+-- hold id.
+-- Reply: per term 1 if that very term (owner and hold id) is still on and
+-- now ends no sooner than its lease from now, else 0. A key that is not
+-- an election's costs only its own term.
+local nk, per = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {}
+for i = 1, #KEYS / nk do
+  local lock, leader = KEYS[(i - 1) * nk + 1], KEYS[(i - 1) * nk + 2]
+  local base = 2 + (i - 1) * per
+  local s = load(lock)
+  out[i] = 0
+  if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
+    expire_at_least(lock, ARGV[base + 2])
+    expire_at_least(leader, ARGV[base + 2])
+    out[i] = 1
+  end
+end
+return out

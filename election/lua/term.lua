@@ -1,0 +1,176 @@
+-- The election's state besides the term itself, which is an exclusive
+-- hold at the main key (exclusive.lua), and the queue of candidates
+-- (queue.lua):
+--
+--   values   hash: a queued candidate's entry -> the value it campaigns
+--            with, which becomes the leader's value when the term is
+--            handed to it; an entry leaves it when it leaves the queue
+--   leader   hash: rev, the number of the latest change announced to
+--            observers; and of the term announced last: id (its hold id,
+--            '' once its end is announced), token, began (the server's
+--            time in ms, 0 if unknown) and value
+--
+-- The leader hash is also the election's fence (see fence.lua): its token
+-- is the last one handed out, which seeds the next when the main key is
+-- gone (the last term ran out, or the key was deleted). It outlives every
+-- term by the fence ttl, so a leader hash that is gone while a term is on
+-- was deleted behind the election's back: reads then report the term with
+-- an empty value.
+--
+-- Every change that observers can tell apart (a term begins, its value
+-- changes, the election lapses) bumps rev and is published on the observe
+-- channel as
+--
+--   "<rev> <lapsed 0|1> <token> <began ms> <ttl ms> <value>"
+--
+-- which is also the head of what a read replies (see read_leader).
+-- Observers order states by rev, then lapsed: the lapse of a term that
+-- ran out with nobody to announce it, which a read finds, comes after the
+-- term at the same rev. A missing rev is seeded from the server clock in
+-- µs, as a token is, so that it keeps growing across a deleted leader
+-- hash; a read reports the clock then, and a write one more.
+
+-- leader_rev returns the leader hash's rev (a number, or nil), the id of
+-- the term announced last ('' if its end was announced, false if none),
+-- the last token (a string, or nil), and an error reply if the key holds
+-- something else.
+local function leader_rev(leader)
+  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'token')
+  if v.err then
+    return nil, false, nil, unexpected(leader, v.err)
+  end
+  local token = v[3]
+  if not tonumber(token) then
+    token = nil
+  end
+  return tonumber(v[1]), v[2], token
+end
+
+-- bump returns the rev that follows rev, seeded from the clock if nil.
+local function bump(rev)
+  if rev then
+    return rev + 1
+  end
+  local _, now_us = now()
+  return now_us + 1
+end
+
+-- publish_state tells observers of a state.
+local function publish_state(channel, rev, lapsed, token, began, ttl, value)
+  redis.call('PUBLISH', channel, string.format('%d %d %s %d %d ', rev, lapsed, token, began, ttl) .. value)
+end
+
+-- begin_term records and announces the term with hold id id and the
+-- given token and value, begun at the server time began (ms, 0 if
+-- unknown), whose hold expires in ttl ms; the leader hash lives at least
+-- keep ms more. It returns the new rev.
+local function begin_term(leader, channel, rev, id, token, value, began, ttl, keep)
+  rev = bump(rev)
+  redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', id, 'token', token,
+    'began', string.format('%d', began), 'value', value)
+  -- Past the term (ttl is its lease), and the fence ttl from now.
+  redis.call('PEXPIRE', leader, math.max(tonumber(ttl), tonumber(keep)))
+  publish_state(channel, rev, 0, token, began, ttl, value)
+  return rev
+end
+
+-- announce_lapse records and announces that no term is on, the last
+-- token being token (nil if unknown); the leader hash lives keep ms more.
+local function announce_lapse(leader, channel, rev, token, keep)
+  rev = bump(rev)
+  if token then
+    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '', 'token', token)
+  else
+    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '')
+  end
+  redis.call('PEXPIRE', leader, keep)
+  publish_state(channel, rev, 1, token or '0', 0, 0, '')
+end
+
+-- read_leader returns the election's observable state: {rev, lapsed,
+-- token, began ms, ttl ms, value, holder's owner id, hold id}, the token
+-- being the last one when lapsed ('0' if none is known); or nil and an
+-- error reply for a key that dsync did not write.
+local function read_leader(lock, leader)
+  local s = load(lock)
+  if s.foreign then
+    return nil, unexpected(lock, s.foreign)
+  end
+  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'began', 'value', 'token')
+  if v.err then
+    return nil, unexpected(leader, v.err)
+  end
+  local rev = tonumber(v[1])
+  if not rev then
+    local _, now_us = now()
+    rev = now_us
+  end
+  rev = string.format('%d', rev)
+  if not s.owner then
+    local token = s.token or v[5]
+    if not tonumber(token) then
+      token = '0'
+    end
+    return {rev, 1, token, 0, 0, '', '', ''}
+  end
+  local ttl = redis.call('PTTL', lock)
+  if v[2] == s.id then
+    return {rev, 0, s.token, tonumber(v[3]) or 0, ttl, v[4] or '', s.owner, s.id}
+  end
+  return {rev, 0, s.token, 0, ttl, '', s.owner, s.id}
+end
+
+-- pass_on hands the election on from state s, whose term ends or which
+-- is free, to the next live candidate, as hand_off does, announcing the
+-- new term with the value the candidate queued with; if nobody is queued
+-- and ended is true (a term was on), it announces the lapse. k holds the
+-- keys (see election_keys); a the wake channel base, the fence ttl, the
+-- caller's hub id and the observe channel (wake, fence_ttl, hub,
+-- observe); rev and token are the leader hash's (see leader_rev). It
+-- returns the candidate's address, token and owner id, or nothing.
+local function pass_on(k, a, s, rev, token, ended)
+  -- The leader hash is the fence: the next token follows its own when
+  -- the main key is gone.
+  s.token = s.token or token
+  local popped, at
+  local address, granted, owner = hand_off(k.lock, nil, s, a.wake, a.fence_ttl, a.hub, function()
+    local e, now_ms, now_us = pop_head(k.queue, k.expiry)
+    popped, at = e, now_ms
+    return e, now_ms, now_us
+  end)
+  if address then
+    local id, ttl = string.match(popped, '^[^/|]+/([^|]+)|(%d+)|')
+    local value = redis.pcall('HGET', k.values, popped)
+    if type(value) ~= 'string' then
+      value = ''
+    end
+    redis.pcall('HDEL', k.values, popped)
+    begin_term(k.leader, a.observe, rev, id, granted, value, at, ttl, a.fence_ttl)
+    return address, granted, owner
+  end
+  if ended then
+    announce_lapse(k.leader, a.observe, rev, s.token, a.fence_ttl)
+  end
+end
+
+-- prune_values drops the values of candidates no longer queued (their
+-- waiters died and were purged from the queue) once they outnumber the
+-- queue by slack: a few commands per enqueue, and a scan now and then.
+local function prune_values(values, queue, slack)
+  local n = redis.pcall('HLEN', values)
+  if type(n) ~= 'number' or n <= redis.call('ZCARD', queue) + slack then
+    return
+  end
+  for _, e in ipairs(redis.call('HKEYS', values)) do
+    if not redis.call('ZSCORE', queue, e) then
+      redis.call('HDEL', values, e)
+    end
+  end
+end
+
+-- election_keys returns the keys of a script called with the election's
+-- five keys in their usual order: main key, queue, expiry, values,
+-- leader.
+local function election_keys()
+  return {lock = KEYS[1], queue = KEYS[2], expiry = KEYS[3], values = KEYS[4], leader = KEYS[5]}
+end

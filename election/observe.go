@@ -1,0 +1,322 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+// Observe returns a channel that receives the election's leader: the
+// current one at once, if a term is on, then every change, in the order
+// the server made them: a new leader, a new value (Proclaim), and the
+// zero Leader when the election lapses (a term ends with no candidate
+// queued). Changes are pushed by pub/sub as the scripts that make them
+// run; a term that runs out with nobody to announce it (its leader's
+// process died, with nobody queued) is seen when its lease ends on the
+// server, by a read then. Two states in a row that observers cannot tell
+// apart (a Proclaim of the same value) are one.
+//
+// Every observer of the election through one backend value shares one
+// subscription, and so one pub/sub connection however many observe.
+// After a broken connection the observers re-read the state, so they may
+// miss states the server went through meanwhile, never the latest. An
+// observer that has not received a state when the next arrives finds only
+// the newer one on the channel: it may skip states, but never receives a
+// state older than one it received.
+//
+// The channel is closed when ctx ends, and no goroutine is left for the
+// observer; also when the backend is closed, and at once if ctx has ended
+// or the handle is invalid (see New). Observe with a ctx that never ends
+// observes for the life of the process.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	c := make(chan Leader, 1)
+	if err := e.h.Begin("observe", ctx); err != nil {
+		if ctx.Err() == nil && e.h.Cfg.Logger != nil { // nil: the zero Election
+			e.h.Cfg.Logger.Warn("dsync: cannot observe", "name", e.h.Name, "error", err)
+		}
+		close(c)
+		return c
+	}
+	o := &observer{c: c}
+	f := join(e, o)
+	context.AfterFunc(ctx, func() { f.leave(o) })
+	return c
+}
+
+// observer is one Observe's channel.
+type observer struct{ c chan Leader }
+
+// send puts l on the channel, replacing a state the observer has not
+// received: only the feed sends, with its lock held, so the channel
+// has room once emptied.
+func (o *observer) send(l Leader) {
+	select {
+	case o.c <- l:
+		return
+	default:
+	}
+	select {
+	case <-o.c:
+	default:
+	}
+	o.c <- l
+}
+
+// A feed is the subscription of one backend value to one election's
+// changes, which it fans out to that election's observers there. It is
+// made by the first Observe and ends when its last observer leaves.
+//
+// Feeds are process-wide, keyed by backend value, rather than part of the
+// backend's session (package session), whose pub/sub hub subscribes a
+// channel per session, for wake-ups addressed to it; a change is
+// addressed to everyone.
+type feed struct {
+	key    feedKey
+	e      *Election // the handle of the first observer, for reads
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	observers map[*observer]struct{}
+	cur       Leader // the latest state, as observers were told
+
+	// Owned by run.
+	ver     int64     // of the latest state accepted; -1 before the first
+	expires time.Time // when the current term runs out, if it does
+}
+
+type feedKey struct {
+	b       backend.Backend
+	channel string
+}
+
+var feeds struct {
+	sync.Mutex
+	m map[feedKey]*feed
+}
+
+// join adds o to the feed of e's election on e's backend, started if
+// there is none, and sends o the current leader if the feed knows it.
+func join(e *Election, o *observer) *feed {
+	k := feedKey{e.h.B, e.observe}
+	feeds.Lock()
+	defer feeds.Unlock()
+	f := feeds.m[k]
+	if f == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		f = &feed{key: k, e: e, cancel: cancel, observers: make(map[*observer]struct{}), ver: -1}
+		if feeds.m == nil {
+			feeds.m = make(map[feedKey]*feed)
+		}
+		feeds.m[k] = f
+		go f.run(ctx)
+	}
+	f.mu.Lock()
+	f.observers[o] = struct{}{}
+	if !f.cur.IsZero() {
+		o.send(f.cur)
+	}
+	f.mu.Unlock()
+	return f
+}
+
+// leave closes o's channel, and ends the feed if o was its last observer.
+func (f *feed) leave(o *observer) {
+	feeds.Lock()
+	defer feeds.Unlock()
+	f.mu.Lock()
+	if _, ok := f.observers[o]; ok {
+		delete(f.observers, o)
+		close(o.c)
+	}
+	empty := len(f.observers) == 0
+	f.mu.Unlock()
+	if empty && feeds.m[f.key] == f {
+		delete(feeds.m, f.key)
+		f.cancel()
+	}
+}
+
+// close ends the feed for its observers: their channels are closed.
+func (f *feed) close() {
+	feeds.Lock()
+	if feeds.m[f.key] == f {
+		delete(feeds.m, f.key)
+	}
+	feeds.Unlock()
+	f.mu.Lock()
+	for o := range f.observers {
+		close(o.c)
+	}
+	f.observers = nil
+	f.mu.Unlock()
+}
+
+// expirySlack is how long after a term's expiry on the server, as its
+// last reported lease says, the feed reads the state: the server expires
+// the key when a read finds it past its time.
+const expirySlack = 5 * time.Millisecond
+
+// run subscribes, reads the state, and applies every change announced,
+// until ctx ends (the last observer left) or the backend is closed.
+// It reads the state again after a gap, when the subscription had to be
+// made again, and when the current term should have run out.
+func (f *feed) run(ctx context.Context) {
+	defer f.cancel()
+	var sub backend.Subscription
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
+	for {
+		if sub == nil {
+			if sub = f.subscribe(ctx); sub == nil {
+				f.close()
+				return
+			}
+			f.refresh(ctx, true)
+		}
+		rctx, cancel := ctx, context.CancelFunc(nil)
+		if !f.expires.IsZero() {
+			rctx, cancel = context.WithDeadline(ctx, f.expires)
+		}
+		m, err := sub.Receive(rctx)
+		if cancel != nil {
+			cancel()
+		}
+		switch {
+		case ctx.Err() != nil:
+			f.close()
+			return
+		case err == nil && m.Gap:
+			f.refresh(ctx, true)
+		case err == nil:
+			if o, ok := parseMessage(m.Payload); ok {
+				f.apply(o, false)
+			} else {
+				f.refresh(ctx, false)
+			}
+		case errors.Is(err, context.DeadlineExceeded):
+			f.expires = time.Time{}
+			f.refresh(ctx, false)
+		default:
+			// Closed with its backend, or broken: subscribe again,
+			// which fails for good on a closed backend.
+			sub.Close()
+			sub = nil
+		}
+	}
+}
+
+// subscribe subscribes the feed's channel, retrying errors that may pass
+// with capped backoff, and returns nil when ctx ends or the backend is
+// closed.
+func (f *feed) subscribe(ctx context.Context) backend.Subscription {
+	for n := 1; ; n++ {
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		sub, err := f.e.h.B.Subscribe(sctx, f.key.channel)
+		cancel()
+		switch {
+		case err == nil:
+			return sub
+		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
+			return nil
+		}
+		f.unreachable(n, err)
+		if !wait.Sleep(ctx, wait.Backoff(n)) {
+			return nil
+		}
+	}
+}
+
+// callTimeout bounds each call a feed makes.
+const callTimeout = 10 * time.Second
+
+// refresh reads the state and applies it (see apply for reset),
+// retrying errors that may pass with capped backoff until ctx ends. An
+// error that cannot pass (a key dsync did not write) is logged, and the
+// next change or gap tries again.
+func (f *feed) refresh(ctx context.Context, reset bool) {
+	for n := 1; ; n++ {
+		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		o, _, err := f.e.read(rctx, 0)
+		cancel()
+		switch {
+		case err == nil:
+			f.apply(o, reset)
+			return
+		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
+			return
+		case !wait.Transient(err):
+			f.e.h.Cfg.Logger.Warn("dsync: cannot read the election's leader", "name", f.e.h.Name, "error", err)
+			return
+		}
+		f.unreachable(n, err)
+		if !wait.Sleep(ctx, wait.Backoff(n)) {
+			return
+		}
+	}
+}
+
+// unreachable logs the n-th failure in a row to reach the server, once.
+func (f *feed) unreachable(n int, err error) {
+	if n == 1 {
+		f.e.h.Cfg.Logger.Warn("dsync: cannot reach the server to observe the election; retrying", "name", f.e.h.Name, "error", err)
+	}
+}
+
+// apply makes o the current state if it is newer than the one the feed
+// has, and tells the observers if they can tell it apart. A state as new
+// as the current one only refreshes when the term runs out.
+//
+// With reset, o is the state read after the subscription was broken or
+// made anew, and is taken whatever its number: the server may have lost
+// the election's keys and numbered its states afresh from a clock that is
+// behind the numbers seen so far (a restart, a failover), and the read is
+// the current state. Otherwise the read is no older than any message
+// published before it ran, which arrive later only with smaller numbers.
+func (f *feed) apply(o observed, reset bool) {
+	if reset && o.ver < f.ver {
+		f.ver = -1
+	}
+	if o.ver < f.ver {
+		return
+	}
+	f.expires = time.Time{}
+	if !o.leader.IsZero() && o.ttl >= 0 {
+		f.expires = time.Now().Add(o.ttl + expirySlack)
+	}
+	if o.ver == f.ver {
+		return
+	}
+	f.ver = o.ver
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o.leader == f.cur {
+		return
+	}
+	f.cur = o.leader
+	for ob := range f.observers {
+		ob.send(o.leader)
+	}
+}
+
+// parseMessage decodes a change as scripts publish it (see lua/term.lua).
+func parseMessage(payload string) (observed, bool) {
+	parts := strings.SplitN(payload, " ", 6)
+	if len(parts) != 6 {
+		return observed{}, false
+	}
+	f := make([]any, 6)
+	for i, p := range parts {
+		f[i] = p
+	}
+	o, err := parseObserved(f)
+	return o, err == nil
+}

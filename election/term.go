@@ -1,0 +1,211 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
+	"github.com/dsyncgo/dsync/internal/lease"
+	"github.com/dsyncgo/dsync/internal/wait"
+)
+
+var (
+	// errResigned is wrapped, with dsync.ErrNotHeld, in the errors of a
+	// term that was resigned.
+	errResigned = errors.New("the term was resigned")
+	// errLost is wrapped, with dsync.ErrNotHeld, in the errors of a term
+	// that was lost.
+	errLost = errors.New("the term was lost")
+)
+
+// A Term is one candidate's leadership, from the Campaign that won it to
+// its end: resigned, lost, or run out. Its methods are safe for concurrent
+// use. The zero Term, not made by Campaign, is over: its Done is closed,
+// and Proclaim and Resign return an error matching dsync.ErrNotHeld.
+type Term struct {
+	e *Election
+	l *lease.Lease
+
+	done     chan struct{}
+	finish   sync.Once
+	resigned atomic.Bool
+
+	// proclaiming orders Proclaims, so that Value is the value of the
+	// last one the server applied.
+	proclaiming chan struct{}
+	mu          sync.Mutex
+	value       string
+}
+
+// newTerm starts the term kept by l, won with value.
+func newTerm(e *Election, l *lease.Lease, value string) *Term {
+	t := &Term{e: e, l: l, done: make(chan struct{}), proclaiming: make(chan struct{}, 1), value: value}
+	go t.watch()
+	return t
+}
+
+// watch ends the term when its lease ends, and, if it was lost rather
+// than resigned, tells observers: nobody else may know the term ended
+// (its key was deleted, or it ran out with nobody queued).
+func (t *Term) watch() {
+	select {
+	case <-t.done:
+		return // resigned: the release told them
+	case <-t.l.Done():
+	}
+	t.end()
+	if !t.l.Lost() || t.resigned.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), core.ReleaseTimeout)
+	defer cancel()
+	e := t.e
+	if _, err := e.h.B.Eval(ctx, announceScript, e.keys, e.observe, core.Ms(e.h.Cfg.FenceTTL), e.wake); err != nil {
+		e.h.Cfg.Logger.Debug("dsync: could not announce the end of a lost term", "name", e.h.Name, "error", err)
+	}
+}
+
+func (t *Term) end() { t.finish.Do(func() { close(t.done) }) }
+
+// errZero is the error of the zero Term's Proclaim and Resign.
+var errZero = fmt.Errorf("election: %w: the zero Term; Campaign makes terms", dsync.ErrNotHeld)
+
+// closed is the Done of the zero Term.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Done returns a channel that is closed when the term ends: when Resign
+// is called, when the term is lost (its key vanished, it was taken by
+// ForceResign, or renewals failed until the lease ran out), or, on a fixed
+// lease, a margin before it runs out on the server (see
+// WithExpiryMargin). The next leader cannot begin before Done is closed,
+// unless this process is paused past the margin: pass Token with every
+// write that only the leader may make.
+func (t *Term) Done() <-chan struct{} {
+	if t.e == nil {
+		return closed
+	}
+	return t.done
+}
+
+// Token returns the term's fencing token: strictly greater than the token
+// of every earlier term of the election, whoever led it.
+func (t *Term) Token() int64 {
+	if t.e == nil {
+		return 0
+	}
+	return t.l.Token()
+}
+
+// Value returns the leader's value: the one it campaigned with, or that
+// of the last Proclaim that succeeded.
+func (t *Term) Value() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.value
+}
+
+// Proclaim changes the leader's value while the term is on, as Leader
+// and observers report it. It returns an error matching dsync.ErrNotHeld
+// if the term is over (without I/O if this process knows it already; the
+// term then ends, and Done closes, if the server says so). If ctx ends
+// first the error matches ctx.Err(), and the value may have changed all
+// the same. Proclaims of one term are applied one at a time, in the order
+// they are called.
+func (t *Term) Proclaim(ctx context.Context, value string) error {
+	e := t.e
+	if e == nil {
+		return errZero
+	}
+	if err := e.h.Begin("proclaim", ctx); err != nil {
+		return err
+	}
+	select {
+	case t.proclaiming <- struct{}{}:
+		defer func() { <-t.proclaiming }()
+	case <-ctx.Done():
+		return e.h.Wrap("proclaim", ctx.Err())
+	}
+	if err := t.over(); err != nil {
+		return e.h.Wrap("proclaim", err)
+	}
+	reply, err := e.h.B.Eval(ctx, proclaimScript, e.keys, t.l.Owner(), t.l.ID(), value, e.observe, core.Ms(e.h.Cfg.FenceTTL))
+	if err != nil {
+		return e.h.Wrap("proclaim", err)
+	}
+	n, err := backend.Int(reply)
+	if err != nil {
+		return e.h.Wrap("proclaim", err)
+	}
+	if n == 0 {
+		if t.resigned.Load() {
+			// Resigned while the Proclaim was on its way.
+			return e.h.Wrap("proclaim", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errResigned))
+		}
+		e.h.LoseHold(t.l.ID(), "term no longer on the server")
+		return e.h.Wrap("proclaim", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
+	}
+	t.mu.Lock()
+	t.value = value
+	t.mu.Unlock()
+	return nil
+}
+
+// over returns the error of a term known to be over, or nil.
+func (t *Term) over() error {
+	switch {
+	case t.resigned.Load():
+		return fmt.Errorf("%w: %w", dsync.ErrNotHeld, errResigned)
+	case t.l.Ended():
+		return fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost)
+	}
+	return nil
+}
+
+// Resign ends the term and hands leadership to the next candidate in the
+// same server call, which wakes it by pub/sub at once; with nobody queued
+// the election lapses. Done is closed before the call is sent, so the
+// next leader cannot begin while Done is open.
+//
+// Resign does not depend on ctx's cancellation: with a ctx that has ended
+// it still resigns, bounded by a few seconds of its own and by the term's
+// lease. The call returns by ctx's deadline plus 100ms (see the package
+// dsync documentation): if the outcome is not known by then, the error
+// matches ctx.Err() and the resignation goes on in the background; if it
+// fails, the term runs out by itself within its lease. A term resigned
+// already, or lost, returns an error matching dsync.ErrNotHeld; a term
+// that ran out less than the expiry margin ago is still handed on, and
+// the error says it was lost.
+func (t *Term) Resign(ctx context.Context) error {
+	e := t.e
+	if e == nil {
+		return errZero
+	}
+	if err := e.h.Check(); err != nil {
+		return err
+	}
+	if !t.resigned.CompareAndSwap(false, true) {
+		return e.h.Wrap("resign", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errResigned))
+	}
+	lost := t.l.Lost()
+	t.end()
+	if !t.l.Releasable() {
+		return e.h.Wrap("resign", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
+	}
+	args := []any{t.l.Owner(), core.ReleaseOp(), 0, e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), t.l.ID(), e.observe}
+	_, err := e.h.Release(ctx, t.l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
+		return e.h.HandOff(ctx, e.wake, releaseScript, e.keys, args...)
+	}, args)
+	if err == nil && lost {
+		err = fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost)
+	}
+	return e.h.Wrap("resign", err)
+}
