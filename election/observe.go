@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -70,15 +71,15 @@ func (o *observer) send(l Leader) {
 
 // A feed is the subscription of one backend value to one election's
 // changes, which it fans out to that election's observers there. It is
-// made by the first Observe and ends when its last observer leaves.
-//
-// Feeds are process-wide, keyed by backend value, rather than part of the
-// backend's session (package session), whose pub/sub hub subscribes a
-// channel per session, for wake-ups addressed to it; a change is
-// addressed to everyone.
+// made by the first Observe, kept by the backend value's session (package
+// session) while it has observers, and ends when its last observer
+// leaves. It subscribes the election's observe channel itself rather than
+// through the session's hub, which subscribes a channel per session for
+// wake-ups addressed to it: a change is addressed to everyone.
 type feed struct {
-	key    feedKey
-	e      *Election // the handle of the first observer, for reads
+	key    string           // its key in the session
+	sess   *session.Session // which keeps it
+	e      *Election        // the handle of the first observer, for reads
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
@@ -90,65 +91,57 @@ type feed struct {
 	expires time.Time // when the current term runs out, if it does
 }
 
-type feedKey struct {
-	b       backend.Backend
-	channel string
-}
-
-var feeds struct {
-	sync.Mutex
-	m map[feedKey]*feed
-}
-
 // join adds o to the feed of e's election on e's backend, started if
 // there is none, and sends o the current leader if the feed knows it.
 func join(e *Election, o *observer) *feed {
-	k := feedKey{e.h.B, e.observe}
-	feeds.Lock()
-	defer feeds.Unlock()
-	f := feeds.m[k]
-	if f == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		f = &feed{key: k, e: e, cancel: cancel, observers: make(map[*observer]struct{}), ver: -1}
-		if feeds.m == nil {
-			feeds.m = make(map[feedKey]*feed)
+	key := "election-feed:" + e.observe
+	for {
+		sess := e.h.Session()
+		v, ok := sess.Attach(key, func() any {
+			ctx, cancel := context.WithCancel(context.Background())
+			f := &feed{key: key, sess: sess, e: e, cancel: cancel, observers: make(map[*observer]struct{}), ver: -1}
+			go f.run(ctx)
+			return f
+		})
+		if !ok {
+			continue // the session retired meanwhile
 		}
-		feeds.m[k] = f
-		go f.run(ctx)
+		f := v.(*feed)
+		f.mu.Lock()
+		if f.observers == nil {
+			// Closed already (see close): o finds its channel closed.
+			f.mu.Unlock()
+			f.sess.Detach(key, f)
+			close(o.c)
+			return f
+		}
+		f.observers[o] = struct{}{}
+		if !f.cur.IsZero() {
+			o.send(f.cur)
+		}
+		f.mu.Unlock()
+		return f
 	}
-	f.mu.Lock()
-	f.observers[o] = struct{}{}
-	if !f.cur.IsZero() {
-		o.send(f.cur)
-	}
-	f.mu.Unlock()
-	return f
 }
 
 // leave closes o's channel, and ends the feed if o was its last observer.
 func (f *feed) leave(o *observer) {
-	feeds.Lock()
-	defer feeds.Unlock()
 	f.mu.Lock()
-	if _, ok := f.observers[o]; ok {
+	_, ok := f.observers[o]
+	if ok {
 		delete(f.observers, o)
 		close(o.c)
 	}
-	empty := len(f.observers) == 0
 	f.mu.Unlock()
-	if empty && feeds.m[f.key] == f {
-		delete(feeds.m, f.key)
+	if ok && f.sess.Detach(f.key, f) {
 		f.cancel()
 	}
 }
 
-// close ends the feed for its observers: their channels are closed.
+// close ends the feed for its observers: their channels are closed, and
+// the session forgets it.
 func (f *feed) close() {
-	feeds.Lock()
-	if feeds.m[f.key] == f {
-		delete(feeds.m, f.key)
-	}
-	feeds.Unlock()
+	f.sess.Forget(f.key, f)
 	f.mu.Lock()
 	for o := range f.observers {
 		close(o.c)
@@ -220,7 +213,7 @@ func (f *feed) run(ctx context.Context) {
 func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 	for n := 1; ; n++ {
 		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		sub, err := f.e.h.B.Subscribe(sctx, f.key.channel)
+		sub, err := f.e.h.B.Subscribe(sctx, f.e.observe)
 		cancel()
 		switch {
 		case err == nil:

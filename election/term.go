@@ -45,22 +45,17 @@ type Term struct {
 // newTerm starts the term kept by l, won with value.
 func newTerm(e *Election, l *lease.Lease, value string) *Term {
 	t := &Term{e: e, l: l, done: make(chan struct{}), proclaiming: make(chan struct{}, 1), value: value}
-	go t.watch()
+	l.AfterEnd(t.lapsed)
 	return t
 }
 
-// watch ends the term when its lease ends, and, if it was lost rather
+// lapsed ends the term when its lease ends, and, if it was lost rather
 // than resigned, tells observers: nobody else may know the term ended
 // (its key was deleted, or it ran out with nobody queued).
-func (t *Term) watch() {
-	select {
-	case <-t.done:
-		return // resigned: the release told them
-	case <-t.l.Done():
-	}
+func (t *Term) lapsed(lost bool) {
 	t.end()
-	if !t.l.Lost() || t.resigned.Load() {
-		return
+	if !lost || t.resigned.Load() {
+		return // resigned: the release told them
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), core.ReleaseTimeout)
 	defer cancel()

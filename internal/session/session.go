@@ -26,6 +26,15 @@ type Session struct {
 	Sched *lease.Scheduler
 
 	retired atomic.Bool
+
+	mu       sync.Mutex
+	attached map[string]*attachment // see Attach
+}
+
+// attachment is a value a primitive keeps in the session.
+type attachment struct {
+	v    any
+	refs int
 }
 
 // sessions finds the session of a backend value: the one lookup by
@@ -64,11 +73,14 @@ func Lookup(b backend.Backend) *Session {
 // Retired reports whether s retired; a caller holding it asks For again.
 func (s *Session) Retired() bool { return s.retired.Load() }
 
-// idle retires s if it keeps no lease and has no channel subscribed.
+// idle retires s if it keeps no lease, has no channel subscribed and
+// nothing attached.
 func (s *Session) idle() {
 	sessions.mu.Lock()
 	defer sessions.mu.Unlock()
-	if sessions.m[s.B] != s || !s.Sched.Retire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sessions.m[s.B] != s || len(s.attached) > 0 || !s.Sched.Retire() {
 		return
 	}
 	if !s.Hub.Retire() {
@@ -77,6 +89,64 @@ func (s *Session) idle() {
 	}
 	s.retired.Store(true)
 	delete(sessions.m, s.B)
+}
+
+// Attach returns the value that the session keeps under key for a
+// primitive (the feed of an election's observers, say), made with create
+// if there is none, and counts a reference to it; ok is false if the
+// session retired, and the caller asks For again. Detach drops the
+// reference: the value is forgotten with its last one, and the session
+// does not retire while any value is attached.
+func (s *Session) Attach(key string, create func() any) (v any, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired.Load() {
+		return nil, false
+	}
+	a := s.attached[key]
+	if a == nil {
+		if s.attached == nil {
+			s.attached = make(map[string]*attachment)
+		}
+		a = &attachment{v: create()}
+		s.attached[key] = a
+	}
+	a.refs++
+	return a.v, true
+}
+
+// Detach drops a reference to v that Attach counted under key, and
+// reports whether it was the last one: the value is then forgotten. A
+// value forgotten already (see Forget) is left alone.
+func (s *Session) Detach(key string, v any) (last bool) {
+	s.mu.Lock()
+	a := s.attached[key]
+	if a != nil && a.v == v {
+		if a.refs--; a.refs <= 0 {
+			delete(s.attached, key)
+			last = true
+		}
+	}
+	empty := len(s.attached) == 0
+	s.mu.Unlock()
+	if last && empty {
+		s.idle()
+	}
+	return last
+}
+
+// Forget forgets the value v attached under key, whatever references are
+// left: the value ended on its own, and the next Attach makes another.
+func (s *Session) Forget(key string, v any) {
+	s.mu.Lock()
+	if a := s.attached[key]; a != nil && a.v == v {
+		delete(s.attached, key)
+	}
+	empty := len(s.attached) == 0
+	s.mu.Unlock()
+	if empty {
+		s.idle()
+	}
 }
 
 // wake wakes the waiters of s at the given entries on channel: waiters
