@@ -419,7 +419,7 @@ func TestLossBeforeWatchSubscribed(t *testing.T) {
 		bound time.Duration // from when the subscription can be made
 	}{
 		{"watchdog", mutex.WithWatchdog(lease), lease/3 + 200*time.Millisecond},
-		{"fixed", mutex.WithLease(lease), lease},
+		{"fixed", mutex.WithLease(lease), lease + 200*time.Millisecond}, // the lease's end, counted from before the flush
 	} {
 		g := gatedSubscribe{Backend: newBackend(t, srv.Addr()), open: make(chan struct{})}
 		m := mutex.New(g, "early:"+c.name, c.opt, mutex.WithLogger(nil))
@@ -438,8 +438,8 @@ func TestLossBeforeWatchSubscribed(t *testing.T) {
 			if d := time.Since(up); d > c.bound {
 				t.Errorf("%s: Done %v after the watch subscription could be made; want at most %v", c.name, d, c.bound)
 			}
-		case <-time.After(lease):
-			t.Fatalf("%s: Done still open %v after the data was lost", c.name, lease)
+		case <-time.After(2 * lease):
+			t.Fatalf("%s: Done still open %v after the data was lost", c.name, 2*lease)
 		}
 		if err := m.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 			t.Errorf("%s: UnlockContext after the loss: %v; want dsync.ErrNotHeld", c.name, err)

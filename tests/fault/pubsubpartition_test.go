@@ -53,7 +53,7 @@ func fromPubSub() bool {
 	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
 	for {
 		f, more := frames.Next()
-		if strings.Contains(f.Function, "backend/redigo.(*pubsub)") {
+		if strings.Contains(f.Function, "backend/redigo.dialer.DialPubSub") {
 			return true
 		}
 		if !more {
