@@ -20,20 +20,31 @@ import (
 // NormalizeReply converts a reply as a client library decoded it into the
 // shapes of rule 2: nil stays nil, integers become int64, strings and
 // []byte become string, arrays ([]any) are normalized element by element.
+// A nil []byte is nil: a client that decodes bulk strings as []byte gives
+// a nil bulk string (and a script's false, over RESP2) as a nil slice and
+// the empty string as an empty one (redigo, radix). A client that gives
+// the empty string as a nil slice must pass []byte{} for it.
 // Over RESP3 a script's true arrives as a boolean and its numbers may
 // arrive as doubles: true becomes int64(1), false nil, a float64 is
 // truncated to int64, and a map (map[string]any) becomes an array of keys
 // and values, the shapes RESP2 gives and dsync's scripts assume.
 //
-// serverError recognizes the client's value for an error reply (inside an
-// array, where clients leave it as a value) and returns its text, which
-// becomes a *ServerError. Any other type is an error matching
-// dsync.ErrUnexpectedReply.
+// serverError recognizes the client's value for an error reply inside an
+// array, where clients leave it as an element instead of returning it as
+// the call's error, and returns its text (see ServerError), which becomes
+// a *ServerError. That value is redigo's redis.Error, a go-redis
+// redis.Error, a *rueidis.RedisError, radix v4's error. For another client,
+// run the suite: until serverError recognizes the value, its
+// ReplyNormalization case fails with "reply of type T", naming it. Any
+// other type is an error matching dsync.ErrUnexpectedReply.
 func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) {
 	switch v := v.(type) {
 	case nil, int64, string:
 		return v, nil
 	case []byte:
+		if v == nil {
+			return nil, nil
+		}
 		return string(v), nil
 	case bool:
 		if v {

@@ -209,9 +209,9 @@ func TestNormalizeReply(t *testing.T) {
 		e, ok := v.(clientError)
 		return string(e), ok
 	}
-	got, err := backend.NormalizeReply([]any{nil, []byte("b"), true, false, 2.9, clientError("ERR x"),
+	got, err := backend.NormalizeReply([]any{nil, []byte("b"), []byte(nil), []byte{}, true, false, 2.9, clientError("ERR x"),
 		map[string]any{"z": int64(1), "a": "2"}}, serverError)
-	want := []any{nil, "b", int64(1), nil, int64(2), &backend.ServerError{Message: "ERR x"}, []any{"a", "2", "z", int64(1)}}
+	want := []any{nil, "b", nil, "", int64(1), nil, int64(2), &backend.ServerError{Message: "ERR x"}, []any{"a", "2", "z", int64(1)}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("NormalizeReply = %#v, %v; want %#v", got, err, want)
 	}
