@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,5 +219,43 @@ func TestNormalizeReply(t *testing.T) {
 	}
 	if _, err := backend.NormalizeReply(struct{}{}, serverError); !errors.Is(err, dsync.ErrUnexpectedReply) {
 		t.Errorf("NormalizeReply(struct{}{}): %v, want ErrUnexpectedReply", err)
+	}
+}
+
+func TestTransportError(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	past := backend.DeadlineContext(context.Background(), time.Now().Add(-time.Millisecond))
+	future := backend.DeadlineContext(context.Background(), time.Now().Add(time.Hour))
+	own := fmt.Errorf("client: %w", context.DeadlineExceeded) // a bound of the adapter's own
+	for _, c := range []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		matches  []error
+		excludes []error
+	}{
+		{"ctx cancelled", cancelled, io.EOF, []error{context.Canceled, io.EOF}, nil},
+		{"ctx cancelled, its error", cancelled, context.Canceled, []error{context.Canceled}, nil},
+		{"deadline passed, no Done", past, io.EOF, []error{context.DeadlineExceeded, io.EOF}, nil},
+		{"own timeout, no deadline", context.Background(), own, nil, []error{context.DeadlineExceeded}},
+		{"own timeout, deadline ahead", future, own, nil, []error{context.DeadlineExceeded}},
+		{"another call's cancellation", context.Background(), context.Canceled, nil, []error{context.Canceled}},
+		{"transport error", context.Background(), io.EOF, []error{io.EOF}, []error{context.DeadlineExceeded, context.Canceled}},
+	} {
+		err := backend.TransportError(c.ctx, "adapter: EVALSHA", c.err)
+		if !strings.HasPrefix(err.Error(), "adapter: EVALSHA: ") || !strings.Contains(err.Error(), c.err.Error()) {
+			t.Errorf("%s: %q lacks the prefix or the cause", c.name, err)
+		}
+		for _, target := range c.matches {
+			if !errors.Is(err, target) {
+				t.Errorf("%s: %v does not match %v", c.name, err, target)
+			}
+		}
+		for _, target := range c.excludes {
+			if errors.Is(err, target) {
+				t.Errorf("%s: %v matches %v", c.name, err, target)
+			}
+		}
 	}
 }
