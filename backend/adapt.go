@@ -121,11 +121,11 @@ func TransportError(ctx context.Context, prefix string, err error) error {
 // context.DeadlineExceeded (rule 10; TransportError, given ctx, sees to
 // it).
 //
-// To bound a call with a client that gives up only when Done closes,
-// derive from context.WithoutCancel(ctx), never from ctx: when ctx's
-// deadline is the earlier, context.WithTimeout(ctx, CallTimeout(ctx, d))
-// returns a child with no timer, whose Done never closes, and the call
-// waits for its reply.
+// To bound a call with a client that gives up only when Done closes, use
+// context.WithTimeout(context.WithoutCancel(ctx), CallTimeout(ctx, d)),
+// never context.WithTimeout(ctx, ...): when ctx's deadline is the
+// earlier, that returns a child with no timer, whose Done never closes,
+// and the call waits for its reply.
 func CallTimeout(ctx context.Context, d time.Duration) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, max(time.Until(dl), time.Millisecond))

@@ -29,31 +29,8 @@
 //   - NormalizeReply, ArgStrings and TransportError translate replies,
 //     arguments and errors; PipelineBatch implements Batcher over a
 //     client's pipeline.
-//   - CallContext, DeadlineContext, CallTimeout and Calls keep rule 7, as
-//     follows.
-//
-// Rule 7, by what the client does with a context:
-//
-//   - It gives up a call in flight as soon as the context is done: pass
-//     the context on.
-//   - It gives up a call in flight only at a deadline, or not always at a
-//     cancellation (go-redis, rueidis), or watches ctx.Done() but gives up
-//     only when its reader reaches the call (radix v4): run calls whose
-//     context can be cancelled through Calls. Backend/ContextCancelled
-//     tells: without Calls it fails with "returned after ..., when its
-//     reply came".
-//   - The context can never be done but has a deadline (Done returns nil;
-//     dsync's primitives pass such contexts on purpose, so that an
-//     adapter needs no goroutine per call): the call must end by the
-//     deadline all the same (Backend/DeadlineOnlyContext). Give a client
-//     that sets socket deadlines from ctx.Deadline the context that
-//     CallContext returns. context.WithTimeout(ctx, CallTimeout(ctx, d))
-//     does not bound such a call: ctx's deadline being the earlier, Go
-//     returns a child with no timer, whose Done never closes; derive from
-//     context.WithoutCancel(ctx) instead.
-//   - The context can never be done and has no deadline (Lock uses
-//     context.Background): the adapter bounds the call by a timeout of its
-//     own (see CallTimeout).
+//   - CallContext, DeadlineContext, CallTimeout and Calls keep rule 7
+//     (see below, by client).
 //
 // The rules conformance.Run checks:
 //
@@ -134,6 +111,31 @@
 // sent as one pipeline per node rather than one call per slot; without it,
 // 10,000 holds on a cluster cost thousands of calls per renewal interval.
 // dsync calls EvalBatch on sharded backends only.
+//
+// Rule 7, by what the client does with a context:
+//
+//   - It gives up a call in flight as soon as the context is done: pass
+//     the context on.
+//   - It gives up a call in flight only at a deadline, or not always at a
+//     cancellation (go-redis, rueidis), or watches ctx.Done() but gives up
+//     only when its reader reaches the call (radix v4): run calls whose
+//     context can be cancelled through Calls. Backend/ContextCancelled
+//     tells: without Calls it fails with "returned after ..., when its
+//     reply came".
+//   - The context can never be done but has a deadline (Done returns nil;
+//     dsync's primitives pass such contexts on purpose, so that an
+//     adapter needs no goroutine per call): the call must end by the
+//     deadline all the same (Backend/DeadlineOnlyContext). Give a client
+//     that sets socket deadlines from ctx.Deadline the context that
+//     CallContext returns. context.WithTimeout(ctx, CallTimeout(ctx, d))
+//     does not bound such a call: ctx's deadline being the earlier, Go
+//     returns a child with no timer, whose Done never closes. Give a
+//     client that watches Done
+//     context.WithTimeout(context.WithoutCancel(ctx), CallTimeout(ctx, d)),
+//     which has one.
+//   - The context can never be done and has no deadline (Lock uses
+//     context.Background): the adapter bounds the call by a timeout of its
+//     own (see CallTimeout).
 //
 // A failover (Sentinel, or a cluster promoting a replica) is the client's
 // to follow: calls go to the new primary once the client knows it, and
