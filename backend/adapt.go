@@ -20,20 +20,31 @@ import (
 // NormalizeReply converts a reply as a client library decoded it into the
 // shapes of rule 2: nil stays nil, integers become int64, strings and
 // []byte become string, arrays ([]any) are normalized element by element.
+// A nil []byte is nil: a client that decodes bulk strings as []byte gives
+// a nil bulk string (and a script's false, over RESP2) as a nil slice and
+// the empty string as an empty one (redigo, radix). A client that gives
+// the empty string as a nil slice must pass []byte{} for it.
 // Over RESP3 a script's true arrives as a boolean and its numbers may
 // arrive as doubles: true becomes int64(1), false nil, a float64 is
 // truncated to int64, and a map (map[string]any) becomes an array of keys
 // and values, the shapes RESP2 gives and dsync's scripts assume.
 //
-// serverError recognizes the client's value for an error reply (inside an
-// array, where clients leave it as a value) and returns its text, which
-// becomes a *ServerError. Any other type is an error matching
-// dsync.ErrUnexpectedReply.
+// serverError recognizes the client's value for an error reply inside an
+// array, where clients leave it as an element instead of returning it as
+// the call's error, and returns its text (see ServerError), which becomes
+// a *ServerError. That value is redigo's redis.Error, a go-redis
+// redis.Error, a *rueidis.RedisError, radix v4's error. For another client,
+// run the suite: until serverError recognizes the value, its
+// ReplyNormalization case fails with "reply of type T", naming it. Any
+// other type is an error matching dsync.ErrUnexpectedReply.
 func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) {
 	switch v := v.(type) {
 	case nil, int64, string:
 		return v, nil
 	case []byte:
+		if v == nil {
+			return nil, nil
+		}
 		return string(v), nil
 	case bool:
 		if v {
@@ -76,13 +87,23 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 // the context is what ended the call: clients turn a deadline into a
 // socket deadline, whose i/o timeout can fire just before the context's
 // own timer. The result wraps err too.
+//
+// ctx is the context the call was given, not one the adapter derived from
+// it. A context error in err that ctx did not cause (ctx is not done, nor
+// past its deadline), such as the expiry of the adapter's own timeout
+// (see CallTimeout), is reported in the text only: the result then
+// matches no context error, and dsync retries it as a transport error
+// (rule 10).
 func TransportError(ctx context.Context, prefix string, err error) error {
 	cerr := ctx.Err()
 	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
 		cerr = context.DeadlineExceeded
 	}
-	if cerr != nil && !errors.Is(err, cerr) {
+	switch {
+	case cerr != nil && !errors.Is(err, cerr):
 		return fmt.Errorf("%s: %w (%w)", prefix, cerr, err)
+	case cerr == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return fmt.Errorf("%s: %v, the call's context not ended", prefix, err)
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
 }
@@ -90,6 +111,21 @@ func TransportError(ctx context.Context, prefix string, err error) error {
 // CallTimeout returns the bound of a call whose context can never be
 // cancelled (rule 7): d, the adapter's own timeout, or less if ctx has a
 // deadline, which such a context may have; never less than a millisecond.
+//
+// d bounds a call that nothing else bounds, such as one of Lock with
+// context.Background, on a server that stopped answering or a pool with
+// no free connection. The shipped adapters take it as an option, 10s by
+// default: far above any call on a healthy server, short enough for a
+// hung connection to be given up and the call retried. A call that d
+// ends, rather than ctx, fails with a transport error, not one matching
+// context.DeadlineExceeded (rule 10; TransportError, given ctx, sees to
+// it).
+//
+// To bound a call with a client that gives up only when Done closes, use
+// context.WithTimeout(context.WithoutCancel(ctx), CallTimeout(ctx, d)),
+// never context.WithTimeout(ctx, ...): when ctx's deadline is the
+// earlier, that returns a child with no timer, whose Done never closes,
+// and the call waits for its reply.
 func CallTimeout(ctx context.Context, d time.Duration) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, max(time.Until(dl), time.Millisecond))
@@ -106,6 +142,10 @@ func CallTimeout(ctx context.Context, d time.Duration) time.Duration {
 // primitives call with contexts that have a deadline and can never be
 // cancelled on behalf of callers whose contexts have a deadline, so that a
 // client that honours deadlines spends no goroutine on them.
+//
+// On false, a ctx that can never be cancelled still has a deadline to
+// keep: give Calls.Do a context that ends then, such as
+// context.WithDeadline(context.WithoutCancel(ctx), deadline).
 func CallContext(ctx context.Context, honours bool, timeout time.Duration) (context.Context, bool) {
 	if ctx.Done() != nil {
 		return nil, false
@@ -139,13 +179,19 @@ func (c *deadlineContext) Err() error                  { return nil }
 
 // Calls runs the calls of an adapter whose client cannot give up a call
 // in flight when its context is cancelled (go-redis, and rueidis without
-// auto-pipelining, honour deadlines only): a call whose context can be
-// cancelled waits for its reply on a goroutine of its own, and returns as
-// soon as the context ends, with an error matching ctx.Err(). The
+// auto-pipelining, honour deadlines only), or gives it up only when its
+// reader reaches the call (radix v4 watches ctx.Done(), but its reader
+// first reads the replies of the calls before): a call whose context can
+// be cancelled waits for its reply on a goroutine of its own, and returns
+// as soon as the context ends, with an error matching ctx.Err(). The
 // abandoned call finishes in the background, where the client reads its
 // whole reply, so the connection goes back to the pool in a known state.
 // Close waits for abandoned calls: the adapter's Close calls it, so that
 // no goroutine of the adapter outlives it.
+//
+// The suite's Backend/ContextCancelled case tells whether a client needs
+// Calls: without it, such a client fails it with "returned after ...,
+// when its reply came".
 //
 // The zero value is ready to use. A Calls must not be copied.
 type Calls struct {
@@ -155,7 +201,8 @@ type Calls struct {
 }
 
 // Do runs fn with ctx. A context that can never be cancelled (Done
-// returns nil) runs fn on the caller's goroutine, at no extra cost.
+// returns nil) runs fn on the caller's goroutine, at no extra cost, and
+// its deadline, if any, is fn's to keep (see CallContext).
 // After Close, Do returns ErrClosed.
 func (c *Calls) Do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
 	if ctx.Done() == nil {

@@ -65,7 +65,10 @@ func IsSharded(b Backend) bool {
 // Batcher is an optional extension of Backend: it sends many script calls
 // at once, in one pipeline per server node, where Eval would cost a round
 // trip each. dsync uses it where a sharded backend would otherwise make one
-// call per hash slot (lease renewals on a cluster).
+// call per hash slot: lease renewals, up to 1000 calls of one slot each per
+// batch. It never calls EvalBatch on a backend that does not report
+// Sharded, whose renewals already go as one Eval per script for up to 500
+// holds.
 type Batcher interface {
 	// EvalBatch runs every call and returns one result per call, in
 	// order. Each call is atomic on its own; the batch as a whole is not.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,13 +211,51 @@ func TestNormalizeReply(t *testing.T) {
 		e, ok := v.(clientError)
 		return string(e), ok
 	}
-	got, err := backend.NormalizeReply([]any{nil, []byte("b"), true, false, 2.9, clientError("ERR x"),
+	got, err := backend.NormalizeReply([]any{nil, []byte("b"), []byte(nil), []byte{}, true, false, 2.9, clientError("ERR x"),
 		map[string]any{"z": int64(1), "a": "2"}}, serverError)
-	want := []any{nil, "b", int64(1), nil, int64(2), &backend.ServerError{Message: "ERR x"}, []any{"a", "2", "z", int64(1)}}
+	want := []any{nil, "b", nil, "", int64(1), nil, int64(2), &backend.ServerError{Message: "ERR x"}, []any{"a", "2", "z", int64(1)}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("NormalizeReply = %#v, %v; want %#v", got, err, want)
 	}
 	if _, err := backend.NormalizeReply(struct{}{}, serverError); !errors.Is(err, dsync.ErrUnexpectedReply) {
 		t.Errorf("NormalizeReply(struct{}{}): %v, want ErrUnexpectedReply", err)
+	}
+}
+
+func TestTransportError(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	past := backend.DeadlineContext(context.Background(), time.Now().Add(-time.Millisecond))
+	future := backend.DeadlineContext(context.Background(), time.Now().Add(time.Hour))
+	own := fmt.Errorf("client: %w", context.DeadlineExceeded) // a bound of the adapter's own
+	for _, c := range []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		matches  []error
+		excludes []error
+	}{
+		{"ctx cancelled", cancelled, io.EOF, []error{context.Canceled, io.EOF}, nil},
+		{"ctx cancelled, its error", cancelled, context.Canceled, []error{context.Canceled}, nil},
+		{"deadline passed, no Done", past, io.EOF, []error{context.DeadlineExceeded, io.EOF}, nil},
+		{"own timeout, no deadline", context.Background(), own, nil, []error{context.DeadlineExceeded}},
+		{"own timeout, deadline ahead", future, own, nil, []error{context.DeadlineExceeded}},
+		{"another call's cancellation", context.Background(), context.Canceled, nil, []error{context.Canceled}},
+		{"transport error", context.Background(), io.EOF, []error{io.EOF}, []error{context.DeadlineExceeded, context.Canceled}},
+	} {
+		err := backend.TransportError(c.ctx, "adapter: EVALSHA", c.err)
+		if !strings.HasPrefix(err.Error(), "adapter: EVALSHA: ") || !strings.Contains(err.Error(), c.err.Error()) {
+			t.Errorf("%s: %q lacks the prefix or the cause", c.name, err)
+		}
+		for _, target := range c.matches {
+			if !errors.Is(err, target) {
+				t.Errorf("%s: %v does not match %v", c.name, err, target)
+			}
+		}
+		for _, target := range c.excludes {
+			if errors.Is(err, target) {
+				t.Errorf("%s: %v matches %v", c.name, err, target)
+			}
+		}
 	}
 }

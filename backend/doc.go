@@ -21,11 +21,16 @@
 //     UNSUBSCRIBE and PING on it, and reads what arrives (EventQueue helps
 //     a client that hands events to callbacks). A driver for Redis Cluster
 //     also implements SlotMaster (SlotTable and Slot help a client that
-//     does not expose its slot map).
+//     does not expose its slot map). A driver that dials its connections
+//     itself, outside the client's pool, dials them with the client's
+//     settings (AUTH, SELECT, TLS): from the client where it exposes them
+//     (redigo's Pool.Dial), or from an option of the adapter's New (a
+//     dialer) where it does not.
 //   - NormalizeReply, ArgStrings and TransportError translate replies,
-//     arguments and errors; CallTimeout and Calls keep rule 7 for clients
-//     that cannot give up a call in flight; PipelineBatch implements
-//     Batcher over a client's pipeline.
+//     arguments and errors; PipelineBatch implements Batcher over a
+//     client's pipeline.
+//   - CallContext, DeadlineContext, CallTimeout and Calls keep rule 7
+//     (see below, by client).
 //
 // The rules conformance.Run checks:
 //
@@ -62,9 +67,8 @@
 //     error matching ctx.Err() (errors.Is), and the connection it used is
 //     not returned to a pool in an unknown state. A context that can never
 //     be done (Done returns nil) may still report a deadline, which the
-//     call must not outlast: dsync bounds releases so, sparing adapters
-//     the cost of a cancellable call. Without either, bound the call by a
-//     timeout of the adapter's own.
+//     call must not outlast. Without either, bound the call by a timeout
+//     of the adapter's own.
 //  8. Close is idempotent, releases only what the adapter created (never the
 //     caller's pool or client), leaves no goroutine behind, and every later
 //     call returns an error matching ErrClosed. The suite counts as the
@@ -72,11 +76,26 @@
 //     (which lets a client start its pools and refreshers) that is still
 //     running after Close; a goroutine the client itself keeps, even past
 //     its own Close (rueidis closes dropped cluster connections seconds
-//     later), is named to the suite with conformance.WithLeakOptions.
+//     later), or starts later (a pool that fills in the background), is
+//     dealt with in the test (see Goroutines in package conformance).
 //  9. Backend values are comparable (use a pointer type): dsync keeps one
 //     lease scheduler and one pub/sub hub per backend value.
 //  10. Errors carry what happened: wrap transport errors with %w so that
-//     net errors and context errors stay matchable.
+//     net errors and context errors stay matchable. An error matches a
+//     context error only when the call's context is done or past its
+//     deadline: dsync retries a call that failed with a transport error or
+//     a *ServerError of a passing state (LOADING, BUSY, TRYAGAIN,
+//     MASTERDOWN, CLUSTERDOWN, READONLY, NOREPLICAS, OOM) until the
+//     operation's context ends, and takes a context error for that end.
+//     So an Eval may fail on a pooled connection that a restart or a
+//     failover killed: Backend/Restart allows that (it tries a call up to
+//     100 times), and wants a gap on every subscription and the calls
+//     after the failures to succeed. An adapter may retry a call itself
+//     after such an error, as go-redis's MaxRetries does: dsync's scripts
+//     are safe to run twice with the same arguments, since every
+//     acquisition and release carries an operation id that the server
+//     keeps on the hold, and a second run finds it and answers as the
+//     first did, counting nothing twice (see Errors in package mutex).
 //  11. A backend over Redis Cluster implements Sharded and reports true.
 //     Primitives pass every key a script touches in keys, and the keys of
 //     one script call share one hash slot. The one exception is batched
@@ -84,11 +103,48 @@
 //     that does not report Sharded, a batch names keys of many slots, the
 //     cluster refuses it (CROSSSLOT), and every hold in it is lost, logged
 //     at Error. The suite checks this by holding 200 locks over every
-//     slot range for three renewal intervals.
+//     slot range for three renewal intervals. Reporting false is the same
+//     as not implementing Sharded: an adapter whose client may or may not
+//     be a cluster implements it and reports which.
 //
 // Optional: a sharded backend that implements Batcher has its renewals
 // sent as one pipeline per node rather than one call per slot; without it,
 // 10,000 holds on a cluster cost thousands of calls per renewal interval.
+// dsync calls EvalBatch on sharded backends only.
+//
+// Rule 7, by what the client does with a context:
+//
+//   - It gives up a call in flight as soon as the context is done: pass
+//     the context on.
+//   - It gives up a call in flight only at a deadline, or not always at a
+//     cancellation (go-redis, rueidis), or watches ctx.Done() but gives up
+//     only when its reader reaches the call (radix v4): run calls whose
+//     context can be cancelled through Calls. Backend/ContextCancelled
+//     tells: without Calls it fails with "returned after ..., when its
+//     reply came".
+//   - The context can never be done but has a deadline (Done returns nil;
+//     dsync's primitives pass such contexts on purpose, so that an
+//     adapter needs no goroutine per call): the call must end by the
+//     deadline all the same (Backend/DeadlineOnlyContext). Give a client
+//     that sets socket deadlines from ctx.Deadline the context that
+//     CallContext returns. context.WithTimeout(ctx, CallTimeout(ctx, d))
+//     does not bound such a call: ctx's deadline being the earlier, Go
+//     returns a child with no timer, whose Done never closes. Give a
+//     client that watches Done
+//     context.WithTimeout(context.WithoutCancel(ctx), CallTimeout(ctx, d)),
+//     which has one.
+//   - The context can never be done and has no deadline (Lock uses
+//     context.Background): the adapter bounds the call by a timeout of its
+//     own (see CallTimeout).
+//
+// A failover (Sentinel, or a cluster promoting a replica) is the client's
+// to follow: calls go to the new primary once the client knows it, and
+// fail meanwhile (rule 10: dsync retries them). Mux redials the lost
+// pub/sub connection and sends a gap (rule 5), given a DialPubSub that asks
+// the client for the primary's address at each call. The suite on a
+// Sentinel set runs every case but Restart against the primary; it fails
+// no primary over. Test that with harness.Sentinel.KillPrimary in a test
+// of the adapter's own (backend/goredis's sentinel_test.go is one).
 //
 // Package conformance/harness starts the servers an adapter's tests need:
 // a standalone server and a cluster with every fault hook, and a Sentinel

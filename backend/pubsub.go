@@ -10,12 +10,16 @@ import (
 type PubSubDriver interface {
 	// DialPubSub opens a connection for pub/sub and returns once it is
 	// established (a client that dials lazily should send a PING and let
-	// Receive read the reply). The Mux bounds ctx by a few seconds.
+	// Receive read the reply). The Mux bounds ctx by a few seconds. A
+	// connection dialed outside the client's pool gets the client's
+	// settings (AUTH, SELECT, TLS), from the client or from an option of
+	// the adapter.
 	//
-	// route is "" unless the driver implements SlotMaster: then the
-	// connection must go to the master serving route's hash slot (route
-	// is one of the channels it will carry), found anew at each call,
-	// since a failover or resharding moves it.
+	// The connection goes to the server the client currently sends
+	// writes to (behind Sentinel, the primary it knows now), or, if the
+	// driver implements SlotMaster, to the master serving route's hash
+	// slot (route is one of the channels it will carry; "" otherwise),
+	// found anew at each call, since a failover or resharding moves it.
 	DialPubSub(ctx context.Context, route string) (PubSubConn, error)
 }
 

@@ -92,6 +92,7 @@ func (s *suite) backendTests(t *testing.T) {
 	s.test(t, "KillPubSub", true, s.testKillPubSub)
 	s.test(t, "Restart", true, s.testRestart)
 	s.test(t, "ContextCancelled", true, s.testContextCancelled)
+	s.test(t, "DeadlineOnlyContext", true, s.testDeadlineOnlyContext)
 	s.test(t, "Close", false, s.testClose)
 	s.test(t, "CloseKeepsCallersClient", false, s.testCloseKeepsClient)
 	s.test(t, "CloseLeavesNothing", true, s.testCloseLeavesNothing)
@@ -594,10 +595,7 @@ func (s *suite) testContextCancelled(t *testing.T, ctx context.Context) {
 	// A deadline that passes while the script runs.
 	dctx, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel2()
-	busy := backend.NewScript(`local t = redis.call('TIME'); local stop = t[1] * 1000000 + t[2] + 200000
-while true do local n = redis.call('TIME'); if n[1] * 1000000 + n[2] > stop then break end end
-return 1`)
-	if _, err := b.Eval(dctx, busy, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.Eval(dctx, busyScript, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Eval outliving its deadline: %v, want context.DeadlineExceeded", err)
 	}
 	// A cancellation while the script runs: the call returns at once,
@@ -606,7 +604,7 @@ return 1`)
 	timer := time.AfterFunc(50*time.Millisecond, cancel4)
 	defer timer.Stop()
 	start := time.Now()
-	if _, err := b.Eval(cctx2, busy, nil); !errors.Is(err, context.Canceled) {
+	if _, err := b.Eval(cctx2, busyScript, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Eval cancelled in flight: %v, want context.Canceled", err)
 	} else if d := time.Since(start); d > s.bound(150*time.Millisecond) {
 		t.Errorf("Eval cancelled after 50ms returned after %v, when its reply came", d)
@@ -622,6 +620,40 @@ return 1`)
 	// The backend is still usable.
 	if _, err := b.Eval(ctx, sc, nil); err != nil {
 		t.Errorf("Eval after cancellations: %v", err)
+	}
+}
+
+// busyScript keeps the server busy for 200ms and returns 1.
+var busyScript = backend.NewScript(`local t = redis.call('TIME'); local stop = t[1] * 1000000 + t[2] + 200000
+while true do local n = redis.call('TIME'); if n[1] * 1000000 + n[2] > stop then break end end
+return 1`)
+
+// testDeadlineOnlyContext checks rule 7 for a context that can never be
+// cancelled but has a deadline, as dsync's primitives pass: the call
+// returns by the deadline, as if the context could end. A client that
+// gives up a call only when its context's Done is closed waits for the
+// reply instead; so does one given context.WithTimeout(ctx, d), which
+// sets no timer when ctx's deadline is earlier.
+func (s *suite) testDeadlineOnlyContext(t *testing.T, ctx context.Context) {
+	b := s.newBackend(t)
+	start := time.Now()
+	dctx := backend.DeadlineContext(ctx, start.Add(50*time.Millisecond))
+	_, err := b.Eval(dctx, busyScript, nil)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Eval with a 50ms deadline and no Done, on a 200ms script: %v after %v, want context.DeadlineExceeded", err, took)
+	} else if took > s.bound(150*time.Millisecond) {
+		t.Errorf("Eval with a 50ms deadline and no Done returned after %v, when its reply came", took)
+	}
+	// The connection the call gave up did not go back to a pool with the
+	// reply still to read.
+	id := dsync.NewID()
+	for i := 0; i < 5; i++ {
+		got, err := b.Eval(ctx, backend.NewScript(fmt.Sprintf("return '%s'", id)), nil)
+		must(t, err, "Eval after a call gave up at its deadline")
+		if got != id {
+			t.Fatalf("Eval after a call gave up at its deadline: got %#v, want %q: a connection was reused with a reply unread", got, id)
+		}
 	}
 }
 

@@ -96,6 +96,30 @@ return 1`)
 	}
 }
 
+// TestOwnTimeoutIsTransport: with ContextTimeoutEnabled, a call whose
+// context has neither Done nor a deadline (Lock with context.Background)
+// is bounded by WithTimeout, and its expiry is a transport error, which
+// dsync retries, not one matching context.DeadlineExceeded, which would
+// end the Lock although its context never ends (backend rule 10).
+func TestOwnTimeoutIsTransport(t *testing.T) {
+	srv := harness.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	b := goredis.New(c, goredis.WithTimeout(50*time.Millisecond))
+	defer b.Close()
+	busy := backend.NewScript(`local t = redis.call('TIME'); local stop = t[1] * 1000000 + t[2] + 300000
+while true do local n = redis.call('TIME'); if n[1] * 1000000 + n[2] > stop then break end end
+return 1`)
+	start := time.Now()
+	_, err := b.Eval(context.Background(), busy, nil)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Eval past WithTimeout: %v, want a transport error not matching context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Errorf("Eval returned %v after it began, WithTimeout 50ms", d)
+	}
+}
+
 // deadlineOnly is a context that can never be cancelled (Done is nil) but
 // reports a deadline, as backend rule 7 allows.
 type deadlineOnly struct {

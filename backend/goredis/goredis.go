@@ -83,6 +83,8 @@ type options struct {
 // server that stopped answering fails the call instead of blocking it.
 // It takes effect when the client was made with ContextTimeoutEnabled;
 // otherwise the client's ReadTimeout bounds such calls. The default is 10s.
+// Its expiry is a transport error, which dsync retries, not one matching
+// context.DeadlineExceeded: the caller's context did not end.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -206,7 +208,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if cctx, ok := backend.CallContext(ctx, b.ctxTimeout, b.opts.timeout); ok {
 		// call's common case, without the closure it takes.
 		reply, err := b.evalOnce(cctx, s, keys, args)
-		return reply, b.wrap(cctx, err)
+		return reply, b.wrap(ctx, err)
 	}
 	return b.call(ctx, func(ctx context.Context) (any, error) {
 		return b.evalOnce(ctx, s, keys, args)
@@ -218,7 +220,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 func (b *Backend) call(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
 	if cctx, ok := backend.CallContext(ctx, b.ctxTimeout, b.opts.timeout); ok {
 		reply, err := fn(cctx)
-		return reply, b.wrap(cctx, err)
+		return reply, b.wrap(ctx, err)
 	}
 	if d, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		var cancel context.CancelFunc

@@ -6,7 +6,9 @@
 // server here, a cluster and a Sentinel set in the commented variants.
 // redis-server (and redis-sentinel) must be on PATH; without them the tests
 // skip, or fail under DSYNC_REQUIRE_REDIS=1. On a slow machine, widen the
-// timing bounds: DSYNC_CONFORMANCE_TIMESCALE=3 go test.
+// timing bounds: DSYNC_CONFORMANCE_TIMESCALE=3 go test. Until dsync is
+// tagged, your module requires it through a checkout (the README's
+// Adapters section has the two commands).
 package myadapter_test
 
 import (
