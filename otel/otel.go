@@ -36,6 +36,27 @@
 //	                                         subscription failed and the
 //	                                         core made it again)
 //
+// # Alerts
+//
+//	dsync.acquire.duration  p99 of acquired rising: contention (holds last
+//	                        long, or too many contenders); a rate of
+//	                        timeout or error: callers give up (a lock held
+//	                        too long, or a server unreachable)
+//	dsync.hold.duration     p99 near the lease: holders run close to
+//	                        losing their hold
+//	dsync.hold.lost         any: a holder was told to stop (fixed leases
+//	                        too short, the server unreachable past the
+//	                        lease, a failover or restart that lost it)
+//	dsync.renewal.calls     a rate of failed: the watchdog cannot reach the
+//	                        server; losses follow within a lease
+//	dsync.renewal.duration  p99 above a third of the lease: renewals may
+//	                        not arrive in time
+//	dsync.waiters           growing: acquisitions pile up
+//	dsync.pubsub.interruptions
+//	                        a sustained rate: pub/sub connections keep
+//	                        breaking, or receivers fall behind; waiters
+//	                        try again, wake-ups may come late
+//
 // Lock names are not an attribute by default: a service that locks one
 // name per order would make a metric series per order. WithNameAttribute
 // adds dsync.name through a function that maps names to a bounded set
