@@ -2,13 +2,14 @@ package fault
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,13 +17,8 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/dsyncgo/dsync"
-	bredigo "github.com/dsyncgo/dsync/backend/redigo"
-	"github.com/dsyncgo/dsync/fairlock"
-	"github.com/dsyncgo/dsync/mutex"
-	"github.com/dsyncgo/dsync/observe"
-	"github.com/dsyncgo/dsync/rwlock"
-	"github.com/dsyncgo/dsync/semaphore"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/conformance/harness"
 )
 
 var (
@@ -30,79 +26,123 @@ var (
 	soakSeed = flag.Uint64("seed", 0, "the nemesis schedule of TestNemesisSoak (0: a fresh one, printed)")
 )
 
-// The nemesis soak. Client processes, in groups of one primitive each
-// (mutex, fairlock, rwlock's write side; and semaphore, below), loop on a fenced
-// read-modify-write of their group's register (see register): lock, read
-// the register under the fencing token, write the value plus one under the
-// same token, unlock. One hold in three is re-entered by its owner before
-// the read and left again (one unlock) before the write, which must not
-// release it. Each client reaches the lock server through a proxy
-// of its own. Meanwhile a nemesis, driven by a seeded random schedule,
-// partitions and slows clients, stalls, pauses and restarts the lock server
-// (kill -9, with appendfsync always), kills the pub/sub connections, and
-// pauses and kills clients (a killed client is replaced). Holds have a
-// fixed lease, so that each hold's validity is known from its acquisition:
-// from its reply until its unlock was sent, or its lease less the margin
-// ran out.
+// The nemesis soak: every primitive at once, side by side under the same
+// faults. Client processes, in groups of one primitive each (soakGroups),
+// loop on their primitive:
+//
+//   - mutex, fairlock, multilock (All over a mutex and an rwlock's write
+//     side on one lock server and a fairlock on a second), and rwlock one
+//     time in three: lock, read their group's register under the fencing
+//     token (see register), write the value plus one under the same token,
+//     unlock. One hold in three is re-entered by its owner before the read
+//     and left again (one unlock) before the write, which must not release
+//     it;
+//   - rwlock, two times in three: a read hold, re-entered one time in
+//     three, kept a few milliseconds so that readers overlap;
+//   - watchdog: a mutex with a watchdog lease (renewed), held for up to a
+//     lease before the read-modify-write, whose clients say when its Done
+//     closes; such a hold is valid until then, or until its unlock, its
+//     client's kill, or a lease after the last renewal its client sent
+//     before it was paused (SIGSTOP; the clients report their renewals
+//     through an observe.Observer). They read and write even after a
+//     loss: the register's fence must refuse them;
+//   - semaphore: capacity 3; n permits (1 to 3) for a fresh owner, and one
+//     time in three m more for the same owner (TryAcquire), given back m
+//     then n.
+//
+// Each client reaches each lock server through a proxy of its own.
+// Meanwhile a nemesis, driven by a seeded random schedule, partitions,
+// slows and drops the replies of clients, stalls, pauses and restarts a
+// lock server (kill -9, with appendfsync always), kills its pub/sub
+// connections, makes it evict keys (a burst of filler values under a small
+// maxmemory, allkeys-lru), and pauses and kills clients (a killed client is
+// replaced). Holds have a fixed lease (but the watchdog group's), so that
+// each hold's validity is known from its acquisition: from its reply until
+// its unlock was sent, or its lease less the margin ran out, or an
+// eviction of a key that carries it began.
 //
 // Checked at the end, per group: no two lease-valid holds of different
-// clients overlap; the register's value equals its accepted writes (no
-// fenced update lost); the history of acquisitions, re-entries, unlocks
-// and expiries is linearizable for an owner-aware, reentrant mutex whose
-// tokens increase (and stay the same on re-entry), and the
-// history of register operations for a fenced register (porcupine).
-//
-// The watchdog group's clients hold a mutex with a watchdog lease (renewed)
-// for up to a lease each time, and say when its Done closes; such a hold
-// is valid until then, or until its unlock, its client's kill, or a lease
-// after the last renewal its client sent before it was paused (SIGSTOP;
-// the clients report their renewals through an observe.Observer). They
-// read and write even after a loss: the register's fence must refuse them.
-//
-// The semaphore's clients share a capacity of 3, a permit each time, and
-// have no tokens: for them the check is that no more than 3 lease-valid
-// permits were held at once, and that the history is linearizable for a
-// semaphore of acquired permits.
+// clients overlap (read holds may overlap each other, never a write hold),
+// and never more than 3 lease-valid permits are held; the register's value
+// equals its accepted writes (no fenced update lost); the history of
+// acquisitions, re-entries, unlocks and expiries is linearizable for the
+// group's model (porcupine): an owner-aware, reentrant mutex whose tokens
+// increase (and stay the same on re-entry), a read-write lock, a semaphore
+// of acquired permits; and the history of register operations for a
+// fenced register. And a fresh owner takes all of each primitive (the
+// lock, every permit) within a lease and a waiter timeout of the end:
+// nothing is lost for good.
 //
 // -soak=10m runs it longer; -seed=N replays a schedule.
 func TestNemesisSoak(t *testing.T) {
-	seed := *soakSeed
+	var groups []soakGroup
+	for _, g := range soakGroups() {
+		if !g.broken {
+			groups = append(groups, g)
+		}
+	}
+	for _, r := range runSoak(t, groups, *soakFor, *soakSeed, true) {
+		for _, p := range r.problems {
+			t.Error(p)
+		}
+	}
+}
+
+// soakLease is the fixed lease of the soak's holds, and the watchdog's.
+const soakLease = time.Second
+
+// soakNemesis are the faults of the soak's nemesis.
+var soakNemesis = []string{"partition", "latency", "lost-replies", "stall", "pause-server", "restart", "kill-pubsub", "pause-client", "kill-client", "evict"}
+
+// runSoak runs groups side by side under the nemesis for d, with the
+// schedule of seed (0: a fresh one), checks them, logs each group's report
+// and the counts, and returns the reports by group. A failure of the
+// harness fails t; what the checkers find is only returned, and, with
+// keep, the history of a group with violations is written to a file
+// (which TestSoakReplay reads).
+func runSoak(t *testing.T, groups []soakGroup, d time.Duration, seed uint64, keep bool) map[string]soakReport {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	t.Logf("nemesis seed %d (replay with -seed=%d), %v", seed, seed, *soakFor)
+	t.Logf("nemesis seed %d (replay with -seed=%d), %v", seed, seed, d)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	lockSrv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	nservers := 1
+	for _, g := range groups {
+		nservers = max(nservers, g.servers)
+	}
+	var servers []*harness.Server
+	for range nservers {
+		servers = append(servers, startServer(t, "--appendonly", "yes", "--appendfsync", "always",
+			"--maxmemory-policy", "allkeys-lru", "--notify-keyspace-events", "Ee"))
+	}
 	regSrv := startServer(t)
-	const (
-		perGroup = 3
-		lease    = time.Second
-	)
-	groups := []string{"mutex", "fairlock", "rwlock", "watchdog", "semaphore"}
-	deadline := time.Now().Add(*soakFor)
+	deadline := time.Now().Add(d)
 
 	type client struct {
 		id    int
 		group string
-		px    *faultProxy
+		px    []*faultProxy // one per server of its group
 		c     *child
 	}
 	var (
 		mu      sync.Mutex
-		events  []soakEvent
+		events  = map[string][]soakEvent{}
 		clients []*client
 		readers sync.WaitGroup
 		nextID  int
 	)
-	spawn := func(group string, px *faultProxy) *client {
+	spawn := func(g string, px []*faultProxy) *client {
 		mu.Lock()
 		id := nextID
 		nextID++
 		mu.Unlock()
-		c := &client{id: id, group: group, px: px}
-		c.c = startChild(t, "soak", px.Addr(), regSrv.Addr(), group, strconv.Itoa(id), lease.String(),
-			strconv.FormatInt(deadline.UnixNano(), 10))
+		c := &client{id: id, group: g, px: px}
+		args := []string{"soak", g, strconv.Itoa(id), soakLease.String(), strconv.FormatInt(deadline.UnixNano(), 10), regSrv.Addr()}
+		for _, p := range px {
+			args = append(args, p.Addr())
+		}
+		c.c = startChild(t, args...)
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -113,66 +153,139 @@ func TestNemesisSoak(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				events = append(events, e)
+				events[e.group] = append(events[e.group], e)
 				mu.Unlock()
 			}
 		}()
 		return c
 	}
 	for _, g := range groups {
-		for range perGroup {
-			clients = append(clients, spawn(g, newProxy(t, lockSrv.Addr())))
+		for range g.clients {
+			var px []*faultProxy
+			for i := range max(g.servers, 1) {
+				px = append(px, newProxy(t, servers[i].Addr()))
+			}
+			clients = append(clients, spawn(g.name, px))
 		}
 	}
 
-	// record notes, for the checker, when a client was paused or killed:
-	// a watchdog hold's validity is bounded by them.
-	record := func(c *client, kind string) {
+	// note records, for the checker, when a client was paused or killed
+	// (a watchdog hold's validity is bounded by them), or when keys of a
+	// group were evicted.
+	note := func(e soakEvent) {
 		mu.Lock()
-		events = append(events, soakEvent{kind: kind, group: c.group, client: c.id, call: time.Now().UnixNano()})
+		events[e.group] = append(events[e.group], e)
 		mu.Unlock()
 	}
 	faults := map[string]int{}
+	var evictedKeys, carrying int
+	touched := map[string]int{} // faults that touched each group: on its clients, servers, or keys
 	for time.Now().Add(3 * time.Second).Before(deadline) {
 		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 		d := time.Duration(300+rng.IntN(1200)) * time.Millisecond
 		c := clients[rng.IntN(len(clients))]
-		kind := []string{"partition", "latency", "stall", "pause-server", "restart", "kill-pubsub", "pause-client", "kill-client"}[rng.IntN(8)]
+		kind := soakNemesis[rng.IntN(len(soakNemesis))]
+		si := 0 // the server of a server fault: the second one time in four
+		if s := rng.IntN(4); s == 0 && nservers > 1 {
+			si = 1
+		}
+		srv := servers[si]
+		px := c.px // the proxies of a network fault: all of the client's, or one
+		if w := rng.IntN(3); w > 0 && len(px) > 1 {
+			px = px[w-1 : w]
+		}
 		faults[kind]++
-		t.Logf("%s nemesis: %s (client %d, %v)", time.Now().Format("15:04:05.000"), kind, c.id, d)
+		target := fmt.Sprintf("client %d (%s)", c.id, c.group)
+		switch kind {
+		case "stall", "pause-server", "restart", "kill-pubsub", "evict":
+			target = fmt.Sprintf("server %d", si)
+			for _, g := range groups {
+				if si < max(g.servers, 1) && kind != "evict" {
+					touched[g.name]++
+				}
+			}
+		default:
+			touched[c.group]++
+		}
+		t.Logf("%s nemesis: %s (%s, %v)", time.Now().Format("15:04:05.000"), kind, target, d)
 		switch kind {
 		case "partition":
-			c.px.Partition(t)
+			for _, p := range px {
+				p.Partition(t)
+			}
 			time.Sleep(d)
-			c.px.Heal(t)
+			for _, p := range px {
+				p.Heal(t)
+			}
 		case "latency":
-			end := c.px.Latency(t, 100*time.Millisecond)
+			var ends []func()
+			for _, p := range px {
+				ends = append(ends, p.Latency(t, 100*time.Millisecond))
+			}
 			time.Sleep(d)
-			end()
+			for _, end := range ends {
+				end()
+			}
+		case "lost-replies":
+			for _, p := range px {
+				p.DropReplies(t)
+			}
+			time.Sleep(d)
+			for _, p := range px {
+				p.RestoreReplies(t)
+				p.Reset(t) // ends the calls whose replies were dropped
+			}
 		case "stall":
-			pauseServer(t, lockSrv, "DEBUG SLEEP", d)()
+			pauseServer(t, srv, "DEBUG SLEEP", d)()
 		case "pause-server":
-			pauseServer(t, lockSrv, "SIGSTOP", d)()
+			pauseServer(t, srv, "SIGSTOP", d)()
 		case "restart":
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := lockSrv.Node().Restart(ctx); err != nil {
+			if err := srv.Node().Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
 			cancel()
 		case "kill-pubsub":
-			do(context.Background(), lockSrv.Addr(), "CLIENT", "KILL", "TYPE", "pubsub")
+			do(context.Background(), srv.Addr(), "CLIENT", "KILL", "TYPE", "pubsub")
 		case "pause-client":
 			// Noted once stopped: every renewal the client sent before
 			// the pause is then before the note.
 			c.c.signal(t, syscall.SIGSTOP)
-			record(c, "paused")
+			note(soakEvent{kind: "paused", group: c.group, client: c.id, call: time.Now().UnixNano()})
 			time.Sleep(d)
 			c.c.signal(t, syscall.SIGCONT)
 		case "kill-client":
-			record(c, "killed")
+			note(soakEvent{kind: "killed", group: c.group, client: c.id, call: time.Now().UnixNano()})
 			c.c.kill()
 			i := slices.Index(clients, c)
 			clients[i] = spawn(c.group, c.px)
+		case "evict":
+			start, keys, err := evictBurst(srv.Addr(), d)
+			if err != nil {
+				t.Fatalf("eviction: %v", err)
+			}
+			evictedKeys += len(keys)
+			// A key that carries a group's holds evicted: its holds may
+			// have ended at any time from the burst's start until the
+			// eviction was heard.
+			var burst int
+			for _, g := range groups {
+				var n int
+				var last time.Time
+				for _, k := range keys {
+					if slices.Contains(g.carries, k.key) {
+						n++
+						last = k.at
+					}
+				}
+				if n > 0 {
+					burst += n
+					touched[g.name]++
+					note(soakEvent{kind: "evicted", group: g.name, client: -1, call: start.UnixNano(), ret: last.UnixNano(), value: int64(n)})
+				}
+			}
+			carrying += burst
+			t.Logf("%s nemesis: evicted %d keys of the primitives, %d carrying holds", time.Now().Format("15:04:05.000"), len(keys), burst)
 		}
 	}
 	for _, c := range clients {
@@ -181,46 +294,171 @@ func TestNemesisSoak(t *testing.T) {
 		}
 	}
 	readers.Wait()
-	t.Logf("faults injected: %v", faults)
+	total := 0
+	for _, n := range faults {
+		total += n
+	}
+	t.Logf("faults injected: %d %v; keys of the primitives evicted %d, carrying holds %d", total, faults, evictedKeys, carrying)
 
+	// Nothing lost for good: a fresh owner takes all of each primitive,
+	// within a lease and a waiter timeout (a killed waiter's place lasts
+	// that long past its last beat).
+	freed := map[string]string{}
+	var wg sync.WaitGroup
 	for _, g := range groups {
-		var ge []soakEvent
-		for _, e := range events {
-			if e.group == g {
-				ge = append(ge, e)
-			}
+		var bs []backend.Backend
+		for i := range max(g.servers, 1) {
+			bs = append(bs, newBackend(t, servers[i].Addr()))
 		}
-		var r soakReport
-		if g == "semaphore" {
-			r = checkSemaphoreGroup(ge, lease, soakCapacity)
-		} else {
-			reg := register{addr: regSrv.Addr(), key: "register:" + g}
-			value, writes, err := reg.Totals(context.Background())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			const bound = soakLease + 5*time.Second + time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			start := time.Now()
+			err := g.free(ctx, bs)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
+				freed[g.name] = fmt.Sprintf("NOT taken by a fresh owner within %v: %v", bound, err)
+			} else {
+				freed[g.name] = fmt.Sprintf("all of it taken by a fresh owner %v after the end", time.Since(start).Round(time.Millisecond))
+			}
+		}()
+	}
+	wg.Wait()
+
+	reports := map[string]soakReport{}
+	var ops, violations int
+	for _, g := range groups {
+		ge := events[g.name]
+		var value, writes int64
+		if g.register {
+			reg := register{addr: regSrv.Addr(), key: "register:" + g.name}
+			var err error
+			if value, writes, err = reg.Totals(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			r = checkSoakGroup(g, ge, lease, value, writes)
 		}
-		t.Log(r)
-		for _, p := range r.problems {
-			t.Error(p)
+		r := g.check(ge, soakLease, value, writes)
+		if strings.HasPrefix(freed[g.name], "NOT") {
+			r.fail("%s: %s", g.name, freed[g.name])
 		}
-		if len(r.problems) > 0 {
-			f, err := os.CreateTemp("", "dsync-soak-"+g+"-*.log")
+		n := soakOperations(ge)
+		ops += n
+		violations += len(r.problems)
+		t.Logf("%s\n\t%s: %d operations, %d faults on its clients, servers or keys, %d violations; %s", r, g.name, n, touched[g.name], len(r.problems), freed[g.name])
+		if len(r.problems) > 0 && keep {
+			f, err := os.CreateTemp("", "dsync-soak-"+g.name+"-*.log")
 			if err == nil {
 				for _, e := range ge {
 					fmt.Fprintln(f, time.Unix(0, e.call).Format("15:04:05.000000"), e)
 				}
 				f.Close()
-				t.Logf("%s: the history is in %s", g, f.Name())
+				t.Logf("%s: the history is in %s", g.name, f.Name())
 			}
+		}
+		reports[g.name] = r
+	}
+	t.Logf("soak: %d groups (%s), %d operations, %d faults %v, %d violations",
+		len(groups), strings.Join(slices.Sorted(maps.Keys(reports)), ", "), ops, total, faults, violations)
+	return reports
+}
+
+// soakOperations counts the operations a group's clients completed.
+func soakOperations(events []soakEvent) int {
+	n := 0
+	for _, e := range events {
+		switch e.kind {
+		case "acq", "enter", "leave", "rel", "read", "write", "fail", "racq", "renter", "rleave", "rrel", "rfail":
+			n++
+		}
+	}
+	return n
+}
+
+// evictBurst makes the server at addr evict keys, as a server shared with
+// a cache does when it is full: it sets maxmemory 256 KiB above what the
+// server uses (its policy is allkeys-lru), writes 1 KiB values into
+// database 1 for d, then lifts the limit and drops the values. It returns
+// when the burst began, and the keys of database 0 (the primitives') that
+// the server evicted, each with when it was heard: it was evicted between
+// the burst's start and then.
+func evictBurst(addr string, d time.Duration) (start time.Time, keys []evicted, err error) {
+	sub, err := redis.Dial("tcp", addr, redis.DialReadTimeout(10*time.Second))
+	if err != nil {
+		return start, nil, err
+	}
+	psc := redis.PubSubConn{Conn: sub}
+	defer psc.Close()
+	if err := psc.Subscribe("__keyevent@0__:evicted"); err != nil {
+		return start, nil, err
+	}
+	for subscribed := false; !subscribed; {
+		switch v := psc.Receive().(type) {
+		case redis.Subscription:
+			subscribed = true
+		case error:
+			return start, nil, v
+		}
+	}
+	c, err := redis.Dial("tcp", addr, redis.DialDatabase(1), redis.DialReadTimeout(10*time.Second))
+	if err != nil {
+		return start, nil, err
+	}
+	defer c.Close()
+	info, err := redis.String(c.Do("INFO", "memory"))
+	if err != nil {
+		return start, nil, err
+	}
+	if _, err := c.Do("CONFIG", "SET", "maxmemory", strconv.FormatInt(infoInt(info, "used_memory")+256<<10, 10)); err != nil {
+		return start, nil, err
+	}
+	start = time.Now()
+	value := strings.Repeat("x", 1024)
+	for i := 0; time.Since(start) < d && i < 1e6; {
+		for range 8 {
+			c.Send("SET", "fill:"+strconv.Itoa(i), value)
+			i++
+		}
+		if err := c.Flush(); err != nil {
+			return start, nil, err
+		}
+		for range 8 {
+			if _, err := c.Receive(); err != nil && !strings.HasPrefix(err.Error(), "OOM") {
+				return start, nil, err
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := c.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+		return start, nil, err
+	}
+	if _, err := c.Do("FLUSHDB", "ASYNC"); err != nil {
+		return start, nil, err
+	}
+	// Every eviction was published before the limit was lifted: they all
+	// come before the reply to this PING.
+	if err := psc.Ping("end"); err != nil {
+		return start, nil, err
+	}
+	for {
+		switch v := psc.Receive().(type) {
+		case redis.Message:
+			keys = append(keys, evicted{string(v.Data), time.Now()})
+		case redis.Pong:
+			return start, keys, nil
+		case error:
+			return start, nil, v
 		}
 	}
 }
 
-// soakEvent is one line of a soak client's report.
+// soakEvent is one line of a soak client's report, or a note of the
+// parent's (paused, killed, evicted).
 type soakEvent struct {
-	kind   string // acq, rel, read, write, fail; rel?, read?, write?: under way
+	kind   string // acq, rel, read, write, fail, ...; rel?, read?, write?: under way
 	group  string
 	client int
 	token  int64
@@ -242,163 +480,4 @@ func parseSoakEvent(line string) (soakEvent, error) {
 		return e, fmt.Errorf("bad event %q: %v", line, err)
 	}
 	return e, nil
-}
-
-// soakLocker is what a soak client needs of a primitive.
-type soakLocker interface {
-	dsync.Locker
-	Token(ctx context.Context) (int64, error)
-}
-
-// soakClient is a client process of TestNemesisSoak: args lock server
-// address (its proxy), register server address, group, client id, fixed
-// lease, deadline (ns since the epoch). It reports each operation on
-// stdout as a soakEvent.
-func soakClient(args []string) error {
-	lockAddr, regAddr, group := args[0], args[1], args[2]
-	id, _ := strconv.Atoi(args[3])
-	lease, err := time.ParseDuration(args[4])
-	if err != nil {
-		return err
-	}
-	end, _ := strconv.ParseInt(args[5], 10, 64)
-	pool := &redis.Pool{MaxIdle: 8, DialContext: func(ctx context.Context) (redis.Conn, error) {
-		return redis.DialContext(ctx, "tcp", lockAddr, redis.DialConnectTimeout(time.Second))
-	}}
-	b := bredigo.New(pool, bredigo.WithTimeout(2*time.Second))
-	defer b.Close()
-	if group == "semaphore" {
-		return soakSemaphore(b, id, lease, end)
-	}
-	reg := register{addr: regAddr, key: "register:" + group}
-	var out sync.Mutex
-	say := func(e soakEvent) {
-		e.group, e.client = group, id
-		out.Lock()
-		defer out.Unlock()
-		fmt.Println(e.String())
-	}
-	var l soakLocker
-	switch group {
-	case "mutex":
-		l = mutex.New(b, "soak", mutex.WithLease(lease), mutex.WithLogger(nil))
-	case "fairlock":
-		l = fairlock.New(b, "soak", fairlock.WithLease(lease), fairlock.WithLogger(nil))
-	case "rwlock":
-		l = rwlock.New(b, "soak", rwlock.WithLease(lease), rwlock.WithLogger(nil))
-	case "watchdog":
-		l = mutex.New(b, "soak-watchdog", mutex.WithWatchdog(lease), mutex.WithLogger(nil))
-		// Each successful renewal is reported with the time it was sent,
-		// from which its lease runs: the checker bounds a paused client's
-		// hold by its last renewal before the pause.
-		observe.Set(b, &observe.Observer{Renewed: func(r observe.Renewal) {
-			if !r.Failed && r.Gone == 0 {
-				say(soakEvent{kind: "renewed", call: time.Now().Add(-r.Took).UnixNano()})
-			}
-		}})
-	default:
-		return fmt.Errorf("unknown group %q", group)
-	}
-	now := func() int64 { return time.Now().UnixNano() }
-	rng := rand.New(rand.NewPCG(uint64(id), uint64(end)))
-	for now() < end {
-		ctx, cancel := context.WithTimeout(dsync.WithOwner(context.Background()), 3*time.Second)
-		call := now()
-		err := l.LockContext(ctx)
-		if err != nil {
-			say(soakEvent{kind: "fail", call: call, ret: now()})
-			cancel()
-			continue
-		}
-		token, _ := l.Token(ctx)
-		say(soakEvent{kind: "acq", token: token, call: call, ret: now()})
-		if m, ok := l.(*mutex.Mutex); ok && group == "watchdog" {
-			// A watchdog hold is kept for up to a lease, renewed meanwhile;
-			// when its Done closes (a loss, or the unlock below) the
-			// client says so. It reads and writes all the same: a write
-			// under a lost hold must be refused by its fence.
-			done := m.Done(ctx)
-			go func() {
-				<-done
-				say(soakEvent{kind: "lost", token: token, call: now()})
-			}()
-			select {
-			case <-done:
-				say(soakEvent{kind: "lost", token: token, call: now()})
-			case <-time.After(time.Duration(rng.Int64N(int64(lease)))):
-			}
-		}
-
-		// One hold in three is re-entered (a second LockContext of the
-		// same owner) and left again between the read and the write: the
-		// inner unlock must keep the hold, so the write stays fenced and
-		// no one else acquires before the outer unlock.
-		entered, inner := false, token
-		if rng.IntN(3) == 0 {
-			ecall := now()
-			err := l.LockContext(ctx)
-			var etoken int64
-			if err == nil {
-				entered = true
-				etoken, _ = l.Token(ctx)
-				if etoken != 0 {
-					inner = etoken // a new hold if the first was lost meanwhile
-				}
-			}
-			say(soakEvent{kind: "enter", token: etoken, call: ecall, ret: now(), ok: err == nil, known: true})
-		}
-
-		// Each operation is announced before it is made, so that one
-		// under way when the client is killed is known to the checker.
-		rcall := now()
-		say(soakEvent{kind: "read?", token: token, call: rcall})
-		ok, v, err := reg.Read(ctx, token)
-		say(soakEvent{kind: "read", token: token, call: rcall, ret: now(), ok: ok, known: err == nil, value: v})
-		if entered {
-			lcall := now()
-			err := l.UnlockContext(ctx)
-			say(soakEvent{kind: "leave", token: inner, call: lcall, ret: now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld)})
-		}
-		if ok && err == nil {
-			wcall := now()
-			say(soakEvent{kind: "write?", token: token, call: wcall, value: v + 1})
-			ok, err := reg.Write(ctx, token, v+1)
-			say(soakEvent{kind: "write", token: token, call: wcall, ret: now(), ok: ok, known: err == nil, value: v + 1})
-		}
-		ucall := now()
-		say(soakEvent{kind: "rel?", token: token, call: ucall})
-		err = l.UnlockContext(ctx)
-		say(soakEvent{kind: "rel", token: token, call: ucall, ret: now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld)})
-		cancel()
-	}
-	return nil
-}
-
-// soakSemaphore is a soak client of the semaphore group: it acquires a
-// permit, holds it briefly, and releases it, until end. Semaphores have no
-// fencing tokens: the checker counts the lease-valid holds at once.
-func soakSemaphore(b *bredigo.Backend, id int, lease time.Duration, end int64) error {
-	s := semaphore.New(b, "soak", soakCapacity, semaphore.WithLease(lease), semaphore.WithLogger(nil))
-	say := func(e soakEvent) {
-		e.group, e.client = "semaphore", id
-		fmt.Println(e.String())
-	}
-	now := func() int64 { return time.Now().UnixNano() }
-	for now() < end {
-		ctx, cancel := context.WithTimeout(dsync.WithOwner(context.Background()), 3*time.Second)
-		call := now()
-		if err := s.Acquire(ctx, 1); err != nil {
-			say(soakEvent{kind: "fail", call: call, ret: now()})
-			cancel()
-			continue
-		}
-		say(soakEvent{kind: "acq", call: call, ret: now(), value: 1})
-		time.Sleep(time.Millisecond)
-		ucall := now()
-		say(soakEvent{kind: "rel?", call: ucall, value: 1})
-		err := s.Release(ctx, 1)
-		say(soakEvent{kind: "rel", call: ucall, ret: now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld), value: 1})
-		cancel()
-	}
-	return nil
 }

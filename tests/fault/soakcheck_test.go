@@ -6,6 +6,8 @@ package fault
 // fix).
 
 import (
+	"flag"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -320,5 +322,46 @@ func TestSoakCheckerReentry(t *testing.T) {
 	back[1].token, back[2].token = 9, 9 // a "new" hold whose token went back
 	if r := checkSoakGroup("mutex", back, time.Second, 0, 0); !notLinearizable(r) {
 		t.Errorf("a re-entry with a lower token not caught: %v", r)
+	}
+}
+
+var soakLog = flag.String("soaklog", "", "TestSoakReplay: a history the soak wrote (dsync-soak-GROUP-*.log)")
+
+// TestSoakReplay runs a group's checker again on a history the soak wrote
+// when it found a violation (-soaklog=FILE), to study it. The register's
+// totals are not in the history: its accepted writes stand for both.
+func TestSoakReplay(t *testing.T) {
+	if *soakLog == "" {
+		t.Skip("no -soaklog")
+	}
+	b, err := os.ReadFile(*soakLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []soakEvent
+	var writes int64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		_, rest, _ := strings.Cut(line, " ") // the time, for people
+		e, err := parseSoakEvent(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.kind == "write" && e.ok && e.known {
+			writes++
+		}
+		events = append(events, e)
+	}
+	if len(events) == 0 {
+		t.Fatal("an empty history")
+	}
+	g, ok := soakGroupNamed(events[0].group)
+	if !ok {
+		t.Fatalf("unknown group %q", events[0].group)
+	}
+	start := time.Now()
+	r := g.check(events, soakLease, writes, writes)
+	t.Logf("%s (checked in %v)", r, time.Since(start).Round(time.Millisecond))
+	for _, p := range r.problems {
+		t.Error(p)
 	}
 }
