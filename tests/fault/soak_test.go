@@ -273,7 +273,7 @@ func runSoak(t *testing.T, groups []soakGroup, d time.Duration, seed uint64, kee
 				var n int
 				var last time.Time
 				for _, k := range keys {
-					if slices.Contains(g.carries, k.key) {
+					if g.carried(k.key) {
 						n++
 						last = k.at
 					}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +68,8 @@ type soakGroup struct {
 	// run is a client's loop, in its process, until c.end.
 	run func(c *soakEnv) error
 	// carries are the keys, on any of its servers, that carry the group's
-	// holds: an eviction of one may end a hold (see buildHolds).
+	// holds (or their prefixes, ending in "*"): an eviction of one may end
+	// a hold (see buildHolds).
 	carries []string
 	// check checks the group's events (its clients' and the parent's
 	// notes), given its register's totals.
@@ -113,7 +116,7 @@ func soakGroups() []soakGroup {
 			run: soakWatchdog, free: exclusive(mutexOf("soak-watchdog")),
 		},
 		{name: "semaphore", clients: 4, carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
-			check: checkSemaphore, run: soakSemaphore, free: freeSemaphore,
+			check: checkSemaphore, run: func(c *soakEnv) error { return soakSemaphore(c, false) }, free: freeSemaphore,
 		},
 		{name: "multilock", clients: 3, servers: 2, register: true,
 			carries: []string{"dsync:mutex:{soak-ml}", "dsync:fairlock:{soak-ml}", "dsync:rwlock:{soak-ml}"},
@@ -121,6 +124,31 @@ func soakGroups() []soakGroup {
 			free: exclusive(func(b []backend.Backend) soakLocker {
 				return soakAll(b, nil)
 			}),
+		},
+
+		// Broken builds, which the soak must catch (TestSoakCatchesBrokenBuilds):
+		// a semaphore that lets more than its capacity in; a mutex that
+		// excludes nobody; read holds that do not keep writers out.
+		{name: "semaphore-nocap", clients: 4, broken: true, check: checkSemaphore, free: freeSemaphore,
+			carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
+			run:     func(c *soakEnv) error { return soakSemaphore(c, true) },
+		},
+		{name: "mutex-nolock", clients: 3, register: true, broken: true, check: checkExclusive("mutex-nolock"),
+			carries: []string{"dsync:mutex:{soak-nolock-*"},
+			run: func(c *soakEnv) error {
+				// Each client its own lock: nothing excludes the others.
+				return c.exclusiveLoop(mutex.New(c.b[0], "soak-nolock-"+strconv.Itoa(c.id), mutex.WithLease(c.lease), mutex.WithLogger(nil)))
+			},
+			free: exclusive(mutexOf("soak-nolock")),
+		},
+		{name: "rwlock-readers-elsewhere", clients: 4, register: true, broken: true, check: checkRWGroup,
+			carries: []string{"dsync:rwlock:{soak-w}", "dsync:rwlock:{soak-r}:readers", "dsync:rwlock:{soak-r}:rexpiry"},
+			run: func(c *soakEnv) error {
+				// Readers lock another name than writers.
+				return c.rwLoop(rwlock.New(c.b[0], "soak-w", rwlock.WithLease(c.lease), rwlock.WithLogger(nil)),
+					rwlock.New(c.b[0], "soak-r", rwlock.WithLease(c.lease), rwlock.WithLogger(nil)))
+			},
+			free: exclusive(func(b []backend.Backend) soakLocker { return rwlock.New(b[0], "soak-w", rwlock.WithLogger(nil)) }),
 		},
 	}
 }
@@ -133,6 +161,16 @@ func soakGroupNamed(name string) (soakGroup, bool) {
 		}
 	}
 	return soakGroup{}, false
+}
+
+// carried reports whether an eviction of key may have ended a hold of g.
+func (g soakGroup) carried(key string) bool {
+	return slices.ContainsFunc(g.carries, func(c string) bool {
+		if p, ok := strings.CutSuffix(c, "*"); ok {
+			return strings.HasPrefix(key, p)
+		}
+		return key == c
+	})
 }
 
 // checkExclusive is checkSoakGroup for the group called group.
@@ -374,10 +412,22 @@ func (c *soakEnv) readOnce(m *rwlock.RWMutex) {
 // left, the owner asks for m more, waiting at most 100ms (an owner's
 // further acquisition queues like any other, and may wait behind a waiter
 // that waits for the owner's own permits); it holds them a few
-// milliseconds, gives the m back, then the n. Events carry the permits in
-// their value.
-func soakSemaphore(c *soakEnv) error {
+// milliseconds, gives the m back, then the n. Events carry the permits in their value. With
+// broken, the semaphore's capacity is raised on the server (SetCapacity)
+// to three times what the checker is told: a build that skips its
+// capacity check.
+func soakSemaphore(c *soakEnv, broken bool) error {
 	s := semaphore.New(c.b[0], "soak", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
+	if broken {
+		for c.now() < c.end {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := s.SetCapacity(ctx, 3*soakCapacity)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+	}
 	for c.now() < c.end {
 		c.permitsOnce(s)
 	}
