@@ -30,24 +30,34 @@ import (
 //
 // Adding a primitive is a few lines: a run function (most are an adapter
 // to soakLocker and the exclusive loop, or a loop of their own that says
-// events of the kinds buildHolds reads), a check function (checkSoakGroup
+// events of the kinds buildHolds reads), a check function (checkExclusive
 // for anything exclusive with fencing tokens), and an entry in soakGroups.
-// The election, for one, once package election lands:
+// The election, for one, once package election lands: a campaign is an
+// exclusive hold whose token is the term's, renewed while it leads, so it
+// is checked as the watchdog group is (a term is valid until its Done
+// closes, it is resigned, or its client is killed or paused past its
+// lease):
 //
-//	// soakTerm is a campaign as a soakLocker: LockContext campaigns,
-//	// UnlockContext resigns, Token is the term's.
-//	type soakTerm struct {
+//	// soakCampaign is a candidate as a soakLocker: LockContext
+//	// campaigns, UnlockContext resigns, Token and Done are the term's;
+//	// it has no re-entry (noReentry).
+//	type soakCampaign struct {
 //		e    *election.Election
 //		term *election.Term
 //	}
 //	...
 //	{name: "election", clients: 3, register: true,
+//		carries: []string{"dsync:election:{soak}"}, // the keys that carry a term
+//		check:   checkExclusive("election", holdOpts{watchdog: true}),
 //		run: func(c *soakEnv) error {
-//			e := election.New(c.b[0], "soak", election.WithLease(c.lease), ...)
-//			return c.exclusiveLoop(&soakTerm{e: e}, soakNoReentry)
+//			l := &soakCampaign{e: election.New(c.b[0], "soak", election.WithLease(c.lease), ...)}
+//			c.reportRenewals()
+//			for c.now() < c.end {
+//				c.exclusiveOnce(l, l.Done)
+//			}
+//			return nil
 //		},
-//		carries: []string{"dsync:election:{soak}..."}, // the keys that carry a term
-//		check: checkExclusive,
+//		free: ..., // campaign for a fresh owner, and resign
 //	},
 //
 // The harness does the rest: it starts the clients behind proxies of their
@@ -96,13 +106,13 @@ func soakGroups() []soakGroup {
 		return func(b []backend.Backend) soakLocker { return mutex.New(b[0], name, mutex.WithLogger(nil)) }
 	}
 	return []soakGroup{
-		{name: "mutex", clients: 3, register: true, carries: []string{"dsync:mutex:{soak}"}, check: checkExclusive("mutex"),
+		{name: "mutex", clients: 3, register: true, carries: []string{"dsync:mutex:{soak}"}, check: checkExclusive("mutex", holdOpts{}),
 			run: func(c *soakEnv) error {
 				return c.exclusiveLoop(mutex.New(c.b[0], "soak", mutex.WithLease(c.lease), mutex.WithLogger(nil)))
 			},
 			free: exclusive(mutexOf("soak")),
 		},
-		{name: "fairlock", clients: 3, register: true, carries: []string{"dsync:fairlock:{soak}"}, check: checkExclusive("fairlock"),
+		{name: "fairlock", clients: 3, register: true, carries: []string{"dsync:fairlock:{soak}"}, check: checkExclusive("fairlock", holdOpts{}),
 			run: func(c *soakEnv) error {
 				return c.exclusiveLoop(fairlock.New(c.b[0], "soak", fairlock.WithLease(c.lease), fairlock.WithLogger(nil)))
 			},
@@ -112,7 +122,7 @@ func soakGroups() []soakGroup {
 			check: checkRWGroup, run: soakRWLock,
 			free: exclusive(func(b []backend.Backend) soakLocker { return rwlock.New(b[0], "soak", rwlock.WithLogger(nil)) }),
 		},
-		{name: "watchdog", clients: 3, register: true, carries: []string{"dsync:mutex:{soak-watchdog}"}, check: checkExclusive("watchdog"),
+		{name: "watchdog", clients: 3, register: true, carries: []string{"dsync:mutex:{soak-watchdog}"}, check: checkExclusive("watchdog", holdOpts{watchdog: true}),
 			run: soakWatchdog, free: exclusive(mutexOf("soak-watchdog")),
 		},
 		{name: "semaphore", clients: 4, carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
@@ -120,7 +130,7 @@ func soakGroups() []soakGroup {
 		},
 		{name: "multilock", clients: 3, servers: 2, register: true,
 			carries: []string{"dsync:mutex:{soak-ml}", "dsync:fairlock:{soak-ml}", "dsync:rwlock:{soak-ml}"},
-			check:   checkExclusive("multilock"), run: soakMultilock,
+			check:   checkExclusive("multilock", holdOpts{partial: true}), run: soakMultilock,
 			free: exclusive(func(b []backend.Backend) soakLocker {
 				return soakAll(b, nil)
 			}),
@@ -133,7 +143,7 @@ func soakGroups() []soakGroup {
 			carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
 			run:     func(c *soakEnv) error { return soakSemaphore(c, true) },
 		},
-		{name: "mutex-nolock", clients: 3, register: true, broken: true, check: checkExclusive("mutex-nolock"),
+		{name: "mutex-nolock", clients: 3, register: true, broken: true, check: checkExclusive("mutex-nolock", holdOpts{}),
 			carries: []string{"dsync:mutex:{soak-nolock-*"},
 			run: func(c *soakEnv) error {
 				// Each client its own lock: nothing excludes the others.
@@ -173,10 +183,11 @@ func (g soakGroup) carried(key string) bool {
 	})
 }
 
-// checkExclusive is checkSoakGroup for the group called group.
-func checkExclusive(group string) func([]soakEvent, time.Duration, int64, int64) soakReport {
+// checkExclusive checks an exclusive lock's group, whose holds are as o
+// says (see checkSoakGroup).
+func checkExclusive(group string, o holdOpts) func([]soakEvent, time.Duration, int64, int64) soakReport {
 	return func(events []soakEvent, lease time.Duration, value, writes int64) soakReport {
-		return checkSoakGroup(group, events, lease, value, writes)
+		return checkExclusiveGroup(group, o, events, lease, value, writes)
 	}
 }
 
@@ -271,7 +282,7 @@ func (c *soakEnv) exclusiveLoop(l soakLocker) error {
 // re-entered (a second LockContext of the same owner) and left again
 // between the read and the write: the inner unlock must keep the hold, so
 // the write stays fenced and no one else acquires before the outer
-// unlock. With done (a watchdog lock's lost signal), the hold is kept for
+// unlock; unless l has a noReentry method. With done (a watchdog lock's lost signal), the hold is kept for
 // up to a lease first, renewed meanwhile; when done closes (a loss, or the
 // unlock) the client says so. It reads and writes all the same: a write
 // under a lost hold must be refused by its fence.
@@ -300,7 +311,7 @@ func (c *soakEnv) exclusiveOnce(l soakLocker, done func(context.Context) <-chan 
 	}
 
 	entered, inner := false, token
-	if c.rng.IntN(3) == 0 {
+	if _, no := l.(interface{ noReentry() }); c.rng.IntN(3) == 0 && !no {
 		ecall := c.now()
 		err := l.LockContext(ctx)
 		var etoken int64
@@ -344,15 +355,23 @@ func (c *soakEnv) exclusiveOnce(l soakLocker, done func(context.Context) <-chan 
 // before the pause.
 func soakWatchdog(c *soakEnv) error {
 	m := mutex.New(c.b[0], "soak-watchdog", mutex.WithWatchdog(c.lease), mutex.WithLogger(nil))
+	c.reportRenewals()
+	for c.now() < c.end {
+		c.exclusiveOnce(m, m.Done)
+	}
+	return nil
+}
+
+// reportRenewals has the client say when each successful renewal of its
+// first backend's leases was sent, from which its lease runs (the checker
+// bounds a paused client's renewed holds by the last one before the
+// pause).
+func (c *soakEnv) reportRenewals() {
 	observe.Set(c.b[0], &observe.Observer{Renewed: func(r observe.Renewal) {
 		if !r.Failed && r.Gone == 0 {
 			c.say(soakEvent{kind: "renewed", call: time.Now().Add(-r.Took).UnixNano()})
 		}
 	}})
-	for c.now() < c.end {
-		c.exclusiveOnce(m, m.Done)
-	}
-	return nil
 }
 
 // soakRWLock is a client of the rwlock group: a write hold one time in

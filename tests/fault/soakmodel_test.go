@@ -479,15 +479,21 @@ func (s *soakHolds) lockOps() []porcupine.Operation {
 	return ops
 }
 
-// checkSoakGroup checks the events of an exclusive lock's group (mutex,
-// fairlock, the watchdog mutex, multilock All), given its register's
-// final value and accepted writes: no two lease-valid holds of different
-// clients overlap; no fenced update is lost; the lock history is
-// linearizable for an owner-aware, reentrant, fenced mutex, and the
-// register history for a fenced register.
+// checkSoakGroup is checkExclusiveGroup for the soak's exclusive groups by
+// name: the watchdog group's holds are renewed, the multilock's partial.
 func checkSoakGroup(group string, events []soakEvent, lease time.Duration, value, writes int64) soakReport {
+	return checkExclusiveGroup(group, holdOpts{watchdog: group == "watchdog", partial: group == "multilock"}, events, lease, value, writes)
+}
+
+// checkExclusiveGroup checks the events of an exclusive lock's group
+// (mutex, fairlock, the watchdog mutex, multilock All), whose holds are as
+// o says, given its register's final value and accepted writes: no two
+// lease-valid holds of different clients overlap; no fenced update is
+// lost; the lock history is linearizable for an owner-aware, reentrant,
+// fenced mutex, and the register history for a fenced register.
+func checkExclusiveGroup(group string, o holdOpts, events []soakEvent, lease time.Duration, value, writes int64) soakReport {
 	var r soakReport
-	s := buildHolds(events, lease, holdOpts{watchdog: group == "watchdog", partial: group == "multilock"})
+	s := buildHolds(events, lease, o)
 	r.overlaps = s.exclusiveOverlaps(group, &r)
 	// No fenced update lost: each accepted write added one to the value.
 	if value != writes {
