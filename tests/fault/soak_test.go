@@ -73,7 +73,8 @@ var (
 // lock, every permit) within a lease and a waiter timeout of the end:
 // nothing is lost for good.
 //
-// -soak=10m runs it longer; -seed=N replays a schedule.
+// -soak=10m (with -timeout=30m) runs it longer; -seed=N replays a
+// schedule.
 func TestNemesisSoak(t *testing.T) {
 	var groups []soakGroup
 	for _, g := range soakGroups() {
@@ -341,14 +342,17 @@ func runSoak(t *testing.T, groups []soakGroup, d time.Duration, seed uint64, kee
 				t.Fatal(err)
 			}
 		}
+		checking := time.Now()
 		r := g.check(ge, soakLease, value, writes)
+		checked := time.Since(checking).Round(time.Millisecond)
 		if strings.HasPrefix(freed[g.name], "NOT") {
 			r.fail("%s: %s", g.name, freed[g.name])
 		}
 		n := soakOperations(ge)
 		ops += n
 		violations += len(r.problems)
-		t.Logf("%s\n\t%s: %d operations, %d faults on its clients, servers or keys, %d violations; %s", r, g.name, n, touched[g.name], len(r.problems), freed[g.name])
+		t.Logf("%s\n\t%s: %d operations, %d faults on its clients, servers or keys, %d violations (checked in %v); %s",
+			r, g.name, n, touched[g.name], len(r.problems), checked, freed[g.name])
 		if len(r.problems) > 0 && keep {
 			f, err := os.CreateTemp("", "dsync-soak-"+g.name+"-*.log")
 			if err == nil {
