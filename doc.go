@@ -94,8 +94,11 @@
 //     margin still releases the hold. A holder stalled longer than the
 //     margin can still act after its hold is gone: use fencing tokens.
 //
-// A 60s nemesis soak mixes these faults over client processes of every
-// primitive doing fenced read-modify-writes, and checks that no two
-// lease-valid holds overlap, that no fenced update is lost, and that the
-// histories are linearizable (porcupine).
+// A 60s nemesis soak mixes these faults, eviction included, over client
+// processes of every primitive side by side (exclusive holds doing fenced
+// read-modify-writes, read holds, permits, multi-locks over two servers),
+// and checks that no two lease-valid holds overlap (but read holds), that
+// no more permits than the capacity are held, that no fenced update is
+// lost, that each primitive's history is linearizable for its model
+// (porcupine), and that a fresh owner takes all of each at the end.
 package dsync

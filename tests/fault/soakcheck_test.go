@@ -1,15 +1,130 @@
 package fault
 
-// Cases of the soak's checker found by an adversarial review: histories a
-// correct lock can produce that the checker called violations, and
-// violations it let through. Each failed before its fix.
+// The soak's checkers: what each catches, and cases found by an
+// adversarial review: histories a correct lock can produce that the checker
+// called violations, and violations it let through (each failed before its
+// fix).
 
 import (
+	"flag"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
+
+// The soak's checker catches what it looks for: two clients holding at
+// once, an update lost, a token that goes back.
+func TestSoakCheckerCatches(t *testing.T) {
+	const lease = time.Second
+	ms := int64(time.Millisecond)
+	// Client 0 holds [0, 100ms], client 1 [200, 300ms]: fine.
+	good := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * ms},
+		{kind: "read", client: 0, token: 10, call: 2 * ms, ret: 3 * ms, ok: true, known: true, value: 0},
+		{kind: "write", client: 0, token: 10, call: 4 * ms, ret: 5 * ms, ok: true, known: true, value: 1},
+		{kind: "rel", client: 0, token: 10, call: 100 * ms, ret: 101 * ms, ok: true, known: true},
+		{kind: "acq", client: 1, token: 11, call: 50 * ms, ret: 200 * ms},
+		{kind: "read", client: 1, token: 11, call: 202 * ms, ret: 203 * ms, ok: true, known: true, value: 1},
+		{kind: "write", client: 1, token: 11, call: 204 * ms, ret: 205 * ms, ok: true, known: true, value: 2},
+		{kind: "rel", client: 1, token: 11, call: 300 * ms, ret: 301 * ms, ok: true, known: true},
+	}
+	if r := checkSoakGroup("good", good, lease, 2, 2); len(r.problems) > 0 {
+		t.Fatalf("a correct history: %v", r.problems)
+	}
+	overlap := slices.Clone(good)
+	overlap[4].ret = 90 * ms // client 1 acquired while client 0 held
+	if r := checkSoakGroup("overlap", overlap, lease, 2, 2); r.overlaps == 0 || len(r.problems) < 2 {
+		t.Errorf("two holders at once not caught: %v", r)
+	}
+	lostUpdate := slices.Clone(good)
+	lostUpdate[5].value, lostUpdate[6].value = 0, 1 // client 1 read a stale value
+	if r := checkSoakGroup("lost", lostUpdate, lease, 1, 2); len(r.problems) < 2 {
+		t.Errorf("a lost update not caught: %v", r)
+	}
+	backwards := slices.Clone(good)
+	backwards[4].token = 9
+	for i := 5; i < 8; i++ {
+		backwards[i].token = 9
+	}
+	if r := checkSoakGroup("backwards", backwards, lease, 2, 2); len(r.problems) == 0 {
+		t.Errorf("a token going back not caught: %v", r)
+	}
+
+	// A write under way when its client is killed (the parent notes the
+	// kill before the write's reply, which never comes) may have been
+	// applied: the next holder reading its value is no violation.
+	killedWriting := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * ms},
+		{kind: "read?", client: 0, token: 10, call: 2 * ms},
+		{kind: "read", client: 0, token: 10, call: 2 * ms, ret: 3 * ms, ok: true, known: true, value: 0},
+		{kind: "write?", client: 0, token: 10, call: 4 * ms, value: 1},
+		{kind: "killed", client: 0, call: 5 * ms},
+		{kind: "acq", client: 1, token: 11, call: 50 * ms, ret: 1200 * ms},
+		{kind: "read", client: 1, token: 11, call: 1202 * ms, ret: 1203 * ms, ok: true, known: true, value: 1},
+		{kind: "write", client: 1, token: 11, call: 1204 * ms, ret: 1205 * ms, ok: true, known: true, value: 2},
+		{kind: "rel", client: 1, token: 11, call: 1300 * ms, ret: 1301 * ms, ok: true, known: true},
+	}
+	if r := checkSoakGroup("killed-writing", killedWriting, lease, 2, 2); len(r.problems) > 0 {
+		t.Errorf("a write applied by a client killed before its reply: %v", r.problems)
+	}
+	paused := slices.Insert(slices.Clone(good), 2, soakEvent{kind: "paused", client: 0, call: 3 * ms})
+	paused = slices.Insert(paused, 2, soakEvent{kind: "read?", client: 0, token: 10, call: 2 * ms})
+	if r := checkSoakGroup("paused-reading", paused, lease, 2, 2); len(r.problems) > 0 {
+		t.Errorf("a read under way when its client was paused: %v", r.problems)
+	}
+
+	// Watchdog holds: valid until Done closes (lost), the client is
+	// killed, or a lease after it is paused. Client 0 holds from 1ms and
+	// never unlocks; client 1 acquires at 2s.
+	wd := func(extra ...soakEvent) []soakEvent {
+		es := append([]soakEvent{{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * ms}}, extra...)
+		return append(es, []soakEvent{
+			{kind: "acq", client: 1, token: 11, call: 1500 * ms, ret: 2000 * ms},
+			{kind: "rel?", client: 1, token: 11, call: 2100 * ms},
+			{kind: "rel", client: 1, token: 11, call: 2100 * ms, ret: 2101 * ms, ok: true, known: true},
+		}...)
+	}
+	if r := checkSoakGroup("watchdog", wd(), lease, 0, 0); r.overlaps == 0 {
+		t.Errorf("a renewed hold never lost, never released, overlapping another not caught: %v", r)
+	}
+	for _, stop := range []soakEvent{
+		{kind: "lost", client: 0, token: 10, call: 1900 * ms},
+		{kind: "killed", client: 0, call: 1000 * ms},
+		{kind: "paused", client: 0, call: 500 * ms},
+	} {
+		if r := checkSoakGroup("watchdog", wd(stop), lease, 0, 0); r.overlaps != 0 || slices.ContainsFunc(r.problems, func(p string) bool { return strings.Contains(p, "linearizable") }) {
+			t.Errorf("watchdog hold ended by %q: %v", stop.kind, r.problems)
+		}
+	}
+	renewedPaused := wd(soakEvent{kind: "renewed", client: 0, call: 1400 * ms}, soakEvent{kind: "paused", client: 0, call: 1500 * ms})
+	if r := checkSoakGroup("watchdog", renewedPaused, lease, 0, 0); r.overlaps == 0 {
+		t.Errorf("a client renewed at 1.4s and paused at 1.5s, another acquiring at 2s, not caught: %v", r)
+	}
+	notRenewed := wd(soakEvent{kind: "renewed", client: 0, call: 900 * ms}, soakEvent{kind: "paused", client: 0, call: 1500 * ms})
+	if r := checkSoakGroup("watchdog", notRenewed, lease, 0, 0); r.overlaps != 0 {
+		t.Errorf("a client last renewed at 0.9s, paused at 1.5s, another acquiring at 2s: %v", r.problems)
+	}
+
+	// Semaphore of capacity 2: three clients holding at once is caught,
+	// two is not, nor a release and an acquisition at the same instant.
+	sem := func(holds ...[2]int64) []soakEvent {
+		var es []soakEvent
+		for c, h := range holds {
+			es = append(es, soakEvent{kind: "acq", client: c, call: h[0], ret: h[0], value: 1},
+				soakEvent{kind: "rel?", client: c, call: h[1], value: 1},
+				soakEvent{kind: "rel", client: c, call: h[1], ret: h[1] + 1, ok: true, known: true, value: 1})
+		}
+		return es
+	}
+	if r := checkSemaphoreGroup(sem([2]int64{0, 100 * ms}, [2]int64{10 * ms, 50 * ms}, [2]int64{50 * ms, 90 * ms}), lease, 2); r.overlaps != 0 {
+		t.Errorf("two permits at once reported over capacity: %v", r)
+	}
+	if r := checkSemaphoreGroup(sem([2]int64{0, 100 * ms}, [2]int64{10 * ms, 50 * ms}, [2]int64{40 * ms, 90 * ms}), lease, 2); r.overlaps == 0 {
+		t.Errorf("three permits at once not caught: %v", r)
+	}
+}
 
 const msec = int64(time.Millisecond)
 
@@ -102,16 +217,16 @@ func TestSoakCheckerLostSeenLate(t *testing.T) {
 // holder.
 func TestSoakCheckerSemaphoreSlowAcquisition(t *testing.T) {
 	es := []soakEvent{
-		{kind: "acq", client: 3, call: 0, ret: 2000 * msec},
+		{kind: "acq", client: 3, call: 0, ret: 2000 * msec, value: 1},
 	}
 	for c := range 3 {
 		es = append(es,
-			soakEvent{kind: "acq", client: c, call: 1000 * msec, ret: 1000 * msec},
-			soakEvent{kind: "rel?", client: c, call: 1200 * msec},
-			soakEvent{kind: "rel", client: c, call: 1200 * msec, ret: 1201 * msec, ok: true, known: true})
+			soakEvent{kind: "acq", client: c, call: 1000 * msec, ret: 1000 * msec, value: 1},
+			soakEvent{kind: "rel?", client: c, call: 1200 * msec, value: 1},
+			soakEvent{kind: "rel", client: c, call: 1200 * msec, ret: 1201 * msec, ok: true, known: true, value: 1})
 	}
-	es = append(es, soakEvent{kind: "rel?", client: 3, call: 2001 * msec},
-		soakEvent{kind: "rel", client: 3, call: 2001 * msec, ret: 2002 * msec, ok: true, known: true})
+	es = append(es, soakEvent{kind: "rel?", client: 3, call: 2001 * msec, value: 1},
+		soakEvent{kind: "rel", client: 3, call: 2001 * msec, ret: 2002 * msec, ok: true, known: true, value: 1})
 	if r := checkSemaphoreGroup(es, time.Second, 2); r.overlaps == 0 {
 		t.Errorf("three permits at once not caught: %v", r)
 	}
@@ -207,5 +322,46 @@ func TestSoakCheckerReentry(t *testing.T) {
 	back[1].token, back[2].token = 9, 9 // a "new" hold whose token went back
 	if r := checkSoakGroup("mutex", back, time.Second, 0, 0); !notLinearizable(r) {
 		t.Errorf("a re-entry with a lower token not caught: %v", r)
+	}
+}
+
+var soakLog = flag.String("soaklog", "", "TestSoakReplay: a history the soak wrote (dsync-soak-GROUP-*.log)")
+
+// TestSoakReplay runs a group's checker again on a history the soak wrote
+// when it found a violation (-soaklog=FILE), to study it. The register's
+// totals are not in the history: its accepted writes stand for both.
+func TestSoakReplay(t *testing.T) {
+	if *soakLog == "" {
+		t.Skip("no -soaklog")
+	}
+	b, err := os.ReadFile(*soakLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []soakEvent
+	var writes int64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		_, rest, _ := strings.Cut(line, " ") // the time, for people
+		e, err := parseSoakEvent(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.kind == "write" && e.ok && e.known {
+			writes++
+		}
+		events = append(events, e)
+	}
+	if len(events) == 0 {
+		t.Fatal("an empty history")
+	}
+	g, ok := soakGroupNamed(events[0].group)
+	if !ok {
+		t.Fatalf("unknown group %q", events[0].group)
+	}
+	start := time.Now()
+	r := g.check(events, soakLease, writes, writes)
+	t.Logf("%s (checked in %v)", r, time.Since(start).Round(time.Millisecond))
+	for _, p := range r.problems {
+		t.Error(p)
 	}
 }
