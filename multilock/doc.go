@@ -74,6 +74,10 @@
 // lost: when a member it holds is lost (All), or when so many are lost that
 // no majority is left (RedLock); and when the group is unlocked. Members
 // that do not report their losses (no Done method) are taken as never lost.
+// A lost group is not re-entered whole: a re-entry takes the lost member
+// afresh, at a count of one while the others' counts grow, so the inner
+// unlock frees that member early and the outer unlock returns ErrNotHeld
+// for it. Once Done is closed, unlock the group rather than re-enter it.
 //
 // # RedLock
 //
