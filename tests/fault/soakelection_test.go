@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -183,4 +185,40 @@ func tokenOrder(group string, holds []*soakHold, r *soakReport) int {
 		r.fail("%s: tokens out of order %d more times", group, n-10)
 	}
 	return n
+}
+
+// The election's checker: terms that follow each other, one on a fixed
+// lease left to run out, pass; a term won while another was valid, and a
+// token below an earlier term's, are caught.
+func TestSoakCheckerElection(t *testing.T) {
+	terms := func(third, token int64) []soakEvent {
+		return []soakEvent{
+			{kind: "acq", client: 0, token: 10, call: 0, ret: 1 * msec},
+			{kind: "read?", client: 0, token: 10, call: 2 * msec},
+			{kind: "read", client: 0, token: 10, call: 2 * msec, ret: 3 * msec, ok: true, known: true, value: 0},
+			{kind: "write?", client: 0, token: 10, call: 4 * msec, value: 1},
+			{kind: "write", client: 0, token: 10, call: 4 * msec, ret: 5 * msec, ok: true, known: true, value: 1},
+			{kind: "rel?", client: 0, token: 10, call: 6 * msec},
+			{kind: "lost", client: 0, token: 10, call: 6 * msec}, // Done closes as Resign begins
+			{kind: "acq", client: 1, token: 11, call: 3 * msec, ret: 7 * msec},
+			{kind: "rel", client: 0, token: 10, call: 6 * msec, ret: 8 * msec, ok: true, known: true},
+			// Client 1's term is on a fixed lease, left to run out: Done
+			// closes a margin (12ms) before the lease ends, at 988ms.
+			{kind: "lost", client: 1, token: 11, call: 988 * msec},
+			{kind: "acq", client: 2, token: token, call: 10 * msec, ret: third},
+			{kind: "rel?", client: 2, token: token, call: third + 5*msec},
+			{kind: "rel", client: 2, token: token, call: third + 5*msec, ret: third + 6*msec, ok: true, known: true},
+		}
+	}
+	check := checkElection("election")
+	if r := check(terms(1001*msec, 12), time.Second, 1, 1); len(r.problems) > 0 {
+		t.Fatalf("terms one after another: %v", r.problems)
+	}
+	if r := check(terms(900*msec, 12), time.Second, 1, 1); r.overlaps == 0 || !notLinearizable(r) {
+		t.Errorf("a term won while a fixed-lease term was valid, not caught: %v", r)
+	}
+	r := check(terms(1001*msec, 9), time.Second, 1, 1)
+	if !notLinearizable(r) || !slices.ContainsFunc(r.problems, func(p string) bool { return strings.Contains(p, "not above") }) {
+		t.Errorf("a token below an earlier term's, not caught: %v", r.problems)
+	}
 }
