@@ -139,6 +139,15 @@ func soakGroups() []soakGroup {
 			},
 			free: exclusive(mutexOf("soak-nolock")),
 		},
+		{name: "election-split", clients: 3, register: true, broken: true, check: checkElection("election-split"),
+			carries: []string{"dsync:election:{soak-split-*"},
+			run: func(c *soakEnv) error {
+				// Each client campaigns in an election of its own: every
+				// one leads at once.
+				return soakElection(c, "soak-split-"+strconv.Itoa(c.id))
+			},
+			free: freeElection("soak-split"),
+		},
 		{name: "rwlock-readers-elsewhere", clients: 4, register: true, broken: true, check: checkRWGroup,
 			carries: []string{"dsync:rwlock:{soak-w}", "dsync:rwlock:{soak-r}:readers", "dsync:rwlock:{soak-r}:rexpiry"},
 			run: func(c *soakEnv) error {
