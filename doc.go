@@ -96,9 +96,10 @@
 //
 // A 60s nemesis soak mixes these faults, eviction included, over client
 // processes of every primitive side by side (exclusive holds doing fenced
-// read-modify-writes, read holds, permits, multi-locks over two servers),
-// and checks that no two lease-valid holds overlap (but read holds), that
-// no more permits than the capacity are held, that no fenced update is
-// lost, that each primitive's history is linearizable for its model
-// (porcupine), and that a fresh owner takes all of each at the end.
+// read-modify-writes, read holds, permits, multi-locks over two servers,
+// an election's terms), and checks that no two lease-valid holds overlap
+// (but read holds), that no more permits than the capacity are held, that
+// no fenced update is lost, that tokens increase, that each primitive's
+// history is linearizable for its model (porcupine), and that a fresh
+// owner takes all of each at the end.
 package dsync

@@ -48,7 +48,13 @@ var (
 //     loss: the register's fence must refuse them;
 //   - semaphore: capacity 3; n permits (1 to 3) for a fresh owner, and one
 //     time in three m more for the same owner (TryAcquire), given back m
-//     then n.
+//     then n;
+//   - election: campaign (with a ctx of 3s), lead a few milliseconds for
+//     the fenced read-modify-write under the term's token, and resign. One
+//     term in sixteen is renewed across a lease or more first, as the
+//     watchdog group's holds are (terms are renewed, and checked as they
+//     are); one in sixteen is on a fixed lease, left to run out (its Done
+//     closes), and resigned after that one time in two.
 //
 // Each client reaches each lock server through a proxy of its own.
 // Meanwhile a nemesis, driven by a seeded random schedule, partitions,
@@ -56,10 +62,10 @@ var (
 // lock server (kill -9, with appendfsync always), kills its pub/sub
 // connections, makes it evict keys (a burst of filler values under a small
 // maxmemory, allkeys-lru), and pauses and kills clients (a killed client is
-// replaced). Holds have a fixed lease (but the watchdog group's), so that
-// each hold's validity is known from its acquisition: from its reply until
-// its unlock was sent, or its lease less the margin ran out, or an
-// eviction of a key that carries it began.
+// replaced). Holds have a fixed lease (but the watchdog group's and the
+// election's renewed terms), so that each hold's validity is known from
+// its acquisition: from its reply until its unlock was sent, or its lease
+// less the margin ran out, or an eviction of a key that carries it began.
 //
 // Checked at the end, per group: no two lease-valid holds of different
 // clients overlap (read holds may overlap each other, never a write hold),
@@ -69,9 +75,10 @@ var (
 // group's model (porcupine): an owner-aware, reentrant mutex whose tokens
 // increase (and stay the same on re-entry), a read-write lock, a semaphore
 // of acquired permits; and the history of register operations for a
-// fenced register. And a fresh owner takes all of each primitive (the
-// lock, every permit) within a lease and a waiter timeout of the end:
-// nothing is lost for good.
+// fenced register; and a term's fencing token is above those of the terms
+// won before its campaign began. And a fresh owner takes all of each
+// primitive (the lock, every permit, the election) within a lease and a
+// waiter timeout of the end: nothing is lost for good.
 //
 // -soak=10m (with -timeout=30m) runs it longer; -seed=N replays a
 // schedule.

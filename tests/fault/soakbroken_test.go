@@ -15,7 +15,9 @@ import (
 //   - mutex-nolock: a mutex that excludes nobody (each client locks a name
 //     of its own);
 //   - rwlock-readers-elsewhere: read holds that do not keep writers out
-//     (readers lock another name than writers).
+//     (readers lock another name than writers);
+//   - election-split: an election that lets several lead at once (each
+//     client campaigns in an election of its own).
 //
 // Each must be caught twice: by the overlaps of lease-valid holds (or
 // permits above the capacity), and by porcupine. The evidence is in the

@@ -32,32 +32,17 @@ import (
 // to soakLocker and the exclusive loop, or a loop of their own that says
 // events of the kinds buildHolds reads), a check function (checkExclusive
 // for anything exclusive with fencing tokens), and an entry in soakGroups.
-// The election, for one, once package election lands: a campaign is an
-// exclusive hold whose token is the term's, renewed while it leads, so it
-// is checked as the watchdog group is (a term is valid until its Done
-// closes, it is resigned, or its client is killed or paused past its
-// lease):
+// The election's, for one (soakelection_test.go): a term is an exclusive
+// hold whose token is the term's, renewed while it leads, so it is
+// checked as the watchdog group is (a term is valid until its Done closes,
+// it is resigned, or its client is killed or paused past its lease), and
+// its tokens must increase across terms:
 //
-//	// soakCampaign is a candidate as a soakLocker: LockContext
-//	// campaigns, UnlockContext resigns, Token and Done are the term's;
-//	// it has no re-entry (noReentry).
-//	type soakCampaign struct {
-//		e    *election.Election
-//		term *election.Term
-//	}
-//	...
 //	{name: "election", clients: 3, register: true,
-//		carries: []string{"dsync:election:{soak}"}, // the keys that carry a term
-//		check:   checkExclusive("election", holdOpts{watchdog: true}),
-//		run: func(c *soakEnv) error {
-//			l := &soakCampaign{e: election.New(c.b[0], "soak", election.WithLease(c.lease), ...)}
-//			c.reportRenewals()
-//			for c.now() < c.end {
-//				c.exclusiveOnce(l, l.Done)
-//			}
-//			return nil
-//		},
-//		free: ..., // campaign for a fresh owner, and resign
+//		carries: []string{"dsync:election:{soak}"}, // the key that carries a term
+//		check:   checkElection("election"),
+//		run:     func(c *soakEnv) error { return soakElection(c, "soak") },
+//		free:    freeElection("soak"), // a fresh candidate wins, and resigns
 //	},
 //
 // The harness does the rest: it starts the clients behind proxies of their
@@ -128,6 +113,9 @@ func soakGroups() []soakGroup {
 		{name: "semaphore", clients: 4, carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
 			check: checkSemaphore, run: func(c *soakEnv) error { return soakSemaphore(c, false) }, free: freeSemaphore,
 		},
+		{name: "election", clients: 3, register: true, carries: []string{"dsync:election:{soak}"}, check: checkElection("election"),
+			run: func(c *soakEnv) error { return soakElection(c, "soak") }, free: freeElection("soak"),
+		},
 		{name: "multilock", clients: 3, servers: 2, register: true,
 			carries: []string{"dsync:mutex:{soak-ml}", "dsync:fairlock:{soak-ml}", "dsync:rwlock:{soak-ml}"},
 			check:   checkExclusive("multilock", holdOpts{partial: true}), run: soakMultilock,
@@ -150,6 +138,15 @@ func soakGroups() []soakGroup {
 				return c.exclusiveLoop(mutex.New(c.b[0], "soak-nolock-"+strconv.Itoa(c.id), mutex.WithLease(c.lease), mutex.WithLogger(nil)))
 			},
 			free: exclusive(mutexOf("soak-nolock")),
+		},
+		{name: "election-split", clients: 3, register: true, broken: true, check: checkElection("election-split"),
+			carries: []string{"dsync:election:{soak-split-*"},
+			run: func(c *soakEnv) error {
+				// Each client campaigns in an election of its own: every
+				// one leads at once.
+				return soakElection(c, "soak-split-"+strconv.Itoa(c.id))
+			},
+			free: freeElection("soak-split"),
 		},
 		{name: "rwlock-readers-elsewhere", clients: 4, register: true, broken: true, check: checkRWGroup,
 			carries: []string{"dsync:rwlock:{soak-w}", "dsync:rwlock:{soak-r}:readers", "dsync:rwlock:{soak-r}:rexpiry"},
