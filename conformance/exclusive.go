@@ -83,7 +83,9 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 
 // assertNoKeys fails t if keys under p remain, other than the two that
 // keep the last fencing token of a free lock ("<token> free" at the lock
-// key, "<token>" at the fence key), with a TTL no longer than limit. The
+// key, "<token>" at the fence key) or a free semaphore's grant counter
+// ("<grant> free", or "<grant> free o" with a capacity set at runtime),
+// with a TTL no longer than limit. The
 // listing runs where key lives: on a cluster, the node that holds every
 // key of key's lock.
 func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p, key string, limit time.Duration) {
@@ -96,7 +98,7 @@ func assertNoKeys(t *testing.T, ctx context.Context, b backend.Backend, p, key s
 		k, _ := a[i].(string)
 		ttl, _ := backend.Int(a[i+1])
 		v, _ := a[i+2].(string)
-		if token, err := strconv.ParseInt(strings.TrimSuffix(v, " free"), 10, 64); err == nil && token > 0 && ttl > 0 && ttl <= limit.Milliseconds() {
+		if token, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSuffix(v, " o"), " free"), 10, 64); err == nil && token > 0 && ttl > 0 && ttl <= limit.Milliseconds() {
 			continue
 		}
 		t.Errorf("key %s = %q left behind (pttl %dms)", k, v, ttl)

@@ -11,6 +11,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/internal/options"
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
@@ -32,6 +33,10 @@ func (s *suite) semaphoreTests(t *testing.T) {
 	s.test(t, "CapacityMismatch", false, s.testSemMismatch)
 	s.test(t, "BadInput", false, s.testSemBadInput)
 }
+
+// semFreeTTL bounds how long a free semaphore keeps its grant counter:
+// the rest of its last holder's lease, at most the default watchdog's.
+const semFreeTTL = options.DefaultWatchdogLease
 
 func semOpen(b backend.Backend, p string, capacity int64, opts ...semaphore.Option) *semaphore.Semaphore {
 	return semaphore.New(b, "sem", capacity, append([]semaphore.Option{semaphore.WithPrefix(p)}, opts...)...)
@@ -102,7 +107,7 @@ func (s *suite) testSemCapacity(t *testing.T, ctx context.Context) {
 	if peak.Load() != 3 {
 		t.Errorf("peak %d permits held, want 3", peak.Load())
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // An Acquire(3) behind a stream of Acquire(1)/Release(1) from 6
@@ -203,7 +208,7 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 	}
 	must(t, sems[2].Release(ctx, 3), "release 2")
 	must(t, sems[3].Release(ctx, 1), "release 3")
-	assertNoKeys(t, ctx, probe, p, semKey(p), 0)
+	assertNoKeys(t, ctx, probe, p, semKey(p), semFreeTTL)
 }
 
 // A holder that crashes (its backend closed, no release) on a fixed lease
@@ -228,7 +233,7 @@ func (s *suite) testSemCrashedHolder(t *testing.T, ctx context.Context) {
 	}
 	within(t, time.Second, done, "crashed holder's Done")
 	must(t, w.Release(ctx, 3), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A live holder on a 1s watchdog lease keeps its permits for 4s.
@@ -275,7 +280,7 @@ func (s *suite) testSemLostSignal(t *testing.T, ctx context.Context) {
 	if err := sem.Release(ctx, 1); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Release of lost permits = %v, want ErrNotHeld", err)
 	}
-	assertNoKeys(t, ctx, b, p, semKey(p), 0)
+	assertNoKeys(t, ctx, b, p, semKey(p), semFreeTTL)
 }
 
 // Releasing more than the owner holds, or without holding, is ErrNotHeld
@@ -305,7 +310,7 @@ func (s *suite) testSemReleaseMisuse(t *testing.T, ctx context.Context) {
 	if err := sem.Release(o, 1); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("a third Release(1) of 2 = %v, want ErrNotHeld", err)
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A release whose reply is lost is retried with the same operation id and
@@ -326,7 +331,7 @@ func (s *suite) testSemAmbiguousRelease(t *testing.T, ctx context.Context) {
 	sp.loseReplies(1)
 	must(t, sem.Release(o, 2), "final release with its reply lost")
 	within(t, time.Second, sem.Done(o), "Done after the final release")
-	assertNoKeys(t, ctx, sp, p, semKey(p), 0)
+	assertNoKeys(t, ctx, sp, p, semKey(p), semFreeTTL)
 }
 
 // Ownerless permits are given back through the handle from any goroutine,
@@ -354,7 +359,7 @@ func (s *suite) testSemOwnerless(t *testing.T, ctx context.Context) {
 		t.Errorf("ownerless Release through another handle = %v, want ErrNotHeld", err)
 	}
 	must(t, sem.Release(ctx, 1), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A waiter whose ctx ends leaves the queue at once, and a request behind
@@ -386,7 +391,7 @@ func (s *suite) testSemAbandonedWait(t *testing.T, ctx context.Context) {
 	} else {
 		must(t, big.Release(ctx, 3), "release")
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A lowered capacity revokes nothing and admits nobody until the permits
@@ -441,7 +446,7 @@ func (s *suite) testSemSetCapacity(t *testing.T, ctx context.Context) {
 	must(t, holder.Release(o, 1), "release holder")
 	must(t, w1.Release(ctx, 1), "release w1")
 	must(t, w2.Release(ctx, 2), "release w2")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // Two handles disagreeing on the capacity: the second one's acquisitions
@@ -467,7 +472,7 @@ func (s *suite) testSemMismatch(t *testing.T, ctx context.Context) {
 	must(t, five.SetCapacity(ctx, 0), "clear")
 	must(t, three.Release(ctx, 2), "release")
 	must(t, five.Release(ctx, 2), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // Bad input is reported before I/O; a request above the capacity in force
@@ -495,7 +500,7 @@ func (s *suite) testSemBadInput(t *testing.T, ctx context.Context) {
 		t.Errorf("Acquire(3) with capacity 2 set = %v, want ErrInvalidPermits", err)
 	}
 	must(t, sem.SetCapacity(ctx, 0), "clear")
-	assertNoKeys(t, ctx, sp, p, semKey(p), 0)
+	assertNoKeys(t, ctx, sp, p, semKey(p), semFreeTTL)
 }
 
 // semKey returns the main key of the semaphore the cases use under p.
