@@ -86,7 +86,6 @@ var (
 	rwlockWriteKind = lockKind{
 		kind:    "rwlock",
 		waiters: "wqueue",
-		fence:   true,
 		new: func(b backend.Backend, name string, c lockConfig) exclusiveLock {
 			return writeSide{newRWLock(b, name, c)}
 		},
