@@ -20,16 +20,23 @@ local k = sem_keys()
 local owner, op, n, id = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[7]
 -- The common case, a lone holder giving back all it took with one
 -- acquisition: one write, which reads the state it replaces. Anything
--- else is put back as it was, expiry included, and handled below.
-local freed = ARGV[8] .. ' free'
-local v = redis.pcall('SET', k.hash, freed, 'KEEPTTL', 'GET')
+-- else is put back as it was, expiry included, and handled below. A write
+-- the server refused (the hash of the shared form, or out of memory)
+-- changed nothing: the state is read again, and the release writes only
+-- what it must, which fails then if it still cannot.
+local now_at = ARGV[8] .. ' free' -- what the key holds now
+local v = redis.pcall('SET', k.hash, now_at, 'KEEPTTL', 'GET')
 if v == ARGV[8] .. ' ' .. ARGV[9] .. ' ' .. ARGV[3] .. ' ' .. owner .. ' ' .. id .. ' ' .. id then
   return 0
+end
+if type(v) == 'table' then
+  v = redis.pcall('GET', k.hash)
+  now_at = v
 end
 if type(v) == 'string' then
   local s = sem_single(v)
   local function put(value)
-    if value ~= freed then
+    if value ~= now_at then
       redis.call('SET', k.hash, value, 'KEEPTTL')
     end
   end
@@ -60,7 +67,7 @@ if type(v) == 'string' then
   end
   return {s.permits, s.id}
 end
-if not v then
+if not v and now_at then
   redis.call('DEL', k.hash) -- the SET above made it
 end
 -- The shared form, or no state.
