@@ -30,7 +30,7 @@ var (
 )
 
 // newScript builds a fair lock script on the library parts every one may
-// use: an exclusive hold's state and fencing, and a FIFO queue.
+// use: an exclusive hold's state and its tokens, and a FIFO queue.
 func newScript(body string) *backend.Script {
 	return script.New(script.Fence, script.Queue, script.Exclusive, body)
 }

@@ -37,7 +37,11 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 }
 
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-	args := []any{owner, dsync.NewID(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID()}
+	restoredArg := m.leaseArg
+	if restored := core.RestoredLease(l); restored != core.Ms(m.h.Cfg.Lease) {
+		restoredArg = restored
+	}
+	args := []any{owner, dsync.NewID(), restoredArg, m.channelArg, m.h.HubID(), l.ID(), l.Token()}
 	return m.h.Release(ctx, l, 1, func(ctx context.Context, _ bool) (wait.Reply, error) {
 		return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
 	})
