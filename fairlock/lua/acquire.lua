@@ -30,6 +30,7 @@ if type(v) == 'string' and not registered then
     return token
   end
 end
+-- (library parts: see newScript)
 local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)

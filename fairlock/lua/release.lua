@@ -26,6 +26,7 @@ local v = redis.pcall('SET', lock, ARGV[7] .. ' free', 'KEEPTTL', 'GET')
 if v == ARGV[7] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
   return 0
 end
+-- (library parts: see newScript)
 if type(v) == 'table' then
   v = redis.pcall('GET', lock)
 elseif type(v) == 'string' then

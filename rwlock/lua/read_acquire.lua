@@ -15,16 +15,17 @@
 -- the write lock (a downgrade), else only while no write hold is held
 -- and, unless readers are preferred, no live writer waits.
 local owner, op, lease, entry, registered = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[6] == '1'
-local v = redis.pcall('GET', W)
+local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'string' and not registered then
   -- The common case, a lock freed by a lone holder: one read, one write.
   -- A read hold taken directly starts with the last token.
   local last = string.match(v, '^(%d+) free$')
   if last then
-    redis.call('SET', W, last .. ' r 1 ' .. owner .. ' ' .. op .. ' ' .. op, 'PX', ARGV[3])
+    redis.call('SET', KEYS[1], last .. ' r 1 ' .. owner .. ' ' .. op .. ' ' .. op, 'PX', ARGV[3])
     return tonumber(last)
   end
 end
+-- (library parts: see newScript)
 local s = rw_decode(v)
 if s.foreign then
   return unexpected(W, s.foreign)

@@ -17,10 +17,11 @@ local owner, op, id = ARGV[1], ARGV[2], ARGV[6]
 -- included, and handled below. A write the server refused (W of another
 -- type, or out of memory) changed nothing: W is read again, and the
 -- release writes only what it must, which fails then if it still cannot.
-local v = redis.pcall('SET', W, ARGV[8] .. ' free', 'KEEPTTL', 'GET')
+local v = redis.pcall('SET', KEYS[1], ARGV[8] .. ' free', 'KEEPTTL', 'GET')
 if v == ARGV[8] .. ' r 1 ' .. owner .. ' ' .. id .. ' ' .. id then
   return 0
 end
+-- (library parts: see newScript)
 if type(v) == 'table' then
   v = redis.pcall('GET', W)
 elseif type(v) == 'string' then

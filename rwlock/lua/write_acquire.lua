@@ -15,16 +15,17 @@
 -- write nor a read hold is held, by the head of the writers' queue, or by
 -- anyone if no live writer is queued.
 local owner, op, lease, entry, registered = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6] == '1'
-local v = redis.pcall('GET', W)
+local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'string' and not registered then
   -- The common case, a lock freed by a lone holder: one read, one write.
   local last = string.match(v, '^(%d+) free$')
   if last then
     local token = tonumber(last) + 1
-    redis.call('SET', W, string.format('%d 1 0 %s %s %s', token, owner, op, op), 'PX', lease)
+    redis.call('SET', KEYS[1], string.format('%d 1 0 %s %s %s', token, owner, op, op), 'PX', lease)
     return token
   end
 end
+-- (library parts: see newScript)
 local s = rw_decode(v)
 if s.foreign then
   return unexpected(W, s.foreign)

@@ -17,10 +17,11 @@ local owner, op, id = ARGV[1], ARGV[2], ARGV[6]
 -- included, and handled below. A write the server refused (W of another
 -- type, or out of memory) changed nothing: W is read again, and the
 -- release writes only what it must, which fails then if it still cannot.
-local v = redis.pcall('SET', W, ARGV[8] .. ' free', 'KEEPTTL', 'GET')
+local v = redis.pcall('SET', KEYS[1], ARGV[8] .. ' free', 'KEEPTTL', 'GET')
 if v == ARGV[8] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
   return 0
 end
+-- (library parts: see newScript)
 local wrote = type(v) ~= 'table'
 if not wrote then
   v = redis.pcall('GET', W)

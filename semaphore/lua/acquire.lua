@@ -20,20 +20,21 @@
 -- Waiters that fit are served from the head first, by this script too
 -- (their permits freed by an expired lease, say): the request is granted
 -- only when no live waiter is queued before it.
-local k = sem_keys()
 local owner, op, n, lease, entry = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local registered, hcap = ARGV[7] == '1', tonumber(ARGV[8])
-local v = redis.pcall('GET', k.hash)
+local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'string' and not registered then
   -- The common case, a semaphore left free by a lone holder: one read,
   -- one write (see state.lua).
   local last = string.match(v, '^(%d+) free$')
   if last then
     local grant = tonumber(last) + 1
-    redis.call('SET', k.hash, string.format('%d %s %s %s %s %s', grant, ARGV[8], ARGV[3], owner, op, op), 'PX', lease)
+    redis.call('SET', KEYS[1], string.format('%d %s %s %s %s %s', grant, ARGV[8], ARGV[3], owner, op, op), 'PX', lease)
     return grant
   end
 end
+-- (library parts: see newScript)
+local k = sem_keys()
 local s = type(v) == 'string' and sem_single(v)
 local override = sem_override(k)
 local now_ms, now_us = now()

@@ -16,7 +16,6 @@
 -- '!' if the owner holds fewer than n permits and nothing was released},
 -- followed by the address, grant and owner id of every waiter handed
 -- permits.
-local k = sem_keys()
 local owner, op, n, id = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[7]
 -- The common case, a lone holder giving back all it took with one
 -- acquisition: one write, which reads the state it replaces. Anything
@@ -25,10 +24,12 @@ local owner, op, n, id = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[7]
 -- changed nothing: the state is read again, and the release writes only
 -- what it must, which fails then if it still cannot.
 local now_at = ARGV[8] .. ' free' -- what the key holds now
-local v = redis.pcall('SET', k.hash, now_at, 'KEEPTTL', 'GET')
+local v = redis.pcall('SET', KEYS[1], now_at, 'KEEPTTL', 'GET')
 if v == ARGV[8] .. ' ' .. ARGV[9] .. ' ' .. ARGV[3] .. ' ' .. owner .. ' ' .. id .. ' ' .. id then
   return 0
 end
+-- (library parts: see newScript)
+local k = sem_keys()
 if type(v) == 'table' then
   v = redis.pcall('GET', k.hash)
   now_at = v
