@@ -28,7 +28,9 @@ if v == ARGV[7] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
 end
 -- (library parts: see newScript)
 if type(v) == 'table' then
-  v = redis.pcall('GET', lock)
+  if refused(v) then
+    v = redis.pcall('GET', lock)
+  end
 elseif type(v) == 'string' then
   redis.call('SET', lock, v, 'KEEPTTL')
 else

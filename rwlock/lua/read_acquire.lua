@@ -69,7 +69,7 @@ if r then
     redis.call('ZREM', RW, entry)
   end
   if s.kind ~= 'write' then
-    rw_settle(s.token, now_ms, now_us)
+    rw_keep(s, exp - now_ms, now_ms, now_us)
   end
   return {1, r.count, r.token, r.id, exp - now_ms}
 end
@@ -98,7 +98,9 @@ if blocked then
       s.waiting = true
       store(W, s)
     end
-  else
+  elseif entry ~= '' then
+    token = rw_keep(s, ARGV[5], now_ms, now_us)
+  elseif s.kind == 'missing' then
     token = rw_settle(s.token, now_ms, now_us)
   end
   return {0, retry, token or '0'}
@@ -117,6 +119,7 @@ if s.kind == 'write' then
     store(W, s)
   end
 else
-  rw_settle(r.token, now_ms, now_us)
+  s.token = r.token
+  rw_keep(s, lease, now_ms, now_us)
 end
 return tonumber(r.token)

@@ -23,7 +23,9 @@ if v == ARGV[8] .. ' r 1 ' .. owner .. ' ' .. id .. ' ' .. id then
 end
 -- (library parts: see newScript)
 if type(v) == 'table' then
-  v = redis.pcall('GET', W)
+  if refused(v) then
+    v = redis.pcall('GET', W)
+  end
 elseif type(v) == 'string' then
   redis.call('SET', W, v, 'KEEPTTL')
 else

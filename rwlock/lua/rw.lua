@@ -168,6 +168,18 @@ local function rw_settle(token, now_ms, now_us)
   return token or '0'
 end
 
+-- rw_keep makes W, whose state s has no write hold, outlive a read hold
+-- or waiter's entry just written to expire ttl ms from now: W in the
+-- shared form lives at least that long, and a missing one is written back
+-- (see rw_settle). It returns the last token, '0' if none.
+local function rw_keep(s, ttl, now_ms, now_us)
+  if s.kind == 'shared' then
+    expire_at_least(W, ttl)
+    return s.token
+  end
+  return rw_settle(s.token, now_ms, now_us)
+end
+
 -- parse_entry splits a waiter's entry "<hubid>/<op>|<ttl ms>|<owner>".
 local function parse_entry(w)
   return string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')

@@ -88,10 +88,13 @@ if not readers then
     return tonumber(token)
   end
 end
+local token = s.token or '0'
 if entry ~= '' then
   enqueue(WQ, WX, entry, now_ms, ARGV[5])
+  token = rw_keep(s, ARGV[5], now_ms, now_us)
+elseif s.kind == 'missing' then
+  token = rw_settle(s.token, now_ms, now_us)
 end
-local token = rw_settle(s.token, now_ms, now_us)
 if readers then
   return {0, first_read_expiry(now_ms), token}
 end

@@ -23,7 +23,7 @@ if v == ARGV[8] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
 end
 -- (library parts: see newScript)
 local wrote = type(v) ~= 'table'
-if not wrote then
+if refused(v) then
   v = redis.pcall('GET', W)
 end
 local s = rw_decode(v)

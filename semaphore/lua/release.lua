@@ -31,8 +31,13 @@ end
 -- (library parts: see newScript)
 local k = sem_keys()
 if type(v) == 'table' then
-  v = redis.pcall('GET', k.hash)
-  now_at = v
+  -- Nothing was written: the hash of the shared form, or a refusal for
+  -- another reason, after which the key is read again.
+  now_at = nil
+  if refused(v) then
+    v = redis.pcall('GET', k.hash)
+    now_at = v
+  end
 end
 if type(v) == 'string' then
   local s = sem_single(v)
