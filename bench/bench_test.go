@@ -77,6 +77,23 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
+// BenchmarkRWLockUncontended is the uncontended cycle of each side of the
+// rwlock, RLock+RUnlock (impl=dsync-rlock) and Lock+Unlock
+// (impl=dsync-wlock), beside the mutex's (impl=dsync) in the same run.
+func BenchmarkRWLockUncontended(b *testing.B) {
+	a := addr(b)
+	for _, impl := range []Impl{dsyncMutexImpl(), RWImpls()[2], WLockImpl} {
+		b.Run("impl="+impl.Name, func(b *testing.B) {
+			r, err := Uncontended(context.Background(), a, impl, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(r.PerAcq(r.RoundTrips), "rtt/op")
+			b.ReportMetric(r.PerAcq(r.ServerCalls), "server-calls/op")
+		})
+	}
+}
+
 // spawn starts this test binary as a contender process.
 func spawn() *exec.Cmd {
 	cmd := exec.Command(os.Args[0])

@@ -75,6 +75,10 @@ func RWImpls() []Impl {
 	}
 }
 
+// WLockImpl is the rwlock writing only (Lock/Unlock), for the uncontended
+// cost of the write side.
+var WLockImpl = Impl{Name: "dsync-wlock", Note: "rwlock: Lock/Unlock only", New: newDsyncRW(0)}
+
 // dsyncMutexImpl returns the dsync mutex of Impls.
 func dsyncMutexImpl() Impl {
 	i, _ := lookupImpl("dsync")

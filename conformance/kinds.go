@@ -40,7 +40,6 @@ type lockConfig struct {
 type lockKind struct {
 	kind    string // its key kind, as in keys.Base
 	waiters string // the companion key whose cardinality counts its waiters
-	fence   bool   // it keeps its last token in a fence key too
 	new     func(b backend.Backend, name string, c lockConfig) exclusiveLock
 	zero    func() exclusiveLock
 }
@@ -67,7 +66,6 @@ var (
 	fairlockKind = lockKind{
 		kind:    "fairlock",
 		waiters: "queue",
-		fence:   true,
 		new: func(b backend.Backend, name string, c lockConfig) exclusiveLock {
 			var opts []fairlock.Option
 			if c.prefix != "" {
@@ -86,7 +84,6 @@ var (
 	rwlockWriteKind = lockKind{
 		kind:    "rwlock",
 		waiters: "wqueue",
-		fence:   true,
 		new: func(b backend.Backend, name string, c lockConfig) exclusiveLock {
 			return writeSide{newRWLock(b, name, c)}
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/internal/options"
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
@@ -33,6 +34,10 @@ func (s *suite) semaphoreTests(t *testing.T) {
 	s.test(t, "BadInput", false, s.testSemBadInput)
 	s.rules(t, s.releaseRules("", semReleases))
 }
+
+// semFreeTTL bounds how long a free semaphore keeps its grant counter:
+// the rest of its last holder's lease, at most the default watchdog's.
+const semFreeTTL = options.DefaultWatchdogLease
 
 func semOpen(b backend.Backend, p string, capacity int64, opts ...semaphore.Option) *semaphore.Semaphore {
 	return semaphore.New(b, "sem", capacity, append([]semaphore.Option{semaphore.WithPrefix(p)}, opts...)...)
@@ -103,7 +108,7 @@ func (s *suite) testSemCapacity(t *testing.T, ctx context.Context) {
 	if peak.Load() != 3 {
 		t.Errorf("peak %d permits held, want 3", peak.Load())
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // An Acquire(3) behind a stream of Acquire(1)/Release(1) from 6
@@ -204,7 +209,7 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 	}
 	must(t, sems[2].Release(ctx, 3), "release 2")
 	must(t, sems[3].Release(ctx, 1), "release 3")
-	assertNoKeys(t, ctx, probe, p, semKey(p), 0)
+	assertNoKeys(t, ctx, probe, p, semKey(p), semFreeTTL)
 }
 
 // A holder that crashes (its backend closed, no release) on a fixed lease
@@ -229,7 +234,7 @@ func (s *suite) testSemCrashedHolder(t *testing.T, ctx context.Context) {
 	}
 	within(t, s.bound(time.Second), done, "crashed holder's Done")
 	must(t, w.Release(ctx, 3), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A live holder on a 1s watchdog lease keeps its permits for 4s.
@@ -276,7 +281,7 @@ func (s *suite) testSemLostSignal(t *testing.T, ctx context.Context) {
 	if err := sem.Release(ctx, 1); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Release of lost permits = %v, want ErrNotHeld", err)
 	}
-	assertNoKeys(t, ctx, b, p, semKey(p), 0)
+	assertNoKeys(t, ctx, b, p, semKey(p), semFreeTTL)
 }
 
 // Releasing more than the owner holds, or without holding, is ErrNotHeld
@@ -306,7 +311,7 @@ func (s *suite) testSemReleaseMisuse(t *testing.T, ctx context.Context) {
 	if err := sem.Release(o, 1); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("a third Release(1) of 2 = %v, want ErrNotHeld", err)
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A release whose reply is lost is retried with the same operation id and
@@ -327,7 +332,7 @@ func (s *suite) testSemAmbiguousRelease(t *testing.T, ctx context.Context) {
 	sp.loseReplies(1)
 	must(t, sem.Release(o, 2), "final release with its reply lost")
 	within(t, s.bound(time.Second), sem.Done(o), "Done after the final release")
-	assertNoKeys(t, ctx, sp, p, semKey(p), 0)
+	assertNoKeys(t, ctx, sp, p, semKey(p), semFreeTTL)
 }
 
 // Ownerless permits are given back through the handle from any goroutine,
@@ -355,7 +360,7 @@ func (s *suite) testSemOwnerless(t *testing.T, ctx context.Context) {
 		t.Errorf("ownerless Release through another handle = %v, want ErrNotHeld", err)
 	}
 	must(t, sem.Release(ctx, 1), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A waiter whose ctx ends leaves the queue at once, and a request behind
@@ -387,7 +392,7 @@ func (s *suite) testSemAbandonedWait(t *testing.T, ctx context.Context) {
 	} else {
 		must(t, big.Release(ctx, 3), "release")
 	}
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // A lowered capacity revokes nothing and admits nobody until the permits
@@ -442,7 +447,7 @@ func (s *suite) testSemSetCapacity(t *testing.T, ctx context.Context) {
 	must(t, holder.Release(o, 1), "release holder")
 	must(t, w1.Release(ctx, 1), "release w1")
 	must(t, w2.Release(ctx, 2), "release w2")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // Two handles disagreeing on the capacity: the second one's acquisitions
@@ -468,7 +473,7 @@ func (s *suite) testSemMismatch(t *testing.T, ctx context.Context) {
 	must(t, five.SetCapacity(ctx, 0), "clear")
 	must(t, three.Release(ctx, 2), "release")
 	must(t, five.Release(ctx, 2), "release")
-	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), 0)
+	assertNoKeys(t, ctx, s.newBackend(t), p, semKey(p), semFreeTTL)
 }
 
 // Bad input is reported before I/O; a request above the capacity in force
@@ -496,7 +501,7 @@ func (s *suite) testSemBadInput(t *testing.T, ctx context.Context) {
 		t.Errorf("Acquire(3) with capacity 2 set = %v, want ErrInvalidPermits", err)
 	}
 	must(t, sem.SetCapacity(ctx, 0), "clear")
-	assertNoKeys(t, ctx, sp, p, semKey(p), 0)
+	assertNoKeys(t, ctx, sp, p, semKey(p), semFreeTTL)
 }
 
 // semKey returns the main key of the semaphore the cases use under p.

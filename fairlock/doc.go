@@ -48,22 +48,34 @@
 // is served roughly in order too, but not promised, and the mutex's
 // queueing within a process makes a contended acquisition cheaper. The
 // price of the order is a queue of two sorted sets per lock on the server,
-// and a few more commands per acquisition; bench/README.md measures it.
+// and a few more commands per contended acquisition (an uncontended one
+// costs what the mutex's does); bench/README.md measures it.
+//
+// # Fencing tokens
+//
+// Tokens are kept as package mutex keeps them: by the lock key, while held
+// and once freed for the rest of the released hold's lease; a lock whose
+// key is gone seeds its next token from the server clock in microseconds.
+// There is no fence key (and no WithFenceTTL): one more key written on
+// every grant bought only the case of a server clock that steps back while
+// the lock is free, which the clock seed leaves as it is for the mutex.
 //
 // # Keys
 //
 // The lock "reports" under the default prefix uses
 //
 //	dsync:fairlock:{reports}          string: the hold, as in package mutex;
-//	                                  freed, only the last token, expiring
-//	                                  after the fence ttl
+//	                                  freed, only the last token, for the
+//	                                  rest of the released hold's lease
 //	dsync:fairlock:{reports}:queue    sorted set: waiters by arrival
 //	dsync:fairlock:{reports}:expiry   sorted set: waiters by expiry
-//	dsync:fairlock:{reports}:fence    the last token, for the fence ttl
 //	dsync:fairlock:{reports}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The queue keys vanish with their last
-// waiter, or expire a waiter timeout after its last beat.
+// waiter, or expire a waiter timeout after its last beat. A lock freed by
+// a release that found nobody queued is taken with one read and one write
+// on the server, and a hold nobody queued behind is freed with one write,
+// as the mutex's: the queue is read only when a waiter joined it.
 //
 // # Errors
 //

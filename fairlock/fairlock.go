@@ -51,13 +51,6 @@ func WithWaiterTimeout(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetWaiterTimeout(d) }}
 }
 
-// WithFenceTTL sets how long the lock keeps its last fencing token on the
-// server after the last acquisition; see the mutex package's option of the
-// same name. The default is an hour; d must be at least 1s.
-func WithFenceTTL(d time.Duration) Option {
-	return Option{func(c *options.Common) { c.SetFenceTTL(d) }}
-}
-
 // WithExpiryMargin sets how long before a hold's expiry on the server its
 // holder gives it up (Done closes); see the mutex package's option of the
 // same name. The default is 1% of the lease plus 2ms; d must not be
@@ -94,11 +87,15 @@ func WithLogger(l *slog.Logger) Option {
 type Mutex struct {
 	h core.Handle
 
-	queue, expiry, fence, channel string
-	keys                          []string
-	spec                          core.LockSpec
-	hold                          core.HoldSpec
-	sendReleaseFn                 core.ReleaseAttempt // m.sendRelease, made once
+	queue, expiry, channel string
+	keys                   []string
+	spec                   core.LockSpec
+	hold                   core.HoldSpec
+	sendReleaseFn          core.ReleaseAttempt // m.sendRelease, made once
+
+	// Script arguments that every call passes, made into interface
+	// values once.
+	leaseArg, waiterTOArg, channelArg any
 }
 
 var (
@@ -121,10 +118,10 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.h.Init(b, "fairlock", name, cfg)
 	m.queue = m.h.Companion("queue")
 	m.expiry = m.h.Companion("expiry")
-	m.fence = m.h.Companion("fence")
 	m.channel = m.h.Companion("wake")
-	m.keys = []string{m.h.Key, m.queue, m.expiry, m.fence}
+	m.keys = []string{m.h.Key, m.queue, m.expiry}
 	m.sendReleaseFn = m.sendRelease
+	m.leaseArg, m.waiterTOArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), m.channel
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
 	// No core.Local: queueing in the process first would reorder waiters.
 	m.spec = core.LockSpec{

@@ -50,8 +50,8 @@ func (m *Mutex) handedLease() time.Duration {
 
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
-		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel)
+	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, owner, op, m.leaseArg, entry,
+		m.waiterTOArg, flag(registered), m.channelArg)
 	if err != nil {
 		return wait.Result{}, err
 	}
@@ -60,6 +60,15 @@ func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered boo
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
 	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
-		owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID())
+		owner, op, entry, m.channelArg, m.h.HubID())
 	return err
+}
+
+// flag returns "1" or "0" as a script argument (see core.Flag), without
+// an allocation.
+func flag(b bool) any {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -113,5 +113,5 @@ func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error)
 
 func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
 	return m.h.HandOff(ctx, m.channel, forceScript, m.keys,
-		m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), token)
+		m.channelArg, m.h.HubID(), token)
 }

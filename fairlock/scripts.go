@@ -2,6 +2,7 @@ package fairlock
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
@@ -30,7 +31,18 @@ var (
 )
 
 // newScript builds a fair lock script on the library parts every one may
-// use: an exclusive hold's state and fencing, and a FIFO queue.
+// use: an exclusive hold's state and its tokens, and a FIFO queue. A body
+// may start with a fast path that needs none of them, ended by the line
+// partsMarker: the parts go there, so that a script that returns on its
+// fast path spares Redis defining their functions, each a closure made
+// on every call.
 func newScript(body string) *backend.Script {
-	return script.New(script.Fence, script.Queue, script.Exclusive, body)
+	fast, rest, ok := strings.Cut(body, partsMarker)
+	if !ok {
+		fast, rest = "", body
+	}
+	return script.New(fast, script.Fence, script.Queue, script.Exclusive, rest)
 }
+
+// partsMarker is the line after a script's fast path (see newScript).
+const partsMarker = "-- (library parts: see newScript)\n"

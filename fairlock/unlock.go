@@ -36,7 +36,8 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 }
 
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-	args := []any{owner, core.ReleaseOp(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID()}
+	ownerArg, idArg, tokenArg := l.Args()
+	args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, tokenArg}
 	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args)
 }
 

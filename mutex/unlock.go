@@ -56,7 +56,7 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 	args := a[:]
 	ownerArg, idArg, tokenArg := l.Args()
 	args[0], args[1], args[2], args[3] = ownerArg, core.ReleaseOp(), idArg, tokenArg
-	args[4], args[5], args[6], args[7] = m.restoredLease(l), m.channelArg, m.h.HubID(), m.waiterTTLArg
+	args[4], args[5], args[6], args[7] = m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), m.waiterTTLArg
 	for _, e := range queued {
 		args = append(args, e)
 	}
@@ -84,14 +84,4 @@ func (m *Mutex) sendRelease(ctx context.Context, l *lease.Lease, first bool, arg
 		l.Carried()
 	}
 	return r, err
-}
-
-// restoredLease returns what a partial release of l restores its expiry
-// to (see core.RestoredLease), as a script argument.
-func (m *Mutex) restoredLease(l *lease.Lease) any {
-	ms := core.RestoredLease(l)
-	if ms == core.Ms(m.h.Cfg.Lease) {
-		return m.leaseArg
-	}
-	return ms
 }

@@ -126,7 +126,8 @@ func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 	}
 	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1]}
 	if role == read {
-		h.Renew, h.Keys = renewReadScript, m.keys[1:3]
+		// A lone read hold is the lock's main key (see lua/rw.lua).
+		h.Renew, h.Keys = renewReadScript, m.keys[:3]
 	}
 	return s, h
 }
@@ -137,8 +138,8 @@ func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, regist
 		s = readAcquireScript
 	}
 	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, s, m.keys, owner, op, core.Ms(m.h.Cfg.Lease), entry,
-		core.Ms(m.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(m.h.Cfg.FenceTTL), m.channel, m.pref)
+	reply, err := m.h.Attempt(ctx, s, m.keys, owner, op, m.leaseArg, entry,
+		m.waiterTOArg, flag(registered), m.channelArg, m.prefArg)
 	if err != nil {
 		var se *backend.ServerError
 		if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
@@ -155,6 +156,15 @@ func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) er
 		r = "r"
 	}
 	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
-		r, owner, op, entry, m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), m.pref)
+		r, owner, op, entry, m.channelArg, m.h.HubID(), m.prefArg)
 	return err
+}
+
+// flag returns "1" or "0" as a script argument (see core.Flag), without
+// an allocation.
+func flag(b bool) any {
+	if b {
+		return "1"
+	}
+	return "0"
 }

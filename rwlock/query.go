@@ -136,7 +136,7 @@ func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	var ids string
 	took, err := m.h.ForceUnlock(ctx, 0, func(ctx context.Context, _ string) (wait.Reply, error) {
 		r, err := m.h.HandOff(ctx, m.channel, forceScript, m.keys,
-			m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), m.pref)
+			m.channelArg, m.h.HubID(), m.prefArg)
 		ids = r.HoldID
 		// The core ends one hold's lease; every hold taken is ended below.
 		return wait.Reply{N: min(r.N, 1)}, err

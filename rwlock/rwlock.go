@@ -58,13 +58,6 @@ func WithWaiterTimeout(d time.Duration) Option {
 	return Option{func(c *config) { c.SetWaiterTimeout(d) }}
 }
 
-// WithFenceTTL sets how long the lock keeps its last fencing token on the
-// server after the last acquisition; see the mutex package's option of the
-// same name. The default is an hour; d must be at least 1s.
-func WithFenceTTL(d time.Duration) Option {
-	return Option{func(c *config) { c.SetFenceTTL(d) }}
-}
-
 // WithExpiryMargin sets how long before a hold's expiry on the server its
 // holder gives it up (Done closes); see the mutex package's option of the
 // same name. The default is 1% of the lease plus 2ms; d must not be
@@ -114,9 +107,14 @@ type RWMutex struct {
 	keys    []string // see lua/rw.lua
 	channel string
 
+	// Script arguments that every call passes, made into interface
+	// values once.
+	leaseArg, waiterTOArg, channelArg, prefArg any
+
 	// The acquisitions and holds of each side, made once.
-	write, rd         core.LockSpec
-	writeHold, rdHold core.HoldSpec
+	write, rd          core.LockSpec
+	writeHold, rdHold  core.HoldSpec
+	wrelease, rrelease core.Releaser
 }
 
 var (
@@ -141,11 +139,13 @@ func New(b backend.Backend, name string, opts ...Option) *RWMutex {
 	}
 	m.h.Init(b, "rwlock", name, cfg.Common)
 	m.keys = []string{m.h.Key, m.h.Companion("readers"), m.h.Companion("rexpiry"),
-		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait"), m.h.Companion("fence")}
+		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait")}
 	m.channel = m.h.Companion("wake")
+	m.leaseArg, m.waiterTOArg, m.channelArg, m.prefArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), m.channel, m.pref
 	m.write, m.writeHold = m.spec(core.Exclusive)
 	m.rd, m.rdHold = m.spec(read)
 	m.write.Hold, m.rd.Hold = &m.writeHold, &m.rdHold
+	m.wrelease, m.rrelease = m.releaser(core.Exclusive), m.releaser(read)
 	return m
 }
 

@@ -2,6 +2,7 @@ package rwlock
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
@@ -43,8 +44,19 @@ var (
 )
 
 // newScript builds a script of the lock on the library parts it uses: the
-// write hold's exclusive state and fencing, the writers' FIFO queue, the
-// readers' waiter set, and the lock's own state (rw.lua).
+// write hold's exclusive state and its tokens, the writers' FIFO queue, the
+// readers' waiter set, and the lock's own state (rw.lua). A body may start
+// with a fast path that needs none of them, ended by the line
+// partsMarker: the parts go there, so that a script that returns on its
+// fast path spares Redis defining their functions, each a closure made
+// on every call.
 func newScript(body string) *backend.Script {
-	return script.New(script.Fence, script.Queue, script.Waiters, script.Exclusive, rwLua, body)
+	fast, rest, ok := strings.Cut(body, partsMarker)
+	if !ok {
+		fast, rest = "", body
+	}
+	return script.New(fast, script.Fence, script.Queue, script.Waiters, script.Exclusive, rwLua, rest)
 }
+
+// partsMarker is the line after a script's fast path (see newScript).
+const partsMarker = "-- (library parts: see newScript)\n"

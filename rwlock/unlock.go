@@ -13,13 +13,13 @@ import (
 // hold that was lost is not a panic: the loss is logged, and the lost hold
 // is what this Unlock consumed.
 func (m *RWMutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.releaser(core.Exclusive))
+	m.h.MustUnlock(core.Exclusive, m.wrelease)
 }
 
 // RUnlock releases the oldest ownerless read hold taken through m, as
 // Unlock does for write holds.
 func (m *RWMutex) RUnlock() {
-	m.h.MustUnlock(read, m.releaser(read))
+	m.h.MustUnlock(read, m.rrelease)
 }
 
 // UnlockContext releases one write hold of ctx's owner taken through
@@ -39,7 +39,7 @@ func (m *RWMutex) RUnlock() {
 // read hold is released by RUnlockContext), and one too when the hold was
 // lost.
 func (m *RWMutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.releaser(core.Exclusive))
+	err, _ := m.h.Unlock(ctx, core.Exclusive, m.wrelease)
 	return err
 }
 
@@ -48,7 +48,7 @@ func (m *RWMutex) UnlockContext(ctx context.Context) error {
 // writer at the head of the queue. It returns an error matching
 // dsync.ErrNotHeld when the owner holds no read hold.
 func (m *RWMutex) RUnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, read, m.releaser(read))
+	err, _ := m.h.Unlock(ctx, read, m.rrelease)
 	return err
 }
 
@@ -58,7 +58,8 @@ func (m *RWMutex) releaser(role string) core.Releaser {
 		s = readReleaseScript
 	}
 	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-		args := []any{owner, core.ReleaseOp(), core.RestoredLease(l), m.channel, core.Ms(m.h.Cfg.FenceTTL), m.h.HubID(), l.ID(), m.pref}
+		ownerArg, idArg, tokenArg := l.Args()
+		args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, m.prefArg, tokenArg}
 		return m.h.Release(ctx, l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
 			return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
 		}, args)

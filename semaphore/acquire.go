@@ -43,12 +43,28 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	return s.h.TryLock(ctx, s.spec(n))
 }
 
-// spec describes an acquisition of n permits to the lock core. It has no
-// core.Local: queueing in the process first would reorder the waiters.
-// The handle remembers its ownerless holds itself, with their permits
-// (see Release).
+// spec returns the description of an acquisition of n permits to the
+// lock core, made once per handle for small n. It has no core.Local:
+// queueing in the process first would reorder the waiters. The handle
+// remembers its ownerless holds itself, with their permits (see Release).
 func (s *Semaphore) spec(n int64) *core.LockSpec {
+	if n > int64(len(s.specs)) {
+		return s.newSpec(n)
+	}
+	p := &s.specs[n-1]
+	if sp := p.Load(); sp != nil {
+		return sp
+	}
+	sp := s.newSpec(n)
+	if !p.CompareAndSwap(nil, sp) {
+		sp = p.Load()
+	}
+	return sp
+}
+
+func (s *Semaphore) newSpec(n int64) *core.LockSpec {
 	handed := s.handedLease()
+	var nArg any = n
 	return &core.LockSpec{
 		Role:      role,
 		Op:        "acquire",
@@ -59,10 +75,10 @@ func (s *Semaphore) spec(n int64) *core.LockSpec {
 			return address + "|" + strconv.FormatInt(n, 10) + "|" + strconv.FormatInt(core.Ms(handed), 10) + "|" + owner
 		},
 		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-			return s.try(ctx, owner, op, n, entry, registered, got)
+			return s.try(ctx, owner, op, nArg, entry, registered, got)
 		},
 		Abandon: func(ctx context.Context, owner, op, entry string) error {
-			return s.abandon(ctx, owner, op, n, entry)
+			return s.abandon(ctx, owner, op, nArg, entry)
 		},
 		Hold:    &s.hold,
 		Units:   n,
@@ -77,18 +93,27 @@ func (s *Semaphore) spec(n int64) *core.LockSpec {
 	}
 }
 
-func (s *Semaphore) try(ctx context.Context, owner, op string, n int64, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+// flag returns "1" or "0" as a script argument (see core.Flag), without
+// an allocation.
+func flag(b bool) any {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (s *Semaphore) try(ctx context.Context, owner, op string, n any, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	sent := time.Now()
-	reply, err := s.h.Attempt(ctx, acquireScript, s.keys(), owner, op, n, core.Ms(s.h.Cfg.Lease), entry,
-		core.Ms(s.h.Cfg.WaiterTimeout), core.Flag(registered), s.capacity, s.channel)
+	reply, err := s.h.Attempt(ctx, acquireScript, s.keys, owner, op, n, s.leaseArg, entry,
+		s.waiterTOArg, flag(registered), s.capArg, s.channelArg)
 	if err != nil {
 		return wait.Result{}, scriptError(err)
 	}
 	return core.AcquireReply(reply, op, s.h.Cfg.Lease, sent, got)
 }
 
-func (s *Semaphore) abandon(ctx context.Context, owner, op string, n int64, entry string) error {
-	_, err := s.h.HandOff(ctx, s.channel, abandonScript, s.keys(),
-		owner, op, n, entry, s.channel, s.h.HubID())
+func (s *Semaphore) abandon(ctx context.Context, owner, op string, n any, entry string) error {
+	_, err := s.h.HandOff(ctx, s.channel, abandonScript, s.keys,
+		owner, op, n, entry, s.channelArg, s.h.HubID())
 	return err
 }

@@ -41,7 +41,7 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 		return State{}, err
 	}
 	owner, _ := s.current(ctx)
-	reply, err := s.h.B.Eval(ctx, inspectScript, s.keys(), s.capacity, owner)
+	reply, err := s.h.B.Eval(ctx, inspectScript, s.keys, s.capacity, owner)
 	if err != nil {
 		return State{}, s.h.Wrap("state", err)
 	}
@@ -94,7 +94,7 @@ func (s *Semaphore) SetCapacity(ctx context.Context, c int64) error {
 	if err := s.h.Begin("set capacity", ctx); err != nil {
 		return err
 	}
-	_, err := s.h.HandOff(ctx, s.channel, capacityScript, s.keys(), c, s.capacity, s.channel, s.h.HubID())
+	_, err := s.h.HandOff(ctx, s.channel, capacityScript, s.keys, c, s.capacity, s.channel, s.h.HubID())
 	return s.h.Wrap("set capacity", err)
 }
 

@@ -56,7 +56,8 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 		}
 		return s.h.Wrap("release", s.release(ctx, owner, l, n))
 	}
-	parts, err := s.takeAnon(n)
+	var buf [2]part
+	parts, err := s.takeAnon(n, buf[:0])
 	if err != nil {
 		return s.h.Wrap("release", err)
 	}
@@ -87,20 +88,18 @@ type part struct {
 }
 
 // takeAnon takes n of the ownerless permits acquired through s off the
-// handle, from the oldest acquisition on, and returns the share of each.
+// handle, from the oldest acquisition on, and returns the share of each,
+// appended to parts.
 // A release is refused, and the handle left as it was, when the handle
 // holds fewer than n. It is refused too when the permits it would cover
 // include some whose lease ended: those are forgotten, since a release
 // reported their loss, and the live ones stay held, so that the refused
 // release gives nothing back (as one of more than is held), instead of
 // the part of it that fell on live permits.
-func (s *Semaphore) takeAnon(n int64) ([]part, error) {
+func (s *Semaphore) takeAnon(n int64, parts []part) ([]part, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var (
-		parts []part
-		lost  int64
-	)
+	var lost int64
 	for i, left := 0, n; left > 0; i++ {
 		if i == len(s.anon) {
 			var total int64
@@ -132,10 +131,11 @@ func (s *Semaphore) takeAnon(n int64) ([]part, error) {
 
 // release gives back n permits of owner's hold l.
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
-	args := []any{owner, core.ReleaseOp(), n, core.RestoredLease(l), s.channel, s.h.HubID(), l.ID()}
+	ownerArg, idArg, tokenArg := l.Args()
+	args := []any{ownerArg, core.ReleaseOp(), n, s.h.RestoredLeaseArg(l), s.channelArg, s.h.HubID(), idArg, tokenArg, s.capArg}
 	refused := false
 	left, err := s.h.Release(ctx, l, n, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys(), args...)
+		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)
 		// A refusal (fewer than n held) leaves the hold as it is: the
 		// core keeps its lease, as after a partial release.
 		refused = err == nil && strings.HasPrefix(r.HoldID, "!")

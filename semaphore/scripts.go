@@ -2,6 +2,7 @@ package semaphore
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
@@ -32,7 +33,18 @@ var (
 )
 
 // newScript builds a semaphore script on the library parts every one may
-// use: the FIFO waiter queue and the semaphore's state (lua/state.lua).
+// use: the FIFO waiter queue and the semaphore's state (lua/state.lua). A
+// body may start with a fast path that needs neither, ended by the line
+// partsMarker: the parts go there, so that a script that returns on its
+// fast path spares Redis defining their functions, each a closure made
+// on every call.
 func newScript(body string) *backend.Script {
-	return script.New(script.Queue, stateLua, body)
+	fast, rest, ok := strings.Cut(body, partsMarker)
+	if !ok {
+		fast, rest = "", body
+	}
+	return script.New(fast, script.Queue, stateLua, rest)
 }
+
+// partsMarker is the line after a script's fast path (see newScript).
+const partsMarker = "-- (library parts: see newScript)\n"

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -101,8 +102,17 @@ type Semaphore struct {
 	capacity int64
 	err      error // an invalid capacity, reported by every call
 
-	holders, queue, expiry, capKey, channel string
-	hold                                    core.HoldSpec
+	holders, channel string
+	keys             []string // of every script but renew (see lua/state.lua)
+	hold             core.HoldSpec
+
+	// specs holds the acquisition specs of requests for 1 to len(specs)
+	// permits, each made on first use (see spec).
+	specs [16]atomic.Pointer[core.LockSpec]
+
+	// Script arguments that every call passes, made into interface
+	// values once.
+	leaseArg, waiterTOArg, capArg, channelArg any
 
 	mu   sync.Mutex
 	anon []*anonHold // ownerless holds taken through this handle, oldest first
@@ -133,20 +143,15 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 		s.err = fmt.Errorf("semaphore %q: %w: capacity %d", name, dsync.ErrInvalidPermits, capacity)
 	}
 	s.holders = s.h.Companion("holders")
-	s.queue = s.h.Companion("queue")
-	s.expiry = s.h.Companion("expiry")
-	s.capKey = s.h.Companion("capacity")
+	s.keys = []string{s.h.Key, s.holders, s.h.Companion("queue"), s.h.Companion("expiry"), s.h.Companion("capacity")}
 	s.channel = s.h.Companion("wake")
+	s.leaseArg, s.waiterTOArg, s.capArg, s.channelArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), capacity, s.channel
 	s.hold = s.holdSpec()
 	return s
 }
 
 // Name returns the name the semaphore was created with.
 func (s *Semaphore) Name() string { return s.h.Name }
-
-func (s *Semaphore) keys() []string {
-	return []string{s.h.Key, s.holders, s.queue, s.expiry, s.capKey}
-}
 
 // check reports an unusable handle, then a permit count n outside
 // 1..capacity, before any I/O.

@@ -4,10 +4,10 @@
 -- found free is passed on too: its last hold expired, and the head may
 -- not know yet.
 -- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua); KEYS[4] fence key.
+-- queue.lua).
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition; ARGV[3]
 -- waiter entry ('' if it never queued); ARGV[4] wake channel base; ARGV[5]
--- fence ttl ms; ARGV[6] the caller's process id (see hand_off).
+-- the caller's process id (see hand_off).
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
 -- waiter's address, token and owner id if the lock was handed on.
 local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
@@ -28,10 +28,10 @@ if s.owner == owner and seen(s.ops, op) then
     store(lock, s)
     return {1, ''}
   end
-  return {1, '', hand_off(lock, KEYS[4], s, ARGV[4], ARGV[5], ARGV[6], pop)}
+  return {1, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
 end
 if not s.owner then
   s.waiting = true
-  return {0, '', hand_off(lock, KEYS[4], s, ARGV[4], ARGV[5], ARGV[6], pop)}
+  return {0, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
 end
 return {0, ''}

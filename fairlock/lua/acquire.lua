@@ -1,16 +1,16 @@
 -- acquire: take or re-enter the fair lock, in turn.
 -- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua); KEYS[4] fence key.
+-- queue.lua).
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
 -- ARGV[3] lease ms; ARGV[4] waiter entry (see hand_off), '' not to queue
 -- on failure; ARGV[5] waiter timeout ms; ARGV[6] '1' if an earlier
--- attempt queued the waiter; ARGV[7] fence ttl ms; ARGV[8] wake channel
--- base.
--- Reply: {1, hold count, token, hold id, remaining ms of the hold} when
--- held by the owner; {0,
--- remaining ms of the current hold (-1 if free or no expiry), the current
--- or last token ('0' if none)} otherwise.
+-- attempt queued the waiter; ARGV[7] wake channel base.
+-- Reply: the fencing token of a new hold that the operation took for the
+-- lease asked; {1, hold count, token, hold id, remaining ms of the hold}
+-- when held by the owner otherwise; {0, remaining ms of the current hold
+-- (-1 if free or no expiry), the current or last token ('0' if none)}
+-- when not.
 --
 -- The lock is taken only by its owner re-entering, or when free by the
 -- head of the queue, or by anyone if no live waiter is queued: never out
@@ -18,7 +18,20 @@
 -- queues, and wakes the head, which may be sleeping out its heartbeat.
 local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
 local owner, op, entry, registered = ARGV[1], ARGV[2], ARGV[4], ARGV[6] == '1'
-local s = load(lock)
+local v = redis.pcall('GET', lock)
+if type(v) == 'string' and not registered then
+  -- The common case, a lock freed by a release that found nobody queued,
+  -- which nobody joined since (a waiter that queues finds the lock held,
+  -- and flags the hold, see store): one read, one write.
+  local last = string.match(v, '^(%d+) free$')
+  if last then
+    local token = tonumber(last) + 1
+    redis.call('SET', lock, string.format('%d 1 0 %s %s %s', token, owner, op, op), 'PX', ARGV[3])
+    return token
+  end
+end
+-- (library parts: see newScript)
+local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
@@ -35,19 +48,18 @@ if s.owner == owner then
   end
   return {1, s.count, s.token, s.id, redis.call('PTTL', lock)}
 end
-local now_ms = now()
+local now_ms, now_us = now()
 local h = false
 if not s.owner then
   h = head(queue, expiry, now_ms)
   if not h or h == entry then
-    -- The token first: a foreign fence key fails before any write.
-    local token = next_token(s.token, KEYS[4])
     if h then
       dequeue(queue, expiry, h)
     end
-    s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
-    grant(lock, KEYS[4], s, ARGV[3], ARGV[7])
-    return {1, 1, s.token, s.id, tonumber(ARGV[3])}
+    -- Waiters may be queued behind the head: its release looks.
+    s = {token = next_token(s.token, nil, now_us), count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
+    store(lock, s, ARGV[3])
+    return tonumber(s.token)
   end
 end
 if entry ~= '' then
@@ -58,7 +70,7 @@ if entry ~= '' then
   end
 end
 if not s.owner then
-  wake(ARGV[8], h)
+  wake(ARGV[7], h)
   return {0, -1, s.token or '0'}
 end
 return {0, redis.call('PTTL', lock), s.token}

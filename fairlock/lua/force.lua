@@ -1,10 +1,10 @@
 -- force: free the fair lock whoever holds it, and hand it to the head of
 -- the queue.
 -- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua); KEYS[4] fence key.
--- ARGV[1] wake channel base; ARGV[2] fence ttl ms; ARGV[3] the caller's
--- process id (see hand_off); ARGV[4] the fencing token of the hold to
--- take, or '' for whichever.
+-- queue.lua).
+-- ARGV[1] wake channel base; ARGV[2] the caller's process id (see
+-- hand_off); ARGV[3] the fencing token of the hold to take, or '' for
+-- whichever.
 -- Reply: {1 if a hold was taken, else 0; its hold id, or the current
 -- holder's owner id if it was kept because its token differs}, followed
 -- by the waiter's address, token and owner id if it was handed to a
@@ -16,9 +16,9 @@ end
 if not s.owner then
   return {0, ''}
 end
-if ARGV[4] ~= '' and s.token ~= ARGV[4] then
+if ARGV[3] ~= '' and s.token ~= ARGV[3] then
   return {0, s.owner}
 end
 local id = s.id
 s.waiting = true
-return {1, id, hand_off(KEYS[1], KEYS[4], s, ARGV[1], ARGV[2], ARGV[3], function() return pop_head(KEYS[2], KEYS[3]) end)}
+return {1, id, hand_off(KEYS[1], nil, s, ARGV[1], nil, ARGV[2], function() return pop_head(KEYS[2], KEYS[3]) end)}

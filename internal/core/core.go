@@ -92,6 +92,8 @@ type Handle struct {
 	sess   atomic.Pointer[session.Session]   // B's session, as last seen
 	mu     sync.Mutex                        // guards anon
 	anon   map[string][]*lease.Lease         // ownerless holds by role, oldest first
+
+	leaseArg any // Cfg.Lease in ms, as a script argument made once
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -107,6 +109,7 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 		h.err = err
 	}
 	h.Key = base
+	h.leaseArg = Ms(cfg.Lease)
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}

@@ -171,6 +171,16 @@ func RestoredLease(l *lease.Lease) int64 {
 	return 0
 }
 
+// RestoredLeaseArg returns RestoredLease(l) as a script argument, boxed
+// once per handle for the common case of the configured lease.
+func (h *Handle) RestoredLeaseArg(l *lease.Lease) any {
+	ms := RestoredLease(l)
+	if ms == Ms(h.Cfg.Lease) {
+		return h.leaseArg
+	}
+	return ms
+}
+
 // Releaser runs one release of owner's hold l through the handle, usually
 // with Handle.Release, and returns the owner's holds left.
 type Releaser func(ctx context.Context, owner string, l *lease.Lease) (int64, error)

@@ -13,9 +13,9 @@
 -- servers apart; ops: the recent operation ids (see seen).
 --
 -- Freed, it reads "<token> free": the last token handed out, so that the
--- next one is one more without another read. A primitive with a fence key
--- (fairlock) keeps it for the fence ttl; one without (mutex) for the rest
--- of the released hold's lease, after which its next token is seeded from
+-- next one is one more without another read, for the rest of the
+-- released hold's lease (or, were a primitive to keep a fence key, for
+-- the fence ttl; none does), after which its next token is seeded from
 -- the server clock (see next_token). Anything else there was not written
 -- by dsync, and is left alone.
 

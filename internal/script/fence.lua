@@ -5,7 +5,9 @@
 -- primitive's state). A primitive may also keep it in a fence key, for the
 -- fence ttl after each grant, which outlives a hold whose lease runs out,
 -- a deleted main key and a server clock that steps back (a failover to a
--- replica that lags). When neither is there, the next token is seeded
+-- replica that lags); none does now, as a key written on every grant is
+-- too dear for what it buys (see package fairlock). When neither is
+-- there, the next token is seeded
 -- from the server clock in microseconds, which is greater than every
 -- earlier token unless the clock stepped back by more than the time since
 -- that token was handed out: tokens grow by one per hold, and no two

@@ -55,6 +55,14 @@ local function unexpected(key, what)
   return redis.error_reply('DSYNC unexpected value at ' .. key .. ': ' .. tostring(what))
 end
 
+-- refused reports whether v, the reply of a write command called by
+-- pcall, is an error other than a key of the wrong type: the server
+-- refused the write (OOM under maxmemory, a read-only replica) and wrote
+-- nothing, so that a script that went on must read the key again.
+local function refused(v)
+  return type(v) == 'table' and type(v.err) == 'string' and string.find(v.err, 'WRONGTYPE', 1, true) == nil
+end
+
 -- Operation ids make retries safe: an operation whose reply was lost is
 -- retried with the same id, and a primitive applies an id once. The ids of
 -- an owner's recent operations on a lock are kept with it, space-separated,

@@ -6,13 +6,12 @@
 -- KEYS: see rw.lua.
 -- ARGV[1] 'r' for a read acquisition, 'w' for a write one; ARGV[2] owner
 -- id; ARGV[3] operation id of the acquisition; ARGV[4] waiter entry (''
--- if it never registered); ARGV[5] wake channel base; ARGV[6] fence ttl
--- ms; ARGV[7] the caller's process id; ARGV[8] 'r' if readers are
--- preferred, else 'w'.
+-- if it never registered); ARGV[5] wake channel base; ARGV[6] the
+-- caller's process id; ARGV[7] 'r' if readers are preferred, else 'w'.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
 -- address, token and owner id of each waiter the lock was handed to.
 local role, owner, op, entry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local a = {channel = ARGV[5], fence_ttl = ARGV[6], process = ARGV[7], prefer = ARGV[8]}
+local a = {channel = ARGV[5], process = ARGV[6], prefer = ARGV[7]}
 if entry ~= '' then
   if role == 'w' then
     dequeue(WQ, WX, entry)
@@ -20,13 +19,14 @@ if entry ~= '' then
     redis.call('ZREM', RW, entry)
   end
 end
-local s = load(W)
+local s = rw_decode(redis.pcall('GET', W))
 if s.foreign then
   return {0, ''}
 end
 a.last = s.token
 local out = {0, ''}
-if role == 'w' and s.owner == owner and seen(s.ops, op) then
+local now_ms, now_us = now()
+if role == 'w' and s.kind == 'write' and s.owner == owner and seen(s.ops, op) then
   out[1] = 1
   if s.count > 1 then
     -- Forgetting the id keeps a retried abandon from undoing another hold.
@@ -35,12 +35,24 @@ if role == 'w' and s.owner == owner and seen(s.ops, op) then
     store(W, s)
     return out
   end
-  free(W, s, a.fence_ttl)
-  pass_on(out, true, a)
+  rw_vacate(s.token)
+  pass_and_settle(out, true, a, now_ms, now_us)
+  return out
+end
+if role == 'r' and s.kind == 'read' then
+  if s.owner == owner and seen(s.ops, op) then
+    out[1] = 1
+    if s.count > 1 then
+      s.count = s.count - 1
+      s.ops = forget(s.ops, op)
+      redis.call('SET', W, lone_read_value(s), 'KEEPTTL')
+    else
+      redis.call('SET', W, s.token .. ' free', 'KEEPTTL')
+    end
+  end
   return out
 end
 if role == 'r' then
-  local now_ms = now()
   local r = load_reader(owner, now_ms)
   if r and seen(r.ops, op) then
     out[1] = 1
@@ -53,7 +65,7 @@ if role == 'r' then
     drop_reader(owner)
   end
 end
-if not s.owner then
-  pass_on(out, false, a)
+if s.kind == 'shared' or s.kind == 'missing' then
+  pass_and_settle(out, false, a, now_ms, now_us)
 end
 return out

@@ -1,20 +1,20 @@
 -- force: free the lock of every hold, write and read, whoever holds them,
 -- and pass it on (see pass_on).
 -- KEYS: see rw.lua.
--- ARGV[1] wake channel base; ARGV[2] fence ttl ms; ARGV[3] the caller's
--- process id; ARGV[4] 'r' if readers are preferred, else 'w'.
+-- ARGV[1] wake channel base; ARGV[2] the caller's process id; ARGV[3] 'r'
+-- if readers are preferred, else 'w'.
 -- Reply: {holds taken; their hold ids, space-separated}, followed by the
 -- address, token and owner id of each waiter the lock was handed to.
-local s = load(W)
+local s = rw_decode(redis.pcall('GET', W))
 if s.foreign then
   return unexpected(W, s.foreign)
 end
-local now_ms = now()
+local now_ms, now_us = now()
 purge_readers(now_ms)
 local ids = {}
-if s.owner then
+if s.kind == 'write' or s.kind == 'read' then
   ids[#ids + 1] = s.id
-  free(W, s, ARGV[2])
+  rw_vacate(s.token)
 end
 -- A reader counts only with its expiry entry: one left without it (the
 -- rexpiry key vanished) was lost, and its holder told at its renewal.
@@ -28,6 +28,6 @@ end
 redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
-  pass_on(out, true, {channel = ARGV[1], fence_ttl = ARGV[2], process = ARGV[3], prefer = ARGV[4], last = s.token})
+  pass_and_settle(out, true, {channel = ARGV[1], process = ARGV[2], prefer = ARGV[3], last = s.token}, now_ms, now_us)
 end
 return out

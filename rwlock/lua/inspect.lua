@@ -8,19 +8,24 @@
 -- owner's read hold count, live writers queued, live readers waiting,
 -- the write hold's id ('' if none)}.
 local now_ms = now()
-local s = load(W)
+local s = rw_decode(redis.pcall('GET', W))
 if s.foreign then
   return unexpected(W, s.foreign)
 end
-local out = {'', 0, -2, current_token(s.token), redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf'), 0, 0,
+local out = {'', 0, -2, s.token or '0', redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf'), 0, 0,
   redis.call('ZCOUNT', WX, '(' .. now_ms, '+inf'), redis.call('ZCOUNT', RW, '(' .. now_ms, '+inf'), ''}
-if s.owner then
-  out[1], out[2], out[3], out[4], out[10] = s.owner, s.count, redis.call('PTTL', W), s.token, s.id
+if s.kind == 'write' then
+  out[1], out[2], out[3], out[10] = s.owner, s.count, redis.call('PTTL', W), s.id
   if s.owner == ARGV[1] then
     out[6] = s.count
   end
+elseif s.kind == 'read' then
+  out[5] = out[5] + 1
+  if s.owner == ARGV[1] then
+    out[7] = s.count
+  end
 end
-if ARGV[1] ~= '' then
+if ARGV[1] ~= '' and s.kind ~= 'read' then
   local r = load_reader(ARGV[1], now_ms)
   if r then
     out[7] = r.count

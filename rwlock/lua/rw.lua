@@ -1,57 +1,70 @@
 -- The read-write lock's state, shared by its scripts. Every script but the
--- renewal takes the same keys, all in one Cluster slot:
+-- renewals takes the same keys, all in one Cluster slot:
 --
---   KEYS[1] write   the write hold, in the exclusive state of exclusive.lua
---                   (token, count, owner, hold id, ops), expiring with its
---                   lease; freed, "<token> free" for the fence ttl
---   KEYS[2] readers hash: owner id -> "<token> <count> <hold id> <ops>"
---   KEYS[3] rexpiry sorted set: owner id -> its read hold's expiry (server
+--   KEYS[1] W       the lock's state and its last fencing token (below)
+--   KEYS[2] R       read holds: owner id -> "<token> <count> <hold id> <ops>"
+--   KEYS[3] RX      sorted set: owner id -> its read hold's expiry (server
 --                   ms); a read hold whose expiry has passed is gone, and
 --                   dropped from both by the next script that looks
---   KEYS[4] wqueue  writers waiting, FIFO (queue.lua), with
---   KEYS[5] wexpiry their expiry, pushed back by each attempt
---   KEYS[6] rwait   readers waiting (waiters.lua), handed the lock together
---   KEYS[7] fence   the last fencing token (fence.lua)
+--   KEYS[4] WQ      writers waiting, FIFO (queue.lua), with
+--   KEYS[5] WX      their expiry, pushed back by each attempt
+--   KEYS[6] RW      readers waiting (waiters.lua), handed the lock together
 --
--- Tokens come from one sequence: a write hold and a read hold handed to
--- a waiter draw the next one (a waiter refuses a grant whose token it has
--- seen before, see package wait); a read hold taken directly starts with
--- the last one. A write hold's token is thus above that of every hold
--- before it, read or write. As in package mutex, the last token is kept
--- twice, by the fence key and by the free write key, which a read hold
--- that draws a token updates too.
-local W, R, RX, WQ, WX, RW, FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- W is one string, in one of these forms:
+--
+--   "<token> <count> <waiting> <owner> <hold id> <ops>"
+--       a write hold, in the exclusive state of exclusive.lua, expiring
+--       with its lease; waiting 0 promises that nothing else is there: no
+--       read hold (its owner's included) and no waiter
+--   "<token> r <count> <owner> <hold id> <ops>"
+--       a lone read hold, expiring with its lease, and nothing else
+--   "<token> shared"
+--       no write hold; read holds in R and RX, or waiters, or both; it
+--       expires no sooner than any of them
+--   "<token> free"
+--       nothing held and nobody waiting, for the rest of the last hold's
+--       lease
+--
+-- or missing: nothing held and nobody waiting, or the key of a hold that
+-- ended without a release (or was deleted) with read holds or waiters left
+-- behind, which a script that finds them writes back as "<token> shared".
+-- So a lone writer or a lone reader takes a free lock with one read and one
+-- write, and frees it with one write, as the mutex (see exclusive.lua);
+-- anything else is on the other keys, which every other case reads.
+--
+-- Tokens come from one sequence, kept in W whatever its form: a write
+-- hold, and a read hold handed to a waiter, draw the next one (a waiter
+-- refuses a grant whose token it has seen before, see package wait); a
+-- read hold taken directly starts with the last one. A write hold's token
+-- is thus above that of every hold before it, read or write. When W is
+-- missing the next token is seeded from the server clock (see fence.lua).
+local W, R, RX, WQ, WX, RW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
--- rw_next_token returns the token after every one handed out (see
--- next_token): after the greater of the write key's copy (last, or nil)
--- and the fence key's. Both are current: a read hold that draws a token
--- while the write key is free writes it there too (see note_free_token).
-local function rw_next_token(last, now_us)
-  local f = redis.pcall('GET', FENCE)
-  if type(f) == 'table' or (f and not tonumber(f)) then
-    error('DSYNC unexpected value at ' .. FENCE)
+-- rw_decode reads v, the reply of a GET of W by pcall: a table with kind
+-- 'write' (and the fields of decode in exclusive.lua), 'read' (token,
+-- count, owner, id, ops), 'shared' or 'free' (token), or 'missing'; with
+-- foreign set when W holds something else.
+local function rw_decode(v)
+  if type(v) == 'string' then
+    local token, count, owner, id, ops = string.match(v, '^(%d+) r (%d+) (%S+) (%S+) ?(.*)$')
+    if token then
+      return {kind = 'read', token = token, count = tonumber(count), owner = owner, id = id, ops = ops}
+    end
+    token = string.match(v, '^(%d+) shared$')
+    if token then
+      return {kind = 'shared', token = token}
+    end
   end
-  if f and (not last or tonumber(f) > tonumber(last)) then
-    last = f
+  local s = decode(W, v)
+  if not s.foreign then
+    s.kind = s.owner and 'write' or (s.token and 'free' or 'missing')
   end
-  return next_token(last, FENCE, now_us)
+  return s
 end
 
--- note_free_token records token, drawn by a read hold, at the free write
--- key too, for the fence ttl: the fence key alone would not outlive its
--- loss (see fence.lua).
-local function note_free_token(token, fence_ttl)
-  redis.call('SET', W, token .. ' free', 'PX', fence_ttl)
-end
-
--- current_token returns the last token handed out, '0' if none is known:
--- what a failed attempt reports, so that its waiter refuses older grants.
-local function current_token(last)
-  local f = redis.pcall('GET', FENCE)
-  if type(f) ~= 'table' and tonumber(f) and (not last or tonumber(f) > tonumber(last)) then
-    return f
-  end
-  return last or '0'
+-- lone_read_value returns W's value for the lone read hold s.
+local function lone_read_value(s)
+  return s.token .. ' r ' .. string.format('%d', s.count) .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
 end
 
 -- load_reader returns owner's read hold if it is live at now_ms: a table
@@ -105,6 +118,68 @@ local function first_read_expiry(now_ms)
   return -1
 end
 
+-- rw_unfold moves the lone read hold s (kind 'read', W's state) to R and
+-- RX, expiring when W would have, and makes W "<token> shared": for a
+-- script that adds a waiter or another read hold. It reads R and RX
+-- first, so that a key of the wrong type fails it before any write.
+local function rw_unfold(s, now_ms)
+  redis.call('ZRANGE', RX, 0, 0)
+  redis.call('HLEN', R)
+  local pt = redis.call('PTTL', W)
+  if pt > 0 then
+    store_reader(s.owner, s, now_ms + pt, now_ms)
+  end
+  redis.call('SET', W, s.token .. ' shared', 'KEEPTTL')
+  return {kind = 'shared', token = s.token}
+end
+
+-- rw_vacate ends the hold that W holds, write or lone read hold of token
+-- token, before the lock is passed on: W becomes "<token> shared" for as
+-- long as it had left, so that a script failing later (a key of the wrong
+-- type) leaves no hold behind, and the others look at the other keys.
+local function rw_vacate(token)
+  redis.call('SET', W, token .. ' shared', 'KEEPTTL')
+end
+
+-- rw_busy reports whether a read hold or a waiter is left at now_ms, the
+-- expired ones dropped.
+local function rw_busy(now_ms)
+  purge_readers(now_ms)
+  redis.call('ZREMRANGEBYSCORE', RW, '-inf', now_ms)
+  return redis.call('EXISTS', RX) == 1 or redis.call('EXISTS', RW) == 1 or head(WQ, WX, now_ms) ~= false
+end
+
+-- rw_settle writes W for a lock whose write hold is free, with token the
+-- last token handed out (nil if W did not know it): "<token> shared",
+-- expiring with the longest-lived of the other keys, while a read hold or
+-- a waiter is left; else "<token> free" for the rest of W's expiry. A
+-- shared lock whose token was lost takes one seeded from the server clock
+-- (now_us). It returns the token, '0' if none.
+local function rw_settle(token, now_ms, now_us)
+  if rw_busy(now_ms) then
+    token = token or string.format('%d', now_us)
+    local ttl = math.max(redis.call('PTTL', RX), redis.call('PTTL', WX), redis.call('PTTL', RW), 1)
+    redis.call('SET', W, token .. ' shared', 'PX', ttl)
+  elseif token and redis.call('PTTL', W) > 0 then
+    redis.call('SET', W, token .. ' free', 'KEEPTTL')
+  else
+    redis.call('DEL', W)
+  end
+  return token or '0'
+end
+
+-- rw_keep makes W, whose state s has no write hold, outlive a read hold
+-- or waiter's entry just written to expire ttl ms from now: W in the
+-- shared form lives at least that long, and a missing one is written back
+-- (see rw_settle). It returns the last token, '0' if none.
+local function rw_keep(s, ttl, now_ms, now_us)
+  if s.kind == 'shared' then
+    expire_at_least(W, ttl)
+    return s.token
+  end
+  return rw_settle(s.token, now_ms, now_us)
+end
+
 -- parse_entry splits a waiter's entry "<hubid>/<op>|<ttl ms>|<owner>".
 local function parse_entry(w)
   return string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
@@ -123,8 +198,9 @@ local function announce(out, w, token, owner, channel, process)
   out[#out + 1] = owner
 end
 
--- pass_on hands the lock, whose write hold is free, to whom it is due,
--- and appends each waiter it handed it to (see announce) to out:
+-- pass_on hands the lock, whose write hold is free (W still holds a
+-- write hold that ended, or the shared form), to whom it is due, and
+-- appends each waiter it handed it to (see announce) to out:
 --
 --   - every waiting reader at once, if readers wait and the lock was just
 --     freed of a write hold (after_write), or no writer waits, or readers
@@ -133,15 +209,16 @@ end
 --   - else, once no read hold is left, the writer at the head of the
 --     queue.
 --
--- a holds the caller's channel base, process id, preference and fence
--- ttl, and last, the write key's copy of the last token (nil if none).
-local function pass_on(out, after_write, a)
-  local now_ms, now_us = now()
+-- a holds the caller's channel base, process id and preference, and last,
+-- the last token handed out (nil if unknown). It returns the last token
+-- handed out now, and whether W now holds a writer's hold; if not, the
+-- caller settles W (see rw_settle).
+local function pass_on(out, after_write, a, now_ms, now_us)
   purge_readers(now_ms)
   local h = head(WQ, WX, now_ms)
   local token = a.last
   if (after_write or not h or a.prefer == 'r') and redis.call('EXISTS', RW) == 1 then
-    local handed, drew = false, false
+    local handed = false
     local w = pop_waiter(RW)
     while w do
       local op, ttl, owner = parse_entry(w)
@@ -159,38 +236,43 @@ local function pass_on(out, after_write, a)
           store_reader(owner, r, math.max(r.exp, now_ms + tonumber(ttl)), now_ms)
           announce(out, w, '', owner, a.channel, a.process)
         else
-          token = rw_next_token(token, now_us)
-          drew = true
-          local r = {token = token, count = 1, id = op, ops = op}
-          record_token(FENCE, token, a.fence_ttl)
-          store_reader(owner, r, now_ms + tonumber(ttl), now_ms)
-          announce(out, w, r.token, owner, a.channel, a.process)
+          token = next_token(token, nil, now_us)
+          store_reader(owner, {token = token, count = 1, id = op, ops = op}, now_ms + tonumber(ttl), now_ms)
+          announce(out, w, token, owner, a.channel, a.process)
         end
         handed = true
       end
       w = pop_waiter(RW)
     end
-    if drew then
-      note_free_token(token, a.fence_ttl)
-    end
     if handed then
-      return
+      return token, false
     end
   end
   if not h or redis.call('EXISTS', RX) == 1 then
-    return
+    return token, false
   end
   dequeue(WQ, WX, h)
   local op, ttl, owner = parse_entry(h)
   while not op do -- not a waiter's entry: skip it
     h = head(WQ, WX, now_ms)
     if not h then
-      return
+      return token, false
     end
     dequeue(WQ, WX, h)
     op, ttl, owner = parse_entry(h)
   end
-  token = rw_next_token(token, now_us)
-  grant(W, FENCE, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, a.fence_ttl)
+  token = next_token(token, nil, now_us)
+  -- More waiters may be left: the release looks again.
+  store(W, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
   announce(out, h, token, owner, a.channel, a.process)
+  return token, true
+end
+
+-- pass_and_settle passes the lock on (see pass_on) and settles W unless a
+-- writer was handed it.
+local function pass_and_settle(out, after_write, a, now_ms, now_us)
+  local token, writer = pass_on(out, after_write, a, now_ms, now_us)
+  if not writer then
+    rw_settle(token, now_ms, now_us)
+  end
 end

@@ -1,7 +1,7 @@
 -- abandon: clean up after an acquisition that failed or was given up:
 -- leave the queue, and undo the acquisition if its reply was lost or
 -- permits were handed to this waiter, handing them on.
--- KEYS: see state.lua (hash, holders, queue, expiry, capacity).
+-- KEYS: see state.lua (state, holders, queue, expiry, capacity).
 -- ARGV[1] owner id; ARGV[2] operation id of the acquisition; ARGV[3]
 -- permits n; ARGV[4] waiter entry ('' if it never queued); ARGV[5] wake
 -- channel base; ARGV[6] the caller's process id (see hand_off).
@@ -12,10 +12,31 @@ local owner, op, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if ARGV[4] ~= '' then
   dequeue(k.queue, k.expiry, ARGV[4])
 end
-local st = sem_load(k)
+local v = redis.pcall('GET', k.hash)
+if type(v) == 'string' then
+  -- The single form: nobody is queued to hand permits to.
+  local s = sem_single(v)
+  if not s then
+    return unexpected(k.hash, 'not a semaphore state')
+  end
+  if not s.held or s.owner ~= owner or not seen(s.ops, op) then
+    return {0, ''}
+  end
+  s.permits = s.permits - math.min(n, s.permits)
+  if s.permits == 0 then
+    s.held = nil
+  else
+    -- Forgetting the id keeps a retried abandon from undoing it twice.
+    s.ops = forget(s.ops, op)
+  end
+  sem_single_store(k, s)
+  return {1, ''}
+end
+local st = sem_open(k, v, nil)
 if not st.cap then
   return {0, ''}
 end
+st.override = sem_override(k)
 local now_ms, now_us = now()
 sem_purge(k, st, now_ms)
 local reply = {0, ''}

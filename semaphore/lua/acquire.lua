@@ -1,28 +1,103 @@
 -- acquire: take n permits for an owner, in turn.
--- KEYS: see state.lua (hash, holders, queue, expiry, capacity).
+-- KEYS: see state.lua (state, holders, queue, expiry, capacity).
 -- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
 -- acquisition, so that a retry after a lost reply does not count twice;
 -- ARGV[3] permits n; ARGV[4] lease ms; ARGV[5] waiter entry (see
 -- state.lua), '' not to queue on failure; ARGV[6] waiter timeout ms;
 -- ARGV[7] '1' if an earlier attempt queued the waiter; ARGV[8] the
 -- handle's capacity; ARGV[9] wake channel base.
--- Reply: {1, the owner's permits, grant counter, hold id, remaining ms of
--- the owner's lease} when acquired (or found acquired: a retry, or a
--- hand-off to this waiter); {0, ms until the earliest holder's lease ends
--- or the place of the first waiter queued before this one does, whichever
--- comes first (-1 if neither), grant counter ('0' if none)} otherwise. An
--- error reply "DSYNC capacity mismatch" when the state's capacity differs from the
--- handle's and none was set at runtime; "DSYNC invalid permits" when n
--- exceeds the capacity in force.
+-- Reply: the grant counter of a new hold of the n permits that the
+-- operation started for the lease asked; {1, the owner's permits, grant
+-- counter, hold id, remaining ms of the owner's lease} when acquired
+-- otherwise (or found acquired: a retry, or a hand-off to this waiter);
+-- {0, ms until the earliest holder's lease ends or the place of the first
+-- waiter queued before this one does, whichever comes first (-1 if
+-- neither), grant counter ('0' if none)} when not. An error reply "DSYNC
+-- capacity mismatch" when the state's capacity differs from the handle's
+-- and none was set at runtime; "DSYNC invalid permits" when n exceeds the
+-- capacity in force.
 --
 -- Waiters that fit are served from the head first, by this script too
 -- (their permits freed by an expired lease, say): the request is granted
 -- only when no live waiter is queued before it.
-local k = sem_keys()
 local owner, op, n, lease, entry = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local st = sem_load(k)
-local hcap = tonumber(ARGV[8])
-if not st.override and st.cap and st.cap ~= hcap then
+local registered, hcap = ARGV[7] == '1', tonumber(ARGV[8])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'string' and not registered then
+  -- The common case, a semaphore left free by a lone holder: one read,
+  -- one write (see state.lua).
+  local last = string.match(v, '^(%d+) free$')
+  if last then
+    local grant = tonumber(last) + 1
+    redis.call('SET', KEYS[1], string.format('%d %s %s %s %s %s', grant, ARGV[8], ARGV[3], owner, op, op), 'PX', lease)
+    return grant
+  end
+end
+-- (library parts: see newScript)
+local k = sem_keys()
+local s = type(v) == 'string' and sem_single(v)
+local override = sem_override(k)
+local now_ms, now_us = now()
+if s or not v then
+  -- The single form, or no state: it stays single while the owner is
+  -- alone and nobody is queued.
+  s = s or {}
+  if s.held and not override and s.cap and s.cap ~= hcap then
+    return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. s.cap .. ', the handle ' .. hcap)
+  end
+  local limit = override or s.cap or hcap
+  if n > limit then
+    if entry ~= '' then
+      dequeue(k.queue, k.expiry, entry)
+    end
+    return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
+  end
+  if s.held and s.owner == owner and seen(s.ops, op) then
+    -- A retry: the lease restarts on its own.
+    local left = sem_single_extend(k, lease)
+    if registered then
+      dequeue(k.queue, k.expiry, entry)
+    end
+    return {1, s.permits, s.grant, s.id, left}
+  end
+  if not head(k.queue, k.expiry, now_ms) then
+    if not s.held then
+      if not s.grant and redis.call('ZCARD', k.holders) > 0 then
+        -- Leases of a shared state whose hash vanished: their permits
+        -- went with it.
+        redis.call('DEL', k.holders)
+      end
+      if registered then
+        dequeue(k.queue, k.expiry, entry)
+      end
+      local grant = s.grant and tonumber(s.grant) + 1 or now_us
+      sem_single_store(k, {grant = string.format('%d', grant), held = true, cap = hcap, override = override ~= nil,
+        permits = n, owner = owner, id = op, ops = op}, lease)
+      return grant
+    end
+    if s.owner == owner and s.permits + n <= limit then
+      -- A re-entry, which adds to the owner's permits.
+      s.permits = s.permits + n
+      s.ops = remember(s.ops, op, math.floor(now_ms / 1000), acquisition_memory(lease))
+      s.cap, s.override = s.cap or hcap, override ~= nil
+      local left = math.max(redis.call('PTTL', k.hash), tonumber(lease))
+      sem_single_store(k, s, left)
+      if registered then
+        dequeue(k.queue, k.expiry, entry)
+      end
+      return {1, s.permits, s.grant, s.id, left}
+    end
+    if entry == '' and s.permits + n > limit then
+      return {0, redis.call('PTTL', k.hash), s.grant}
+    end
+  end
+  if not s.grant then
+    s = nil
+  end
+end
+local st = sem_open(k, v, s, hcap, now_ms)
+st.override = override
+if not override and st.cap and st.cap ~= hcap then
   return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
 end
 st.cap = st.cap or hcap
@@ -33,7 +108,6 @@ if n > limit then
   end
   return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
 end
-local now_ms, now_us = now()
 sem_purge(k, st, now_ms)
 sem_dispatch(k, st, limit, now_ms, now_us, ARGV[9], '', entry, nil)
 local h = sem_holder(k, owner)
@@ -41,7 +115,7 @@ local till
 if h and seen(h.ops, op) then
   -- A retry, or a hand-off to this waiter: its lease restarts on its own.
   till = sem_extend(k, owner, now_ms, lease)
-  if ARGV[7] == '1' then
+  if registered then
     dequeue(k.queue, k.expiry, entry)
   end
 elseif st.used + n <= limit and not st.queued then

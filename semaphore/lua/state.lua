@@ -2,52 +2,161 @@
 -- scripts after the shared queue library. Every script but renew names the
 -- same keys, in this order:
 --
---   KEYS[1] hash: the state while any permit is held or any waiter queued
+--   KEYS[1] the state, in one of two forms (below)
+--   KEYS[2] holders: the shared form's leases
+--   KEYS[3] queue, KEYS[4] expiry: the FIFO waiter queue (see queue.lua),
+--       entries "<hubid>/<op>|<permits>|<lease ms>|<owner id>"
+--   KEYS[5] capacity: the capacity set at runtime (SetCapacity), if any;
+--       it has no expiry and overrides every handle's
+--
+-- The single form, while at most one owner holds permits and no waiter is
+-- queued, is one string at KEYS[1], so that a lone holder takes and frees
+-- the semaphore with one write each, as the mutex does (see
+-- exclusive.lua):
+--
+--   "<grant> <cap> <permits> <owner> <hold id> <ops>"  held by owner; the
+--       key expires with the owner's lease, so that its end needs no
+--       server time; cap is the capacity of the handles that made the
+--       state, or 'o' while a capacity set at runtime is in force
+--   "<grant> free", "<grant> free o"  free, for the rest of the last
+--       holder's lease, keeping the grant counter; ' o' while a capacity
+--       set at runtime is in force
+--
+-- A missing KEYS[1] is free too. The single form promises that no live
+-- waiter is queued, and without 'o' that no capacity is set at runtime:
+-- every waiter that queues turns it into the shared form first, and
+-- SetCapacity marks it. So "<grant> free" is taken with one read and one
+-- write. (A capacity key written by anything but SetCapacity is seen when
+-- the state next leaves that form.)
+--
+-- The shared form, from when a second owner holds or a waiter queues
+-- until every permit is free again, when the single form's free marker
+-- takes its place:
+--
+--   KEYS[1] hash:
 --       cap    the capacity of the handles that created the state
 --       used   the permits held, by every owner together
---       grant  the grant counter: one more for every grant, so that a
---              waiter can tell a hand-off newer than its last failed
---              attempt (see package wait); seeded from the server clock in
---              microseconds when the state is created
+--       grant  the grant counter (below)
 --       <owner id>  "<permits> <hold id> <ops>" for each owner holding
 --              permits: how many, the id of the acquisition that started
 --              its hold, and its recent operation ids (see seen)
 --   KEYS[2] holders: sorted set of owner ids by the server time, in ms, at
 --       which their lease ends; an owner past it is purged (its permits
 --       return) by the next script that looks, in O(log n)
---   KEYS[3] queue, KEYS[4] expiry: the FIFO waiter queue (see queue.lua),
---       entries "<hubid>/<op>|<permits>|<lease ms>|<owner id>"
---   KEYS[5] capacity: the capacity set at runtime (SetCapacity), if any;
---       it has no expiry and overrides every handle's
 --
 -- The hash and holders expire no sooner than the latest lease, so that
--- they vanish when every holder died; both are deleted when the last permit
--- returns with no waiter queued.
+-- they vanish when every holder died.
+--
+-- The grant counter grows by one with every grant, so that a waiter can
+-- tell a hand-off newer than its last failed attempt (see package wait);
+-- it is seeded from the server clock in microseconds when no state keeps
+-- it.
 
 local function sem_keys()
   return {hash = KEYS[1], holders = KEYS[2], queue = KEYS[3], expiry = KEYS[4], cap = KEYS[5]}
 end
 
--- sem_load reads the state: cap (the state's capacity, nil if there is no
--- state), used, grant (a string or nil), override (the runtime capacity or
--- nil), and queued (unknown, nil, until sem_dispatch or the caller sets
--- it: whether a live waiter is queued). A key that dsync did not write fails
--- the script before any write: callers read the holders (sem_purge) before
--- they write too.
+-- sem_load reads the shared form's state: cap (the state's capacity, nil
+-- if there is no state), used, grant (a string or nil), and queued
+-- (unknown, nil, until sem_dispatch or the caller sets it: whether a live
+-- waiter is queued). A key that dsync did not write fails the script
+-- before any write: callers read the holders (sem_purge) before they
+-- write too. The runtime capacity is read apart (sem_override).
 local function sem_load(k)
   local v = redis.call('HMGET', k.hash, 'cap', 'used', 'grant')
   local st = {cap = tonumber(v[1]), used = tonumber(v[2]) or 0, grant = v[3] or nil}
   if (v[1] and not st.cap) or (v[2] and not tonumber(v[2])) or (not v[1] and redis.call('EXISTS', k.hash) == 1) then
     error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
   end
-  local o = redis.call('GET', k.cap)
-  if o then
-    st.override = tonumber(o)
-    if not st.override then
-      error('DSYNC unexpected value at ' .. k.cap .. ': not a capacity')
-    end
-  end
   return st
+end
+
+-- sem_override returns the capacity set at runtime, or nil.
+local function sem_override(k)
+  local o = redis.call('GET', k.cap)
+  if o and not tonumber(o) then
+    error('DSYNC unexpected value at ' .. k.cap .. ': not a capacity')
+  end
+  return tonumber(o)
+end
+
+-- sem_single decodes v, the string at KEYS[1], as the single form: a
+-- table with grant (a string), override (true if marked 'o') and, when
+-- held, held = true, cap (nil if 'o'), permits, owner, id and ops; nil
+-- if v is not a semaphore's.
+local function sem_single(v)
+  local g, c, p, owner, id, ops = string.match(v, '^(%d+) (%w+) (%d+) (%S+) (%S+) ?(.*)$')
+  if g and (c == 'o' or string.match(c, '^%d+$')) then
+    return {grant = g, held = true, cap = tonumber(c), override = c == 'o', permits = tonumber(p), owner = owner, id = id, ops = ops}
+  end
+  g = string.match(v, '^(%d+) free$')
+  if g then
+    return {grant = g}
+  end
+  g = string.match(v, '^(%d+) free o$')
+  if g then
+    return {grant = g, override = true}
+  end
+  return nil
+end
+
+-- sem_single_value returns the string of the single form s.
+local function sem_single_value(s)
+  if not s.held then
+    return s.grant .. (s.override and ' free o' or ' free')
+  end
+  local c = s.override and 'o' or string.format('%d', s.cap)
+  return s.grant .. ' ' .. c .. ' ' .. string.format('%d', s.permits) .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
+end
+
+-- sem_single_store writes the single form s, expiring after ttl ms, or
+-- keeping the key's expiry if ttl is nil.
+local function sem_single_store(k, s, ttl)
+  if ttl then
+    redis.call('SET', k.hash, sem_single_value(s), 'PX', ttl)
+  else
+    redis.call('SET', k.hash, sem_single_value(s), 'KEEPTTL')
+  end
+end
+
+-- sem_single_extend makes the single form's hold expire no sooner than
+-- ttl ms from now, and returns the ms it has left.
+local function sem_single_extend(k, ttl)
+  local pt = redis.call('PTTL', k.hash)
+  ttl = tonumber(ttl)
+  if ttl > pt then
+    redis.call('PEXPIRE', k.hash, ttl)
+    return ttl
+  end
+  return pt
+end
+
+-- sem_open reads the state at KEYS[1], whose GET (by pcall) replied v,
+-- for a script that needs the shared form, into which it turns a single
+-- form s (if not nil): the holder's lease ends when the key would have
+-- expired. It returns the shared state (see sem_load), a free single
+-- form's grant counter included. hcap is the state's capacity if s has
+-- none.
+local function sem_open(k, v, s, hcap, now_ms)
+  if not s then
+    if type(v) == 'string' then
+      error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
+    end
+    return sem_load(k)
+  end
+  redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
+  local pt = redis.call('PTTL', k.hash)
+  redis.call('DEL', k.hash)
+  if not s.held or pt <= 0 then
+    return {used = 0, grant = s.grant}
+  end
+  local cap = s.cap or tonumber(hcap)
+  redis.call('HSET', k.hash, 'cap', cap, 'used', s.permits, 'grant', s.grant,
+    s.owner, string.format('%d', s.permits) .. ' ' .. s.id .. ' ' .. s.ops)
+  redis.call('ZADD', k.holders, now_ms + pt, s.owner)
+  redis.call('PEXPIRE', k.hash, pt)
+  redis.call('PEXPIRE', k.holders, pt)
+  return {cap = cap, used = s.permits, grant = s.grant}
 end
 
 -- sem_limit returns the capacity in force.
@@ -235,14 +344,19 @@ local function sem_dispatch(k, st, limit, now_ms, now_us, channel, process, self
   end
 end
 
--- sem_save writes the counters back, or deletes the state when no permit
--- is held and no live waiter queued.
+-- sem_save writes the counters back or, when no permit is held and no
+-- live waiter queued, returns to the single form: the free marker, for as
+-- long as the hash had left.
 local function sem_save(k, st, now_ms)
   if st.queued == nil then
     st.queued = head(k.queue, k.expiry, now_ms) ~= false
   end
   if st.used <= 0 and not st.queued then
+    local pt = redis.call('PTTL', k.hash)
     redis.call('DEL', k.hash, k.holders)
+    if st.grant and pt > 0 then
+      redis.call('SET', k.hash, sem_single_value({grant = st.grant, override = st.override ~= nil}), 'PX', pt)
+    end
     return
   end
   if st.grant then

@@ -2,14 +2,12 @@ package fairlock_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/fairlock"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/tests/fake"
 )
 
@@ -99,36 +97,11 @@ func TestAdvQueueKeysNeverExpire(t *testing.T) {
 		wb.Close()
 		<-got
 		hb.Close()
-		time.Sleep(2 * time.Hour) // the hold's lease, the waiter timeout, the fence TTL
+		time.Sleep(2 * time.Hour) // the hold's lease, the waiter timeout
 		for _, k := range srv.Keys() {
 			t.Errorf("key %s left behind 2h after every process died (TTL %v)", k, srv.TTL(k))
 		}
 	})
-}
-
-// TestAdvFenceKeyForeignValue: a foreign string at the fence key (read by
-// next_token when the lock key holds no token) fails the script with a Lua
-// error, reported as a generic server error, not as dsync.ErrUnexpectedReply
-// like a foreign value at the lock key.
-func TestAdvFenceKeyForeignValue(t *testing.T) {
-	srv := testserver.Real(t)
-	bg := context.Background()
-	name := "advfence-" + dsync.NewID()[:12]
-	key := "dsync:fairlock:{" + name + "}"
-	t.Cleanup(func() { srv.Do(bg, "DEL", key, key+":queue", key+":expiry", key+":fence") })
-	if _, err := srv.Do(bg, "SET", key+":fence", "hello"); err != nil {
-		t.Fatal(err)
-	}
-	m := fairlock.New(srv.NewBackend(t), name, fairlock.WithLogger(nil))
-	ctx, cancel := context.WithTimeout(bg, 3*time.Second)
-	defer cancel()
-	ok, err := m.TryLockContext(ctx)
-	if ok {
-		m.UnlockContext(bg)
-	}
-	if !errors.Is(err, dsync.ErrUnexpectedReply) {
-		t.Errorf("TryLockContext with a foreign value at the fence key = %v, %v; want an error matching ErrUnexpectedReply", ok, err)
-	}
 }
 
 // TestAdvReentryDuringHandoffLeaseNoFailure: the lock core's Lease.Extend

@@ -42,6 +42,7 @@ type busyPrimitive struct {
 type vanishKey struct {
 	suffix string
 	hold   bool
+	after  string // the suffix of a key that exists once the waiter is registered, if the key itself exists before
 }
 
 // exclusiveLock is the exclusive side of mutex, fairlock and rwlock.
@@ -107,16 +108,16 @@ func vanishCases() []struct {
 	ropts := []rwlock.Option{rwlock.WithWatchdog(vanishLease), rwlock.WithWaiterTimeout(vanishWaiterTimeout), rwlock.WithLogger(nil)}
 	sopts := []semaphore.Option{semaphore.WithWatchdog(vanishLease), semaphore.WithWaiterTimeout(vanishWaiterTimeout), semaphore.WithLogger(nil)}
 	return []c{
-		{"mutex", []vanishKey{{"", true}, {":waiters", false}},
+		{"mutex", []vanishKey{{"", true, ""}, {":waiters", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				return busyExclusive(t, ctx, mutex.New(b(), name, mopts...), mutex.New(b(), name, mopts...), mutex.New(b(), name, mopts...))
 			}},
-		{"fairlock", []vanishKey{{"", true}, {":queue", false}, {":expiry", false}, {":fence", false}},
+		{"fairlock", []vanishKey{{"", true, ""}, {":queue", false, ""}, {":expiry", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				return busyExclusive(t, ctx, fairlock.New(b(), name, fopts...), fairlock.New(b(), name, fopts...), fairlock.New(b(), name, fopts...))
 			}},
 		// A writer holds, a reader waits.
-		{"rwlock-writer", []vanishKey{{"", true}, {":rwait", false}, {":fence", false}},
+		{"rwlock-writer", []vanishKey{{"", true, ""}, {":rwait", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				holder, waiter, fresh := rwlock.New(b(), name, ropts...), rwlock.New(b(), name, ropts...), rwlock.New(b(), name, ropts...)
 				ho, wo := dsync.WithOwner(ctx), dsync.WithOwner(ctx)
@@ -139,8 +140,9 @@ func vanishCases() []struct {
 					free:     freeExclusive(fresh),
 				}
 			}},
-		// A reader holds, a writer waits.
-		{"rwlock-reader", []vanishKey{{":readers", true}, {":rexpiry", true}, {":wqueue", false}, {":wexpiry", false}},
+		// A reader holds, a writer waits: the read hold is in the
+		// readers' keys, the main key says so.
+		{"rwlock-reader", []vanishKey{{"", false, ":wqueue"}, {":readers", true, ""}, {":rexpiry", true, ""}, {":wqueue", false, ""}, {":wexpiry", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				holder, waiter, fresh := rwlock.New(b(), name, ropts...), rwlock.New(b(), name, ropts...), rwlock.New(b(), name, ropts...)
 				ho, wo := dsync.WithOwner(ctx), dsync.WithOwner(ctx)
@@ -164,7 +166,7 @@ func vanishCases() []struct {
 		// Capacity 3: the holder holds 2, the waiter asks for 2.
 		// The capacity is set at runtime too (to the handles' 3), so that
 		// its key exists.
-		{"semaphore", []vanishKey{{"", true}, {":holders", true}, {":queue", false}, {":expiry", false}, {":capacity", false}},
+		{"semaphore", []vanishKey{{"", true, ""}, {":holders", true, ""}, {":queue", false, ""}, {":expiry", false, ""}, {":capacity", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				holder, waiter, fresh := semaphore.New(b(), name, 3, sopts...), semaphore.New(b(), name, 3, sopts...), semaphore.New(b(), name, 3, sopts...)
 				if err := fresh.SetCapacity(ctx, 3); err != nil {
@@ -197,7 +199,7 @@ func vanishCases() []struct {
 		// (on a longer lease, which the state's keys take), as a busy
 		// semaphore would be: a queued waiter would stop new grants, and
 		// without them the state expires by itself.
-		{"semaphore-busy", []vanishKey{{"", true}, {":holders", true}},
+		{"semaphore-busy", []vanishKey{{"", true, ""}, {":holders", true, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				holder, fresh := semaphore.New(b(), name, 3, sopts...), semaphore.New(b(), name, 3, sopts...)
 				churner := semaphore.New(b(), name, 3, semaphore.WithWatchdog(5*vanishLease), semaphore.WithLogger(nil))
@@ -274,19 +276,22 @@ func TestNoCountStuckWhenAKeyVanishes(t *testing.T) {
 				}
 				key := fmt.Sprintf("dsync:%s:{%s}%s", kind, name, k.suffix)
 				bp := pc.start(t, ctx, func() backend.Backend { return newBackend(t, srv.Addr()) }, name)
-				// The key exists once the waiter is registered.
-				for i := 0; ; i++ {
-					n, err := redis.Int(do(ctx, srv.Addr(), "EXISTS", key))
-					if err != nil {
-						t.Fatal(err)
+				// The key exists once the waiter is registered (or the key
+				// named after does).
+				for _, key := range []string{key + k.after, key} {
+					for i := 0; ; i++ {
+						n, err := redis.Int(do(ctx, srv.Addr(), "EXISTS", key))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if n == 1 {
+							break
+						}
+						if i == 500 {
+							t.Fatalf("%s never appeared", key)
+						}
+						time.Sleep(2 * time.Millisecond)
 					}
-					if n == 1 {
-						break
-					}
-					if i == 500 {
-						t.Fatalf("%s never appeared", key)
-					}
-					time.Sleep(2 * time.Millisecond)
 				}
 				if n, err := redis.Int(do(ctx, srv.Addr(), "DEL", key)); err != nil || n != 1 {
 					t.Fatalf("DEL %s = %d, %v", key, n, err)

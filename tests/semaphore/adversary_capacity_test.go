@@ -94,7 +94,7 @@ func TestAdvRaiseCapacityAdmitsWaiters(t *testing.T) {
 		if err := setter.SetCapacity(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
-		if k, _ := srv.Do(ctx, "KEYS", "dsync:semaphore:{"+name+"}*"); len(k.([]any)) != 0 {
+		if k := keysLeft(t, ctx, srv, "dsync:semaphore:{"+name+"}*"); len(k) != 0 {
 			t.Errorf("keys left: %v", k)
 		}
 	}
@@ -225,7 +225,7 @@ func TestAdvDisagreeingCapacities(t *testing.T) {
 	if err := five.Release(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := srv.Do(ctx, "KEYS", "dsync:semaphore:{"+name+"}*"); len(k.([]any)) != 0 {
+	if k := keysLeft(t, ctx, srv, "dsync:semaphore:{"+name+"}*"); len(k) != 0 {
 		t.Errorf("keys left: %v", k)
 	}
 }

@@ -123,7 +123,7 @@ func TestAdvContextEndsAnywhere(t *testing.T) {
 		if err := x.Release(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		if k, _ := srv.Do(ctx, "KEYS", "dsync:semaphore:{"+name+"}*"); len(k.([]any)) != 0 {
+		if k := keysLeft(t, ctx, srv, "dsync:semaphore:{"+name+"}*"); len(k) != 0 {
 			t.Fatalf("round %d (%s): keys left: %v", round, p.name, k)
 		}
 	}

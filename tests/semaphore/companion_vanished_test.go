@@ -15,8 +15,9 @@ import (
 
 // One key of a busy semaphore vanishes (deleted, or evicted by maxmemory:
 // eviction takes keys one at a time): no permit is lost for good (issue
-// 26, defect 3). Capacity 3, owner A holds 2 on a watchdog lease; the key
-// is deleted. A is told (Done, within the lease), and while another owner
+// 26, defect 3). Capacity 3, owner A holds 2 on a watchdog lease (alone,
+// in the single form, or beside another owner's hold, given back since,
+// in the shared form, which has holders); the key is deleted. A is told (Done, within the lease), and while another owner
 // acquires and releases 1 permit in a loop, the semaphore comes back to
 // no permit held, and Acquire(3) on the idle semaphore succeeds within a
 // lease.
@@ -58,6 +59,18 @@ func TestNoPermitLostWhenAKeyVanishes(t *testing.T) {
 				ao := dsync.WithOwner(ctx)
 				if err := a.Acquire(ao, 2); err != nil {
 					t.Fatal(err)
+				}
+				if suffix == ":holders" {
+					// A lone holder's state is one key: another owner's
+					// permit, taken and given back, makes it the shared
+					// form, which has holders.
+					co := dsync.WithOwner(ctx)
+					if err := b.Acquire(co, 1); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Release(co, 1); err != nil {
+						t.Fatal(err)
+					}
 				}
 				key := "dsync:semaphore:{" + name + "}" + suffix
 				if n, err := redis.Int(srv.do(ctx, "DEL", key)); err != nil || n != 1 {

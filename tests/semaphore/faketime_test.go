@@ -59,7 +59,7 @@ func TestFakeTimeLeases(t *testing.T) {
 		if err := w.Release(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		if k := srv.Keys(); len(k) != 0 {
+		if k := fakeKeysLeft(srv); len(k) != 0 {
 			t.Errorf("keys left: %v", k)
 		}
 	})
