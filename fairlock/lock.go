@@ -49,26 +49,22 @@ func (m *Mutex) handedLease() time.Duration {
 }
 
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+	ownerArg, opArg := core.AttemptArgs(owner, op)
 	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, owner, op, m.leaseArg, entry,
-		m.waiterTOArg, flag(registered), m.channelArg)
+	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, ownerArg, opArg, m.leaseArg, entry,
+		m.waiterTOArg, core.FlagArg(registered), m.channelArg)
 	if err != nil {
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	if r.Acquired {
+		got.KeepArgs(ownerArg, opArg, reply)
+	}
+	return r, err
 }
 
 func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
 	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
 		owner, op, entry, m.channelArg, m.h.HubID())
 	return err
-}
-
-// flag returns "1" or "0" as a script argument (see core.Flag), without
-// an allocation.
-func flag(b bool) any {
-	if b {
-		return "1"
-	}
-	return "0"
 }

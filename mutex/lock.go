@@ -60,14 +60,7 @@ func (m *Mutex) handedLease() time.Duration {
 
 // try makes one attempt for owner with operation id op (see core.Attempt).
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-	// The owner and operation as script arguments, made once and kept
-	// with the hold for its renewals and release; an ownerless hold's
-	// owner is its operation.
-	ownerArg := any(owner)
-	opArg := ownerArg
-	if op != owner {
-		opArg = op
-	}
+	ownerArg, opArg := core.AttemptArgs(owner, op)
 	sent := time.Now()
 	reply, err := m.h.Attempt(ctx, acquireScript, m.keys,
 		ownerArg, opArg, m.leaseArg, entry, m.waiterTTLArg, core.FlagArg(registered))
@@ -76,13 +69,7 @@ func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered boo
 	}
 	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
 	if r.Acquired {
-		got.OwnerArg = ownerArg
-		if got.ID == op {
-			got.IDArg = opArg
-		}
-		if _, fresh := reply.(int64); fresh {
-			got.TokenArg = reply
-		}
+		got.KeepArgs(ownerArg, opArg, reply)
 	}
 	return r, err
 }

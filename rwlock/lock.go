@@ -137,9 +137,10 @@ func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, regist
 	if role == read {
 		s = readAcquireScript
 	}
+	ownerArg, opArg := core.AttemptArgs(owner, op)
 	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, s, m.keys, owner, op, m.leaseArg, entry,
-		m.waiterTOArg, flag(registered), m.channelArg, m.prefArg)
+	reply, err := m.h.Attempt(ctx, s, m.keys, ownerArg, opArg, m.leaseArg, entry,
+		m.waiterTOArg, core.FlagArg(registered), m.channelArg, m.prefArg)
 	if err != nil {
 		var se *backend.ServerError
 		if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
@@ -147,7 +148,11 @@ func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, regist
 		}
 		return wait.Result{}, err
 	}
-	return core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
+	if r.Acquired {
+		got.KeepArgs(ownerArg, opArg, reply)
+	}
+	return r, err
 }
 
 func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) error {
@@ -158,13 +163,4 @@ func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) er
 	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
 		r, owner, op, entry, m.channelArg, m.h.HubID(), m.prefArg)
 	return err
-}
-
-// flag returns "1" or "0" as a script argument (see core.Flag), without
-// an allocation.
-func flag(b bool) any {
-	if b {
-		return "1"
-	}
-	return "0"
 }

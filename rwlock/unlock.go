@@ -57,11 +57,14 @@ func (m *RWMutex) releaser(role string) core.Releaser {
 	if role == read {
 		s = readReleaseScript
 	}
+	// The attempt is made once per role: a closure made per call would
+	// cost an allocation on every release.
+	attempt := func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
+		return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
+	}
 	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
 		ownerArg, idArg, tokenArg := l.Args()
 		args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, m.prefArg, tokenArg}
-		return m.h.Release(ctx, l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-			return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
-		}, args)
+		return m.h.Release(ctx, l, 1, attempt, args)
 	}
 }

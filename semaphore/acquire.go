@@ -93,23 +93,19 @@ func (s *Semaphore) newSpec(n int64) *core.LockSpec {
 	}
 }
 
-// flag returns "1" or "0" as a script argument (see core.Flag), without
-// an allocation.
-func flag(b bool) any {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 func (s *Semaphore) try(ctx context.Context, owner, op string, n any, entry string, registered bool, got *core.Grant) (wait.Result, error) {
+	ownerArg, opArg := core.AttemptArgs(owner, op)
 	sent := time.Now()
-	reply, err := s.h.Attempt(ctx, acquireScript, s.keys, owner, op, n, s.leaseArg, entry,
-		s.waiterTOArg, flag(registered), s.capArg, s.channelArg)
+	reply, err := s.h.Attempt(ctx, acquireScript, s.keys, ownerArg, opArg, n, s.leaseArg, entry,
+		s.waiterTOArg, core.FlagArg(registered), s.capArg, s.channelArg)
 	if err != nil {
 		return wait.Result{}, scriptError(err)
 	}
-	return core.AcquireReply(reply, op, s.h.Cfg.Lease, sent, got)
+	r, err := core.AcquireReply(reply, op, s.h.Cfg.Lease, sent, got)
+	if r.Acquired {
+		got.KeepArgs(ownerArg, opArg, reply)
+	}
+	return r, err
 }
 
 func (s *Semaphore) abandon(ctx context.Context, owner, op string, n any, entry string) error {

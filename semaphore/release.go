@@ -133,19 +133,20 @@ func (s *Semaphore) takeAnon(n int64, parts []part) ([]part, error) {
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
 	ownerArg, idArg, tokenArg := l.Args()
 	args := []any{ownerArg, core.ReleaseOp(), n, s.h.RestoredLeaseArg(l), s.channelArg, s.h.HubID(), idArg, tokenArg, s.capArg}
-	refused := false
-	left, err := s.h.Release(ctx, l, n, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)
-		// A refusal (fewer than n held) leaves the hold as it is: the
-		// core keeps its lease, as after a partial release.
-		refused = err == nil && strings.HasPrefix(r.HoldID, "!")
-		if refused {
-			r.HoldID, r.Refused = r.HoldID[1:], true
-		}
-		return r, err
-	}, args)
-	if err == nil && refused {
+	left, err := s.h.Release(ctx, l, n, s.sendReleaseFn, args)
+	if errors.Is(err, core.ErrRefused) {
 		return fmt.Errorf("%w: the owner holds %d permits, fewer than %d", dsync.ErrNotHeld, left, n)
 	}
 	return err
+}
+
+// sendRelease sends the release script (see core.ReleaseAttempt). A
+// refusal (fewer than n held) leaves the hold as it is: the core keeps
+// its lease, as after a partial release.
+func (s *Semaphore) sendRelease(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
+	r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)
+	if err == nil && strings.HasPrefix(r.HoldID, "!") {
+		r.HoldID, r.Refused = r.HoldID[1:], true
+	}
+	return r, err
 }

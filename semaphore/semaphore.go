@@ -105,6 +105,7 @@ type Semaphore struct {
 	holders, channel string
 	keys             []string // of every script but renew (see lua/state.lua)
 	hold             core.HoldSpec
+	sendReleaseFn    core.ReleaseAttempt // s.sendRelease, made once
 
 	// specs holds the acquisition specs of requests for 1 to len(specs)
 	// permits, each made on first use (see spec).
@@ -147,6 +148,7 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 	s.channel = s.h.Companion("wake")
 	s.leaseArg, s.waiterTOArg, s.capArg, s.channelArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), capacity, s.channel
 	s.hold = s.holdSpec()
+	s.sendReleaseFn = s.sendRelease
 	return s
 }
 

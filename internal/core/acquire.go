@@ -349,6 +349,31 @@ func AcquireReply(reply any, op string, ttl time.Duration, sent time.Time, g *Gr
 	return wait.Result{Acquired: true}, nil
 }
 
+// AttemptArgs returns owner and op as script arguments for one attempt,
+// to be kept with the hold it starts (Grant.KeepArgs) for its renewals and
+// release; an ownerless hold's owner is its operation, one value for both.
+func AttemptArgs(owner, op string) (ownerArg, opArg any) {
+	ownerArg = owner
+	opArg = ownerArg
+	if op != owner {
+		opArg = op
+	}
+	return ownerArg, opArg
+}
+
+// KeepArgs keeps in g, the grant of an attempt made with ownerArg and
+// opArg (see AttemptArgs) that the script answered with reply, the
+// arguments its hold's renewals and release pass again.
+func (g *Grant) KeepArgs(ownerArg, opArg, reply any) {
+	g.OwnerArg = ownerArg
+	if op, _ := opArg.(string); op == g.ID {
+		g.IDArg = opArg
+	}
+	if _, fresh := reply.(int64); fresh {
+		g.TokenArg = reply
+	}
+}
+
 // Attempt runs the acquire script s through h's backend for an attempt on
 // ctx's behalf, bounded as wait.AttemptContext says.
 func (h *Handle) Attempt(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {

@@ -45,6 +45,10 @@ type ReleaseAttempt func(ctx context.Context, l *lease.Lease, first bool, args [
 // cheaper to make.
 func ReleaseOp() any { return rand.Int64() }
 
+// ErrRefused is what Release returns when the script refused the release
+// (wait.Reply.Refused) and changed nothing; the hold is kept as it was.
+var ErrRefused = errors.New("release refused")
+
 // Release runs one release of units (1, or a semaphore's permits) of the
 // hold l through h's backend and returns what the owner holds on the
 // server after it.
@@ -156,6 +160,9 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	r.l.Settle(rep.N, units)
 	if rep.N < 0 {
 		return rep.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone), true
+	}
+	if rep.Refused {
+		return rep.N, ErrRefused, true
 	}
 	return rep.N, nil, true
 }
