@@ -123,7 +123,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	defer conn.Close()
 
 	cmd := make([]any, 0, 2+len(keys)+len(args))
-	cmd = append(cmd, s.Hash(), len(keys))
+	cmd = append(cmd, s.HashArg(), len(keys))
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
