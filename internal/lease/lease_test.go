@@ -1851,7 +1851,7 @@ func TestPendingHoldIsQueuedBehindThenKept(t *testing.T) {
 		if p == nil {
 			t.Fatal("no pending hold to queue behind")
 		}
-		if !p.Enqueue("hub/w|2000|someone") {
+		if _, ok := p.Enqueue("hub/w|2000|someone"); !ok {
 			t.Fatal("Enqueue refused on a pending hold")
 		}
 		l := h.start(f, watchdog("pend:1", 3*time.Second), time.Now())
