@@ -447,7 +447,7 @@ type Reply struct {
 // channel is woken to try again. ctx bounds the call as it is: a caller
 // that must learn the reply after its own context ended passes one that
 // has not (see AttemptContext).
-func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), s *backend.Script, keys []string, args ...any) (Reply, error) {
+func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed Handed, s *backend.Script, keys []string, args ...any) (Reply, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		h.WakeAll(channel)
@@ -456,13 +456,18 @@ func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string,
 	return Deliver(b, h, channel, handed, reply)
 }
 
+// Handed is told of a hand-off to a waiter of the caller's hub: the
+// waiter's id, the owner that now holds the primitive and the grant's
+// token (0 if it has none); gone says that the waiter had left, and its
+// clean-up passes the hold on.
+type Handed func(id, owner string, token int64, gone bool)
+
 // Deliver decodes reply as a Reply, wakes the waiters of h it names with
 // their grants, and returns its head. handed, if not nil, is told of each
-// hand-off to a waiter of h (its id and the owner) before the waiter is
-// woken, and told again, with gone true, if the waiter had left: its
-// clean-up passes the hold on. A reply that is a bare integer is a Reply with that n and no
-// waiter.
-func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), reply any) (Reply, error) {
+// hand-off to a waiter of h before the waiter is woken, and told again,
+// with gone true, if the waiter had left. A reply that is a bare integer
+// is a Reply with that n and no waiter.
+func Deliver(b backend.Backend, h *hub.Hub, channel string, handed Handed, reply any) (Reply, error) {
 	if n, ok := reply.(int64); ok {
 		return Reply{N: n}, nil
 	}
@@ -487,12 +492,13 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owne
 		}
 		delivered := false
 		if wid, ok := h.Local(address); ok {
+			token, _ := GrantToken(grant)
 			if handed != nil {
-				handed(wid, owner, false)
+				handed(wid, owner, token, false)
 			}
 			delivered = h.Deliver(channel, wid, grant)
 			if !delivered && handed != nil {
-				handed(wid, owner, true)
+				handed(wid, owner, token, true)
 			}
 		}
 		if o := observe.For(b); o != nil {
