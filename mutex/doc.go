@@ -98,13 +98,15 @@
 // the mutex to a waiter in the same script, with a fresh fencing token, and
 // wakes it; the waiter returns without another round trip, so a client
 // that unlocks and locks again in a loop cannot starve the others. A grant
-// is accepted only if it is newer than every hold the waiter saw: a wake-up
-// delayed past the hold's expiry is refused. A hold handed to a waiter
-// starts on a lease of at most 2s, which the waiter's watchdog extends at
-// its first renewal, so a waiter that died holds the mutex for only that
-// long; the other waiters, who are not woken by a hand-off to someone
-// else, notice at their next attempt: within their heartbeat (5s) of the
-// hand-off. A waiter that gives up passes on a hold handed to it.
+// is accepted only if it is newer than every hold the waiter saw, the one
+// its latest attempt found included, and is otherwise confirmed by one more
+// attempt: a wake-up delayed past the hold's expiry is refused. A hold
+// handed to a waiter starts on a lease of at most 2s, which the waiter's
+// watchdog extends at its first renewal, so a waiter that died holds the
+// mutex for only that long; the other waiters, who are not woken by a
+// hand-off to someone else, notice at their next attempt: within their
+// heartbeat (5s) of the hand-off. A waiter that gives up passes on a hold
+// handed to it.
 //
 // The waiter handed the mutex is the one that has gone longest without an
 // attempt: usually the longest waiting, but the order is not promised

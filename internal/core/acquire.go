@@ -126,12 +126,17 @@ func (a *acquisition) Try(ctx context.Context, t wait.Try) (wait.Result, error) 
 		// ask the server from now on.
 		a.unqueue(ctx)
 		if t.Prior == 0 && a.entry != "" {
-			if l := a.h.Session().Sched.Other(a.h.Key, a.owner, a.s.Role); l != nil && l.Enqueue(a.entry) {
-				// Should the hold expire without a release, as a
-				// fixed lease does, the waiter asks the server then,
-				// as a registered one would.
-				a.behind = l
-				return wait.Result{RetryIn: max(0, time.Until(l.Deadline()))}, nil
+			if l := a.h.Session().Sched.Other(a.h.Key, a.owner, a.s.Role); l != nil {
+				if token, ok := l.Enqueue(a.entry); ok {
+					// Should the hold expire without a release, as
+					// a fixed lease does, the waiter asks the server
+					// then, as a registered one would. The hold's
+					// token is the one the waiter saw: only a
+					// release that began after this registers it,
+					// and hands it a newer one.
+					a.behind = l
+					return wait.Result{RetryIn: max(0, time.Until(l.Deadline())), Token: token}, nil
+				}
 			}
 		}
 	}
@@ -163,6 +168,9 @@ func (a *acquisition) unqueue(ctx context.Context) {
 }
 
 func (a *acquisition) Granted(token int64, since time.Time) bool {
+	// The loop calls this only for a grant handed after the latest
+	// failed attempt, sent at since (see wait.Acquirer.Granted): the
+	// hold began after since, and the hand-off took the waiter's entry.
 	// Without time to spare, the next attempt confirms the hold and
 	// restarts its lease; so does a waiter on a fixed lease handed a
 	// shorter one, to extend it to its own, and one whose owner holds

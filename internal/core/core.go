@@ -87,11 +87,11 @@ type Handle struct {
 	Cfg  options.Common
 	Key  string // the main key; companions append ":" and a suffix
 
-	err    error                             // invalid arguments, reported by every call
-	handed func(id, owner string, gone bool) // see QueueLocally
-	sess   atomic.Pointer[session.Session]   // B's session, as last seen
-	mu     sync.Mutex                        // guards anon
-	anon   map[string][]*lease.Lease         // ownerless holds by role, oldest first
+	err    error                           // invalid arguments, reported by every call
+	handed wait.Handed                     // see QueueLocally
+	sess   atomic.Pointer[session.Session] // B's session, as last seen
+	mu     sync.Mutex                      // guards anon
+	anon   map[string][]*lease.Lease       // ownerless holds by role, oldest first
 
 	leaseArg any // Cfg.Lease in ms, as a script argument made once
 }
@@ -388,12 +388,12 @@ func (h *Handle) HandOff(ctx context.Context, channel string, s *backend.Script,
 // is channel and which a hand-off gives for handed. A primitive calls it
 // once, from its constructor.
 func (h *Handle) QueueLocally(role, channel string, handed time.Duration) {
-	h.handed = func(id, owner string, gone bool) {
+	h.handed = func(id, owner string, token int64, gone bool) {
 		if gone {
 			h.Session().Sched.DropPending(h.Key, id)
 			return
 		}
-		h.Session().Sched.Pending(h.Key, owner, role, id, channel, handed)
+		h.Session().Sched.Pending(h.Key, owner, role, id, channel, token, handed)
 	}
 }
 

@@ -94,16 +94,17 @@ func (s *Scheduler) Other(key, owner, role string) *Lease {
 }
 
 // Pending records that the hold of key with the given id was handed, in
-// role, to owner's waiter of the session, who has not kept it yet: until
-// it does (Keep) or gives it up (DropPending), or for at most ttl, the
-// session's other waiters queue behind it as behind a kept hold.
-func (s *Scheduler) Pending(key, owner, role, id, channel string, ttl time.Duration) {
+// role, to owner's waiter of the session, with the given token, and that
+// the waiter has not kept it yet: until it does (Keep) or gives it up
+// (DropPending), or for at most ttl, the session's other waiters queue
+// behind it as behind a kept hold.
+func (s *Scheduler) Pending(key, owner, role, id, channel string, token int64, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retired || s.byIDLocked(key, owner, role, id) != nil {
 		return // kept already (or retired: nothing to queue behind)
 	}
-	l := &Lease{spec: Spec{Key: key, Owner: owner, Role: role, ID: id, Channel: channel}, s: s, index: -1, state: pending}
+	l := &Lease{spec: Spec{Key: key, Owner: owner, Role: role, ID: id, Channel: channel, Token: token}, s: s, index: -1, state: pending}
 	l.deadline = time.Now().Add(ttl)
 	s.indexLocked(l)
 }

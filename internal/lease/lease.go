@@ -308,15 +308,16 @@ func (l *Lease) AfterEnd(f func(lost bool)) {
 // Enqueue queues the waiter entry behind the hold, to be registered on the
 // server by the hold's next release (see package mutex), and reports
 // whether it did: not once the hold ended or a release of it is under
-// way.
-func (l *Lease) Enqueue(entry string) bool {
+// way. It returns the hold's token too, read with the queue: a pending
+// hold's record changes when its waiter keeps it.
+func (l *Lease) Enqueue(entry string) (token int64, ok bool) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if (l.state != active && l.state != pending) || l.closed {
-		return false
+		return 0, false
 	}
 	l.queued = append(l.queued, entry)
-	return true
+	return l.spec.Token, true
 }
 
 // Dequeue takes entry out of the queue behind the hold. If a release took

@@ -1843,7 +1843,7 @@ func TestPendingHoldIsQueuedBehindThenKept(t *testing.T) {
 		h := newHarness(t)
 		f := h.fake()
 		s := sched(f)
-		s.Pending("pend:1", "owner", "x", "pend:1#1", "wake", 2*time.Second)
+		s.Pending("pend:1", "owner", "x", "pend:1#1", "wake", 1, 2*time.Second)
 		if s.Find("pend:1", "owner", "x") != nil || s.Holds("pend:1", "owner", "x") {
 			t.Fatal("a pending hold is found as the owner's hold before it keeps it")
 		}
@@ -1851,8 +1851,12 @@ func TestPendingHoldIsQueuedBehindThenKept(t *testing.T) {
 		if p == nil {
 			t.Fatal("no pending hold to queue behind")
 		}
-		if !p.Enqueue("hub/w|2000|someone") {
+		token, ok := p.Enqueue("hub/w|2000|someone")
+		if !ok {
 			t.Fatal("Enqueue refused on a pending hold")
+		}
+		if token != 1 {
+			t.Errorf("Enqueue behind the pending hold returned token %d, want the grant's, 1", token)
 		}
 		l := h.start(f, watchdog("pend:1", 3*time.Second), time.Now())
 		if l != p {
@@ -1883,13 +1887,13 @@ func TestPendingHoldDroppedOrExpired(t *testing.T) {
 			woken = append(woken, entries...)
 			mu.Unlock()
 		}})
-		s.Pending("drop:1", "owner", "x", "drop:1#1", "wake", 2*time.Second)
+		s.Pending("drop:1", "owner", "x", "drop:1#1", "wake", 1, 2*time.Second)
 		s.Other("drop:1", "someone", "x").Enqueue("e1")
 		s.DropPending("drop:1", "drop:1#1")
 		if s.Other("drop:1", "someone", "x") != nil {
 			t.Error("a dropped pending hold is still queued behind")
 		}
-		s.Pending("drop:2", "owner", "x", "drop:2#1", "wake", 2*time.Second)
+		s.Pending("drop:2", "owner", "x", "drop:2#1", "wake", 1, 2*time.Second)
 		s.Other("drop:2", "someone", "x").Enqueue("e2")
 		time.Sleep(2 * time.Second)
 		if s.Other("drop:2", "someone", "x") != nil {
@@ -1900,7 +1904,7 @@ func TestPendingHoldDroppedOrExpired(t *testing.T) {
 			t.Errorf("woken %v, want e1 then e2", woken)
 		}
 		mu.Unlock()
-		s.Pending("force:1", "owner", "x", "force:1#1", "wake", 2*time.Second)
+		s.Pending("force:1", "owner", "x", "force:1#1", "wake", 1, 2*time.Second)
 		s.LoseHold("force:1", "force:1#1", "taken by ForceUnlock", true)
 		l := s.Keep(watchdog("force:1", 3*time.Second), time.Now(), 0, 1)
 		if !l.Lost() {

@@ -48,14 +48,16 @@ type Acquirer interface {
 	// Granted is called when a wake-up carries a hand-off (see
 	// hub.Waiter.Grant): the script that released the primitive gave it
 	// to this waiter, with the fencing token that the grant starts with
-	// (its first word, in decimal). A grant is current only if its token
-	// is above every token a failed attempt of this acquisition saw:
-	// then the server handled the latest failed attempt, sent at since,
-	// before the hand-off, so the hold began after since. Older grants
-	// (a wake-up delayed past the hold's expiry) are dropped without a
-	// call. Granted reports whether the acquisition is complete. If not,
-	// the loop tries again, and the attempt finds the primitive held for
-	// it if the grant still stands.
+	// (its first word, in decimal). It is called only for a grant newer
+	// than the hold the latest failed attempt found: that attempt, sent
+	// at since, replied with a token (not 0), and the grant's is above it
+	// and every other token a failed attempt saw. The server then handled
+	// the attempt before the hand-off, so the hold began after since.
+	// Other grants (a wake-up delayed past the hold's expiry, or one after
+	// an attempt that saw no token) are not taken from the wake-up.
+	// Granted reports whether the acquisition is complete. If not, or
+	// without a call, the loop tries again, and the attempt finds the
+	// primitive held for the waiter if the grant still stands.
 	Granted(token int64, since time.Time) bool
 
 	// Abandon undoes whatever the attempts may have left on the server
@@ -79,9 +81,11 @@ type Result struct {
 	RetryIn time.Duration
 
 	// Token is the fencing token of the primitive when the attempt
-	// failed: the current holder's, or the last one handed out. A grant
-	// carrying a token no greater than one seen so is older than that
-	// attempt, and refused (see Spec.Granted).
+	// failed: the current holder's, or the last one handed out; 0 if the
+	// server does not know it (the key of a hold that expired is gone).
+	// It must be at least every token handed out before the attempt. A
+	// grant is taken from a wake-up only if its token is above this one,
+	// not 0, and every other one seen (see Acquirer.Granted).
 	Token int64
 }
 
@@ -268,11 +272,11 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 	attempts := 0
 	waiting := false // reported to s.Waiting
 	// sent is when the latest attempt was sent, and refused when the
-	// latest one that failed with a reply was; seen is the highest token
-	// the failed attempts saw.
+	// latest one that failed with a reply was; last is the token that
+	// reply carried, and seen the highest token the failed attempts saw.
 	var (
 		sent, refused time.Time
-		seen          int64
+		last, seen    int64
 	)
 	w := acq.Hub().Joined(s.Channel, s.WaiterID)
 	try := func() (Result, error) {
@@ -309,7 +313,7 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 			continue
 		}
 		failures = 0
-		refused = sent
+		refused, last = sent, r.Token
 		seen = max(seen, r.Token)
 		if s.Waiting != nil && !waiting {
 			waiting = true
@@ -339,8 +343,16 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 		select {
 		case <-w.C():
 			timer.Stop()
+			// A grant is taken from the wake-up only if it is newer
+			// than the hold the latest failed attempt found (see
+			// Acquirer.Granted). A reply without a token tells nothing:
+			// the hand-off may have come before that attempt, its hold
+			// expired since (the key gone, with the token), and the
+			// attempt queued the waiter again. Any other grant costs an
+			// attempt, which finds the hold the waiter's if it still
+			// stands, or queues.
 			if g := w.Grant(); g != "" {
-				if token, ok := GrantToken(g); ok && token > seen && acq.Granted(token, refused) {
+				if token, ok := GrantToken(g); ok && last > 0 && token > seen && acq.Granted(token, refused) {
 					return nil
 				}
 			}
@@ -435,7 +447,7 @@ type Reply struct {
 // channel is woken to try again. ctx bounds the call as it is: a caller
 // that must learn the reply after its own context ended passes one that
 // has not (see AttemptContext).
-func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), s *backend.Script, keys []string, args ...any) (Reply, error) {
+func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string, handed Handed, s *backend.Script, keys []string, args ...any) (Reply, error) {
 	reply, err := b.Eval(ctx, s, keys, args...)
 	if err != nil {
 		h.WakeAll(channel)
@@ -444,13 +456,18 @@ func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string,
 	return Deliver(b, h, channel, handed, reply)
 }
 
+// Handed is told of a hand-off to a waiter of the caller's hub: the
+// waiter's id, the owner that now holds the primitive and the grant's
+// token (0 if it has none); gone says that the waiter had left, and its
+// clean-up passes the hold on.
+type Handed func(id, owner string, token int64, gone bool)
+
 // Deliver decodes reply as a Reply, wakes the waiters of h it names with
 // their grants, and returns its head. handed, if not nil, is told of each
-// hand-off to a waiter of h (its id and the owner) before the waiter is
-// woken, and told again, with gone true, if the waiter had left: its
-// clean-up passes the hold on. A reply that is a bare integer is a Reply with that n and no
-// waiter.
-func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owner string, gone bool), reply any) (Reply, error) {
+// hand-off to a waiter of h before the waiter is woken, and told again,
+// with gone true, if the waiter had left. A reply that is a bare integer
+// is a Reply with that n and no waiter.
+func Deliver(b backend.Backend, h *hub.Hub, channel string, handed Handed, reply any) (Reply, error) {
 	if n, ok := reply.(int64); ok {
 		return Reply{N: n}, nil
 	}
@@ -475,12 +492,13 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, handed func(id, owne
 		}
 		delivered := false
 		if wid, ok := h.Local(address); ok {
+			token, _ := GrantToken(grant)
 			if handed != nil {
-				handed(wid, owner, false)
+				handed(wid, owner, token, false)
 			}
 			delivered = h.Deliver(channel, wid, grant)
 			if !delivered && handed != nil {
-				handed(wid, owner, true)
+				handed(wid, owner, token, true)
 			}
 		}
 		if o := observe.For(b); o != nil {

@@ -162,3 +162,107 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"),
 	}
 }
+
+// Gated wraps a backend whose script calls and pub/sub deliveries can be
+// held back, each on a gate of its own, as a paused server or a congested
+// path holds them: a script call made while its gate is shut waits, before
+// it is sent, until the gate opens or its context ends; a message that
+// arrives while the delivery gate is shut is handed on when it opens.
+// Both gates start open. Gated hides the optional interfaces of the
+// backend it wraps (a batch is a script call it would not hold).
+type Gated struct {
+	backend.Backend
+
+	mu           sync.Mutex
+	evals, wakes chan struct{} // nil while open
+}
+
+// NewGated returns b gated, with both gates opened when t ends, so that
+// nothing is left waiting behind them in a testing/synctest bubble.
+func NewGated(t testing.TB, b backend.Backend) *Gated {
+	g := &Gated{Backend: b}
+	t.Cleanup(func() {
+		g.OpenEvals()
+		g.OpenDeliveries()
+	})
+	return g
+}
+
+// HoldEvals shuts the gate of script calls.
+func (g *Gated) HoldEvals() { g.shut(&g.evals) }
+
+// OpenEvals opens the gate of script calls, letting the held ones go.
+func (g *Gated) OpenEvals() { g.open(&g.evals) }
+
+// HoldDeliveries shuts the gate of pub/sub deliveries.
+func (g *Gated) HoldDeliveries() { g.shut(&g.wakes) }
+
+// OpenDeliveries opens the gate of pub/sub deliveries, handing on the
+// held messages.
+func (g *Gated) OpenDeliveries() { g.open(&g.wakes) }
+
+func (g *Gated) shut(gate *chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if *gate == nil {
+		*gate = make(chan struct{})
+	}
+}
+
+func (g *Gated) open(gate *chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if *gate != nil {
+		close(*gate)
+		*gate = nil
+	}
+}
+
+// pass waits for gate to be open, or for ctx to end.
+func (g *Gated) pass(ctx context.Context, gate *chan struct{}) error {
+	g.mu.Lock()
+	c := *gate
+	g.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Eval runs the script once the gate of script calls is open.
+func (g *Gated) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	if err := g.pass(ctx, &g.evals); err != nil {
+		return nil, err
+	}
+	return g.Backend.Eval(ctx, s, keys, args...)
+}
+
+// Subscribe returns a subscription whose messages pass the delivery gate.
+func (g *Gated) Subscribe(ctx context.Context, channel string) (backend.Subscription, error) {
+	sub, err := g.Backend.Subscribe(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	return gatedSub{Subscription: sub, g: g}, nil
+}
+
+type gatedSub struct {
+	backend.Subscription
+	g *Gated
+}
+
+func (s gatedSub) Receive(ctx context.Context) (backend.Message, error) {
+	m, err := s.Subscription.Receive(ctx)
+	if err != nil {
+		return m, err
+	}
+	if err := s.g.pass(ctx, &s.g.wakes); err != nil {
+		return backend.Message{}, err
+	}
+	return m, nil
+}
