@@ -36,7 +36,9 @@ import (
 // the handle, for ownerless permits) holds fewer than n permits, without
 // I/O when that is known here, and nothing is released then; one too when
 // the permits were lost (their lease ended). An ownerless release whose n
-// permits would include some known lost is refused before any I/O: the
+// permits would include some known lost, or, spread over several
+// acquisitions, some whose lease ended here (the server may still hold
+// them for a margin), is refused before any I/O: the
 // lost ones are forgotten (the release reported them) and the live ones
 // stay held, rather than a part of n given back. A loss that only the
 // server finds fails the release of that acquisition's share; the others
@@ -111,11 +113,18 @@ func (s *Semaphore) takeAnon(n int64, parts []part) ([]part, error) {
 		a := s.anon[i]
 		k := min(left, a.permits)
 		left -= k
-		p := part{a: a, n: k, lost: !a.l.Releasable()}
-		if p.lost {
-			lost += k
+		parts = append(parts, part{a: a, n: k})
+	}
+	// A release of one acquisition is sent while the server may still
+	// hold it. One spread over several is not once any of them ended
+	// here, in the margin before the server's expiry included: the server
+	// would refuse that share alone and give back the others.
+	for i := range parts {
+		l := parts[i].a.l
+		if len(parts) == 1 && !l.Releasable() || len(parts) > 1 && l.Ended() {
+			parts[i].lost = true
+			lost += parts[i].n
 		}
-		parts = append(parts, p)
 	}
 	for _, p := range parts {
 		if lost == 0 || p.lost {
