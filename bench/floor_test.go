@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// BenchmarkRedisCPUFloor is the model behind the Redis CPU line of the
+// uncontended table: what the server spends per pair of round trips with
+// no lock at all, beside redsync's shape (SET NX, then a GET+DEL script)
+// and the dsync mutex's pair, alternating in one run. redis-cpu-µs/op is
+// the server process's CPU (INFO cpu: its system time is mostly the two
+// reads and two writes); cmd-µs/op is what INFO commandstats counts
+// inside the commands; in-bytes/op is what the client sent.
+func BenchmarkRedisCPUFloor(b *testing.B) {
+	a := addr(b)
+	ad := admin{a}
+	c, err := redis.Dial("tcp", a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	trivial := redis.NewScript(1, "return 1")
+	getDel := redis.NewScript(1, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
+	m := newDsync(a, name("floor"), new(counter))
+	defer m.Close()
+	shapes := []struct {
+		name string
+		pair func() error
+	}{
+		{"two-pings", func() error {
+			if _, err := c.Do("PING"); err != nil {
+				return err
+			}
+			_, err := c.Do("PING")
+			return err
+		}},
+		{"two-trivial-scripts", func() error {
+			if _, err := trivial.Do(c, "floor:k"); err != nil {
+				return err
+			}
+			_, err := trivial.Do(c, "floor:k")
+			return err
+		}},
+		{"redsync-shape", func() error {
+			if _, err := c.Do("SET", "floor:r", "v", "NX", "PX", 8000); err != nil {
+				return err
+			}
+			_, err := getDel.Do(c, "floor:r", "v")
+			return err
+		}},
+		{"dsync-mutex", func() error { return cycle(context.Background(), m, 0) }},
+	}
+	for _, s := range shapes {
+		b.Run("shape="+s.name, func(b *testing.B) {
+			for range 50 { // load scripts, warm the connection
+				if err := s.pair(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := ad.do("CONFIG", "RESETSTAT"); err != nil {
+				b.Fatal(err)
+			}
+			cpu0, err := ad.cpu()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := s.pair(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cpu1, err := ad.cpu()
+			if err != nil {
+				b.Fatal(err)
+			}
+			usec, in := commandTime(b, ad)
+			n := float64(b.N)
+			b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "redis-cpu-µs/op")
+			b.ReportMetric(usec/n, "cmd-µs/op")
+			b.ReportMetric(in/n, "in-bytes/op")
+		})
+	}
+}
+
+// commandTime returns the µs INFO commandstats counts in the commands run
+// since the last CONFIG RESETSTAT, the harness's own left out, and the
+// bytes the server read.
+func commandTime(b *testing.B, ad admin) (usec, in float64) {
+	s, err := redis.String(ad.do("INFO", "all"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "total_net_input_bytes:"); ok {
+			in, _ = strconv.ParseFloat(v, 64)
+		}
+		name, rest, ok := strings.Cut(line, ":calls=")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_config" {
+			continue
+		}
+		_, rest, _ = strings.Cut(rest, "usec=")
+		v, _, _ := strings.Cut(rest, ",")
+		f, _ := strconv.ParseFloat(v, 64)
+		usec += f
+	}
+	return usec, in
+}
