@@ -171,9 +171,14 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 // RestoredLease returns what a partial release of the hold kept by l
 // restores its expiry to, in ms: the watchdog's lease, or 0 for a fixed
 // lease, which a release never extends (its holder counts on it ending
-// when it said), whatever the releasing handle's own options.
+// when it said), whatever the releasing handle's own options. It is 0 too
+// once l ended here (lost at its deadline, released in the margin before
+// the server's expiry; see lease.Lease.Releasable): nobody renews the hold
+// any more and its holder was told it is lost, so the release leaves what
+// is left of it to expire when the server was to expire it, instead of
+// keeping it from everyone for one more lease.
 func RestoredLease(l *lease.Lease) int64 {
-	if l.Renewed() {
+	if l.Renewed() && !l.Ended() {
 		return Ms(l.TTL())
 	}
 	return 0
