@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gomodule/redigo/redis"
@@ -218,7 +219,9 @@ func (g *Gated) open(gate *chan struct{}) {
 	}
 }
 
-// pass waits for gate to be open, or for ctx to end.
+// pass waits for gate to be open, or for ctx to end: at its deadline
+// too when it can never be done (Done returns nil), as dsync's releases
+// and renewals pass (rule 7 of package backend).
 func (g *Gated) pass(ctx context.Context, gate *chan struct{}) error {
 	g.mu.Lock()
 	c := *gate
@@ -226,11 +229,19 @@ func (g *Gated) pass(ctx context.Context, gate *chan struct{}) error {
 	if c == nil {
 		return nil
 	}
+	var expiry <-chan time.Time
+	if d, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		expiry = t.C
+	}
 	select {
 	case <-c:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expiry:
+		return context.DeadlineExceeded
 	}
 }
 
