@@ -198,7 +198,7 @@ func (t *Term) Resign(ctx context.Context) error {
 	args := []any{t.l.Owner(), core.ReleaseOp(), 0, e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), t.l.ID(), e.observe}
 	_, err := e.h.Release(ctx, t.l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
 		return e.h.HandOff(ctx, e.wake, releaseScript, e.keys, args...)
-	}, args)
+	}, args, -1)
 	if err == nil && lost {
 		err = fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost)
 	}

@@ -38,7 +38,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) error {
 func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
 	ownerArg, idArg, tokenArg := l.Args()
 	args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, tokenArg}
-	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args)
+	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args, 2)
 }
 
 // sendRelease sends the release script (see core.ReleaseAttempt).

@@ -67,7 +67,7 @@ func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left
 			}
 		}()
 	}
-	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args)
+	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args, 4)
 }
 
 // sendRelease sends the release script (see core.ReleaseAttempt). Only

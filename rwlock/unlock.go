@@ -65,6 +65,6 @@ func (m *RWMutex) releaser(role string) core.Releaser {
 	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
 		ownerArg, idArg, tokenArg := l.Args()
 		args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, m.prefArg, tokenArg}
-		return m.h.Release(ctx, l, 1, attempt, args)
+		return m.h.Release(ctx, l, 1, attempt, args, 2)
 	}
 }

@@ -142,7 +142,7 @@ func (s *Semaphore) takeAnon(n int64, parts []part) ([]part, error) {
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
 	ownerArg, idArg, tokenArg := l.Args()
 	args := []any{ownerArg, core.ReleaseOp(), n, s.h.RestoredLeaseArg(l), s.channelArg, s.h.HubID(), idArg, tokenArg, s.capArg}
-	left, err := s.h.Release(ctx, l, n, s.sendReleaseFn, args)
+	left, err := s.h.Release(ctx, l, n, s.sendReleaseFn, args, 3)
 	if errors.Is(err, core.ErrRefused) {
 		return fmt.Errorf("%w: the owner holds %d permits, fewer than %d", dsync.ErrNotHeld, left, n)
 	}

@@ -63,15 +63,17 @@ var ErrRefused = errors.New("release refused")
 // outcome, whenever known, reaches the lease: it ends (renewals stop, Done
 // closes) when the owner holds nothing more through h's session, or when
 // the release failed, in which case the hold expires by itself on the
-// server.
-func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt, args []any) (int64, error) {
+// server. leaseAt is the index in args of the lease a partial release
+// restores (RestoredLeaseArg), or -1: a retry made once l ended restores
+// none (see RestoredLease).
+func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt, args []any, leaseAt int) (int64, error) {
 	l.BeginRelease()
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
 	// anything. The grace lets a release sent just before the end, which
 	// the server's later expiry leaves time for, learn its outcome.
 	now := time.Now()
-	r := &release{l: l, units: units, attempt: attempt, bound: now.Add(ReleaseTimeout), first: true}
+	r := &release{l: l, units: units, attempt: attempt, bound: now.Add(ReleaseTimeout), first: true, leaseAt: leaseAt}
 	r.call.Context = ctx
 	r.args = append(r.buf[:0], args...)
 	if end := l.Deadline(); end.After(now) {
@@ -110,6 +112,7 @@ type release struct {
 	call      wait.DeadlineOnly // the context of an attempt: the caller's values, a deadline
 	bound     time.Time         // past it, the release fails
 	first     bool              // no attempt sent yet
+	leaseAt   int               // args' restored lease, or -1
 	ambiguous bool              // an attempt failed: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
@@ -120,6 +123,11 @@ type release struct {
 func (r *release) run(until time.Time) (left int64, err error, done bool) {
 	for {
 		r.call.Until = until
+		if !r.first && r.leaseAt >= 0 && r.l.Ended() {
+			// Its lease ended since the first attempt: what is left of
+			// the hold expires when the server was to expire it.
+			r.args[r.leaseAt] = noLease
+		}
 		rep, err := r.attempt(&r.call, r.l, r.first, r.args)
 		r.first = false
 		if err == nil {
@@ -167,6 +175,9 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	}
 	return rep.N, nil, true
 }
+
+// noLease is a restored lease of 0 ms, as a script argument.
+var noLease any = int64(0)
 
 // RestoredLease returns what a partial release of the hold kept by l
 // restores its expiry to, in ms: the watchdog's lease, or 0 for a fixed
