@@ -15,7 +15,9 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
+	"github.com/dsyncgo/dsync/multilock"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/rwlock"
 	"github.com/dsyncgo/dsync/semaphore"
@@ -68,6 +70,15 @@ type evictKind struct {
 	open    func(t *testing.T, addr, name string) (acquire func(ctx context.Context, rng *rand.Rand) (evictAcquisition, error), all func(ctx context.Context) (bool, error))
 }
 
+// evictPrefixes returns the key prefixes of the primitive of kind and
+// name: its own, or its members' for a multi-lock (see evictKinds).
+func evictPrefixes(kind, name string) []string {
+	if kind == "multilock" {
+		return []string{"dsync:mutex:{" + name + "-a}", "dsync:mutex:{" + name + "-b}"}
+	}
+	return []string{"dsync:" + kind + ":{" + name + "}"}
+}
+
 func evictKinds() []evictKind {
 	exclusive := func(suffix string, _ bool) bool { return suffix == "" }
 	return []evictKind{
@@ -102,6 +113,46 @@ func evictKinds() []evictKind {
 				o = context.WithoutCancel(o)
 				return evictAcquisition{done: m.RDone(o), release: func() error { return m.RUnlockContext(o) }}, nil
 			}, freeExclusive(rwlock.New(newBackend(t, addr), name, opts...))
+		}},
+		// A candidate leads until it resigns; its term is the hold.
+		{"election", exclusive, func(t *testing.T, addr, name string) (func(context.Context, *rand.Rand) (evictAcquisition, error), func(context.Context) (bool, error)) {
+			opts := []election.Option{election.WithWatchdog(evictLease), election.WithWaiterTimeout(evictWaiterTO), election.WithLogger(nil)}
+			e := election.New(newBackend(t, addr), name, opts...)
+			fresh := election.New(newBackend(t, addr), name, opts...)
+			return func(ctx context.Context, _ *rand.Rand) (evictAcquisition, error) {
+					term, err := e.Campaign(ctx, "candidate")
+					if err != nil {
+						return evictAcquisition{}, err
+					}
+					return evictAcquisition{write: true, token: term.Token(), done: term.Done(), release: func() error { return term.Resign(context.Background()) }}, nil
+				}, func(ctx context.Context) (bool, error) {
+					term, ok, err := fresh.TryCampaign(ctx, "fresh")
+					if ok {
+						err = term.Resign(ctx)
+					}
+					return ok, err
+				}
+		}},
+		// All of two mutexes: the loss of either loses the group.
+		{"multilock", exclusive, func(t *testing.T, addr, name string) (func(context.Context, *rand.Rand) (evictAcquisition, error), func(context.Context) (bool, error)) {
+			group := func() *multilock.Lock {
+				opts := []mutex.Option{mutex.WithWatchdog(evictLease), mutex.WithLogger(nil)}
+				b := newBackend(t, addr)
+				return multilock.All(mutex.New(b, name+"-a", opts...), mutex.New(b, name+"-b", opts...))
+			}
+			g, fresh := group(), group()
+			return func(ctx context.Context, _ *rand.Rand) (evictAcquisition, error) {
+				o := dsync.WithOwner(ctx)
+				if err := g.LockContext(o); err != nil {
+					return evictAcquisition{}, err
+				}
+				o = context.WithoutCancel(o)
+				var token int64
+				if tokens, err := g.Tokens(o); err == nil {
+					token = tokens[0]
+				}
+				return evictAcquisition{write: true, token: token, done: g.Done(o), release: func() error { return g.UnlockContext(o) }}, nil
+			}, freeExclusive(fresh)
 		}},
 		// 1 or 2 permits at a time.
 		{"semaphore", func(suffix string, _ bool) bool { return suffix == "" || suffix == ":holders" },
@@ -288,7 +339,7 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := "evict"
-	prefix := "dsync:" + k.kind + ":{" + name + "}"
+	prefixes := evictPrefixes(k.kind, name)
 
 	var ev evictions
 	stopListening := ev.listen(t, srv.Addr())
@@ -419,9 +470,11 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	mine := map[string]int{}
 	var carrying []evicted // evictions of keys that carry holds, with their suffix in key
 	for _, e := range keys {
-		if suffix, ok := strings.CutPrefix(e.key, prefix); ok {
-			mine["key"+suffix]++
-			carrying = append(carrying, evicted{suffix, e.at})
+		for _, prefix := range prefixes {
+			if suffix, ok := strings.CutPrefix(e.key, prefix); ok {
+				mine["key"+suffix]++
+				carrying = append(carrying, evicted{suffix, e.at})
+			}
 		}
 	}
 
