@@ -19,6 +19,17 @@ var lateClose = goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClie
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, lateClose) }
 
+// The client's own goroutines, which it starts when it first needs them
+// and keeps until it closes: a connection's reader and writer, for a
+// cluster node first reached after the backend's first call, and a
+// delayed topology refresh. Connections the adapter leaves open are
+// counted on the server instead (the PubSubClients hook).
+var clientOwn = []goleak.Option{lateClose,
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
+}
+
 // run runs the kit on the servers that clients made with opt reach.
 func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, without ...string) {
 	client := func(t *testing.T) rueidis.Client {
@@ -34,7 +45,7 @@ func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, withou
 		b := dsyncrueidis.New(c, dsyncrueidis.WithPubSub(backend.MuxOptions{HealthCheck: healthCheck}))
 		t.Cleanup(func() { b.Close(); c.Close() })
 		return b
-	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(hooks), conformance.WithoutHooks(without...), conformance.WithLeakOptions(lateClose),
+	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(hooks), conformance.WithoutHooks(without...), conformance.WithLeakOptions(clientOwn...),
 		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 			c := client(t)
 			a, b := dsyncrueidis.New(c), dsyncrueidis.New(c)

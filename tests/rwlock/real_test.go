@@ -115,7 +115,9 @@ func TestAdversaryReadReleaseCost(t *testing.T) {
 			m.RLock()
 		}
 		var got chan error
-		w := rwlock.New(srv.NewBackend(t), "cost", rwlock.WithPrefix(p), rwlock.WithLogger(nil))
+		// The waiting writer's heartbeat (an attempt every third of its
+		// waiter timeout) must not fall among the commands counted.
+		w := rwlock.New(srv.NewBackend(t), "cost", rwlock.WithPrefix(p), rwlock.WithLogger(nil), rwlock.WithWaiterTimeout(time.Minute))
 		if writer {
 			got = make(chan error, 1)
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
