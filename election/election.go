@@ -14,13 +14,6 @@ const (
 	// DefaultWaiterTimeout is how long a candidate's place in the queue
 	// outlives its last heartbeat unless WithWaiterTimeout says otherwise.
 	DefaultWaiterTimeout = 5 * time.Second
-
-	// handoffLease bounds the first lease of a term handed to a candidate
-	// while the watchdog is on: a candidate that died since its last
-	// heartbeat holds the election up for at most this (and never longer
-	// than the waiter timeout). A live candidate's watchdog extends it at
-	// its first renewal.
-	handoffLease = 2 * time.Second
 )
 
 // An Option configures an Election.
@@ -132,7 +125,7 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 		Role:      core.Exclusive,
 		Channel:   e.wake,
 		Heartbeat: e.h.Cfg.WaiterTimeout / 3,
-		Handed:    min(e.h.Cfg.Lease, handoffLease, e.h.Cfg.WaiterTimeout),
+		Handed:    e.h.HandedLease(),
 		Abandon:   e.abandon,
 		Hold:      &e.hold,
 		Op:        "campaign",

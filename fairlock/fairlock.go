@@ -16,13 +16,6 @@ const (
 	// DefaultWaiterTimeout is how long a waiter's place in the queue
 	// outlives its last heartbeat unless WithWaiterTimeout says otherwise.
 	DefaultWaiterTimeout = 5 * time.Second
-
-	// handoffLease bounds the first lease of a hold handed to a waiter
-	// while the watchdog is on: a waiter that died since its last
-	// heartbeat holds the lock up for at most this (and never longer than
-	// the waiter timeout). A live waiter's watchdog extends it at its
-	// first renewal.
-	handoffLease = 2 * time.Second
 )
 
 // An Option configures a Mutex.
@@ -128,7 +121,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Role:      core.Exclusive,
 		Channel:   m.channel,
 		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
-		Handed:    m.handedLease(),
+		Handed:    m.h.HandedLease(),
 		Try:       m.try,
 		Abandon:   m.abandon,
 		Hold:      &m.hold,

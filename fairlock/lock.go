@@ -39,15 +39,6 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	return m.h.TryLock(ctx, &m.spec)
 }
 
-// handedLease returns the lease of a hold handed to a waiter by a release:
-// at most handoffLease and the waiter timeout, so that a waiter that died
-// meanwhile holds the lock up only briefly. The waiter's first renewal
-// extends it to the configured lease; a waiter on a longer fixed lease
-// extends it with one more attempt when woken.
-func (m *Mutex) handedLease() time.Duration {
-	return min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout)
-}
-
 func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 	ownerArg, opArg := core.AttemptArgs(owner, op)
 	sent := time.Now()

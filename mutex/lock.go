@@ -50,12 +50,12 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 }
 
 // handedLease returns the lease of a hold handed to a waiter by a release:
-// at most handoffLease, so that a waiter that died meanwhile holds the
-// mutex up only briefly. The waiter's first renewal extends it to the
-// configured lease; a waiter on a longer fixed lease extends it with one
-// more attempt when woken.
+// at most core.HandoffLease. The mutex's waiters register for waiterTTL,
+// not a waiter timeout, so that bounds it alone. A live waiter takes the
+// hold without another round trip if it was handed over within half of
+// it of the waiter's last attempt.
 func (m *Mutex) handedLease() time.Duration {
-	return min(m.h.Cfg.Lease, handoffLease)
+	return min(m.h.Cfg.Lease, core.HandoffLease)
 }
 
 // try makes one attempt for owner with operation id op (see core.Attempt).

@@ -20,13 +20,6 @@ const (
 	// the hand-off lease, noticed within a heartbeat.
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
-
-	// handoffLease bounds the first lease of a hold that a release hands
-	// to a waiter while the watchdog is on (see handedLease): a waiter
-	// that died since its last attempt holds the mutex up for at most
-	// this. A live waiter takes the hold without another round trip if
-	// it was handed over within half of it of the waiter's last attempt.
-	handoffLease = 2 * time.Second
 )
 
 // An Option configures a Mutex.

@@ -116,7 +116,7 @@ func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 		Role:      role,
 		Channel:   m.channel,
 		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
-		Handed:    min(m.h.Cfg.Lease, handoffLease, m.h.Cfg.WaiterTimeout),
+		Handed:    m.h.HandedLease(),
 		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
 			return m.try(ctx, role, owner, op, entry, registered, got)
 		},

@@ -17,10 +17,6 @@ const (
 	// heartbeat unless WithWaiterTimeout says otherwise.
 	DefaultWaiterTimeout = 5 * time.Second
 
-	// handoffLease bounds the first lease of a hold handed to a waiter
-	// while the watchdog is on (see package fairlock).
-	handoffLease = 2 * time.Second
-
 	// read is the role of a read hold; a write hold's is core.Exclusive.
 	read = "r"
 )

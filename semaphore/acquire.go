@@ -63,7 +63,7 @@ func (s *Semaphore) spec(n int64) *core.LockSpec {
 }
 
 func (s *Semaphore) newSpec(n int64) *core.LockSpec {
-	handed := s.handedLease()
+	handed := s.h.HandedLease()
 	var nArg any = n
 	return &core.LockSpec{
 		Role:      role,

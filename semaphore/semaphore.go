@@ -22,12 +22,6 @@ const (
 	// outlives its last heartbeat unless WithWaiterTimeout says otherwise.
 	DefaultWaiterTimeout = 5 * time.Second
 
-	// handoffLease bounds the first lease of permits handed to a waiter
-	// by a release: a waiter that died since its last heartbeat holds
-	// them up for at most this (and never longer than the waiter
-	// timeout). A live waiter's watchdog extends it at its first renewal.
-	handoffLease = 2 * time.Second
-
 	// role is the lease role of an owner's permits.
 	role = "p"
 )
@@ -192,13 +186,6 @@ func scriptError(err error) error {
 		}
 	}
 	return err
-}
-
-// handedLease returns the lease of permits handed to a waiter by a
-// release: at most handoffLease and the waiter timeout, so that a waiter
-// that died meanwhile holds them up only briefly.
-func (s *Semaphore) handedLease() time.Duration {
-	return min(s.h.Cfg.Lease, handoffLease, s.h.Cfg.WaiterTimeout)
 }
 
 func (s *Semaphore) holdSpec() core.HoldSpec {

@@ -289,6 +289,21 @@ func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err e
 	return true, nil
 }
 
+// HandoffLease bounds the first lease of a hold that a release hands to a
+// waiter while the watchdog is on: a waiter that died since its last
+// attempt holds the primitive up for at most this. A live waiter's
+// watchdog extends it at its first renewal; a waiter on a longer fixed
+// lease extends it with one more attempt when woken.
+const HandoffLease = 2 * time.Second
+
+// HandedLease returns the lease of a hold handed to a waiter of a FIFO
+// queue by a release: at most HandoffLease and the waiter timeout, so that
+// a waiter that died since its last heartbeat holds the primitive up only
+// briefly.
+func (h *Handle) HandedLease() time.Duration {
+	return min(h.Cfg.Lease, HandoffLease, h.Cfg.WaiterTimeout)
+}
+
 // maxLateRetries bounds the retries of a try whose replies keep coming
 // too late (see late).
 const maxLateRetries = 3

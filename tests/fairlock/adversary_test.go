@@ -30,7 +30,7 @@ func advQueue(t *testing.T, ctx context.Context, m *fairlock.Mutex) <-chan error
 
 // TestAdvFixedLeaseDeadWaiterHoldsQueue: with a fixed lease (WithLease),
 // a release hands the lock to the head of the queue on the full fixed
-// lease (handedLease). A head whose process died since its last heartbeat
+// lease (core.Handle.HandedLease). A head whose process died since its last heartbeat
 // (its entry not yet expired) then blocks the queue for the whole lease,
 // not "at most the waiter timeout" (DESIGN §4 fairlock, WithWaiterTimeout:
 // "one whose process died is skipped at most d after its last beat").
