@@ -66,26 +66,7 @@ rmdir "$D/in"`
 			t.Errorf("dsync run -elect %d exited %d\nstderr:\n%s", i, code, &p.stderr)
 		}
 	}
-	log, err := os.ReadFile(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("log:\n%s", log)
-	}
-	var tokens [2]int64
-	for i := range 2 {
-		tok := strings.TrimPrefix(lines[2*i], "start "+name+" ")
-		n, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil || lines[2*i+1] != "end "+tok {
-			t.Fatalf("commands overlapped or token missing; log:\n%s", log)
-		}
-		tokens[i] = n
-	}
-	if tokens[1] <= tokens[0] || tokens[0] <= 0 {
-		t.Errorf("tokens %v do not increase; log:\n%s", tokens, log)
-	}
+	checkTurns(t, dir, name)
 	if _, err := e.Leader(context.Background()); err == nil {
 		t.Error("the election is still led after both commands ended")
 	}

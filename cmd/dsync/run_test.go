@@ -180,26 +180,7 @@ rmdir "$D/in"`
 			t.Errorf("dsync run %d exited %d\nstderr:\n%s", i, code, &p.stderr)
 		}
 	}
-	log, err := os.ReadFile(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("log:\n%s", log)
-	}
-	var tokens [2]int64
-	for i := range 2 {
-		tok := strings.TrimPrefix(lines[2*i], "start "+name+" ")
-		n, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil || lines[2*i+1] != "end "+tok {
-			t.Fatalf("commands overlapped or token missing; log:\n%s", log)
-		}
-		tokens[i] = n
-	}
-	if tokens[1] <= tokens[0] || tokens[0] <= 0 {
-		t.Errorf("tokens %v do not increase; log:\n%s", tokens, log)
-	}
+	checkTurns(t, dir, name)
 }
 
 // TestRunExitStatus: the command's status is run's, a command killed by a
@@ -412,5 +393,33 @@ func TestRunServerUnreachable(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran")
+	}
+}
+
+// checkTurns reads the log that two commands run by dsync run NAME wrote
+// to dir ("start NAME $DSYNC_TOKEN" on starting, "end $DSYNC_TOKEN" on
+// ending): one ran after the other, never overlapping, and the second's
+// fencing token is above the first's.
+func checkTurns(t *testing.T, dir, name string) {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("log:\n%s", log)
+	}
+	var tokens [2]int64
+	for i := range 2 {
+		tok := strings.TrimPrefix(lines[2*i], "start "+name+" ")
+		n, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || lines[2*i+1] != "end "+tok {
+			t.Fatalf("commands overlapped or token missing; log:\n%s", log)
+		}
+		tokens[i] = n
+	}
+	if tokens[1] <= tokens[0] || tokens[0] <= 0 {
+		t.Errorf("tokens %v do not increase; log:\n%s", tokens, log)
 	}
 }
