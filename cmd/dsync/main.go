@@ -43,12 +43,15 @@
 // DSYNC_NAME and DSYNC_TOKEN (the hold's fencing token) in its
 // environment, and runs in a process group of its own, to which run passes
 // on SIGINT, SIGTERM and SIGHUP. If the lock is lost while the command
-// runs, the group gets SIGTERM, then SIGKILL after -grace (10s), and run
-// exits with status 123; otherwise it exits with the command's status. It
-// waits for the lock for as long as it takes, or -wait, after which it
-// exits with status 124 without running the command. The server is -redis,
-// else $DSYNC_REDIS, else localhost:6379. "dsync run -h" lists every exit
-// status.
+// runs, the group gets SIGTERM, then SIGKILL -grace (10s) later, whether
+// the command itself has exited by then or not, and run exits with status
+// 123 once the group is gone. Otherwise, when the command exits, what it
+// left running in its group gets SIGTERM, then SIGKILL -grace later, and
+// run releases the lock once the group is gone and exits with the
+// command's status. It waits for the lock for as long as it takes, or
+// -wait, after which it exits with status 124 without running the command.
+// The server is -redis, else $DSYNC_REDIS, else localhost:6379. "dsync run
+// -h" lists every exit status.
 //
 // With -elect, run campaigns in the election called name instead, with
 // -value (host:pid by default) as the leader's value, runs the command

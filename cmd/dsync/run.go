@@ -44,7 +44,12 @@ DSYNC_TOKEN, the hold's fencing token, which is higher for every hold of
 the name. It runs in a process group of its own, so that a signal reaches
 everything it started; it is therefore not the terminal's foreground job.
 SIGINT, SIGTERM and SIGHUP sent to run are passed on to that group, and
-run waits for the command to end.
+run waits for the command to end. What the command leaves running in its
+group when it exits (a shell's background jobs) gets SIGTERM, then
+SIGKILL -grace later: run releases the lock only once the group is gone,
+so that nothing the command started works on without it, and then exits
+with the command's status. (A process that left the group, with setsid or
+setpgid, is beyond run's reach.)
 
 The hold has a lease of -lease, renewed every third of it while the
 command runs: if run dies, the lock is free again within the lease, and
@@ -52,8 +57,9 @@ on Linux the command's process is killed with it (what it started is
 not). If the lock is lost while the
 command runs (the server lost or deleted it, it was force-unlocked, or
 renewals failed until the lease ran out), run says so on standard error
-and sends the command's group SIGTERM, then SIGKILL after -grace. Until
-the command has stopped, the next holder may already be at work: a
+and sends the command's group SIGTERM, then SIGKILL -grace later whether
+the command itself has exited by then or not, and exits once the group is
+gone. Until the group has stopped, the next holder may already be at work: a
 resource that matters should be written with $DSYNC_TOKEN and reject a
 token lower than the highest it has seen.
 
@@ -68,8 +74,8 @@ flag.
 Exit status:
   the command's  the command ran and ended; 128+N if signal N killed it
   2              usage error; nothing ran
-  123            the lock was lost while the command ran, and the command
-                 was stopped
+  123            the lock was lost while the command ran, and the command's
+                 process group was stopped
   124            the lock was not acquired within -wait; the command did
                  not run
   125            run failed before the command started (server
@@ -144,7 +150,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the lock")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "the hold's lease, renewed every third of it: how long the lock outlives a dsync run that died")
 	fs.Var(&f.wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command's process group, when the lock is lost or the command exits leaving processes in it")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
 	fs.BoolVar(&f.elect, "elect", false, "campaign in the election called name, and run the command while leading, instead of taking the mutex")
 	fs.StringVar(&f.value, "value", defaultValue(), "with -elect, the leader's `value` that observers see")
@@ -284,15 +290,41 @@ func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-c
 }
 
 // supervise waits for the command to end, passing signals on to it, and
-// stops it if the hold is lost: SIGTERM, then SIGKILL after the grace
-// period. It releases the hold when the command has ended.
+// stops it if the hold is lost: SIGTERM to its process group, then
+// SIGKILL after the grace period, whether the command itself has exited
+// by then or not. What the command leaves running in its group when it
+// exits gets the same. supervise returns once the group is gone, and
+// releases the hold then, not before: the lock covers everything the
+// command started.
 func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f runFlags) error {
 	var (
-		lost  = h.done()
-		kill  <-chan time.Time
-		since time.Time // when the hold was found lost
+		lost    = h.done()
+		exited  = ch.exited
+		kill    *time.Timer // SIGKILL's, once SIGTERM is sent
+		since   time.Time   // when the hold was found lost; zero while held
+		stopped bool        // the group got SIGTERM
 	)
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
+	// stop sends the group SIGTERM, and SIGKILL -grace later.
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := ch.signal(sigterm); err != nil {
+			fmt.Fprintf(e.stderr, "dsync run: cannot send SIGTERM to the command: %v\n", err)
+		}
+		kill = time.NewTimer(f.grace)
+	}
+	var killC <-chan time.Time
 	for {
+		if kill != nil {
+			killC = kill.C
+		}
 		select {
 		case sig := <-sigs:
 			if err := ch.signal(sig); err != nil {
@@ -300,23 +332,31 @@ func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f run
 			}
 		case <-lost:
 			lost, since = nil, time.Now()
-			fmt.Fprintf(e.stderr, "dsync run: lost %s (token %d) while the command ran: sending it SIGTERM, and SIGKILL %v later\n",
-				cl, h.token(), f.grace)
-			if err := ch.signal(sigterm); err != nil {
-				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGTERM to the command: %v\n", err)
+			what := "the command"
+			if exited == nil {
+				what = "what the command left running in its process group"
 			}
-			t := time.NewTimer(f.grace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(e.stderr, "dsync run: the command did not stop within %v of SIGTERM: sending SIGKILL\n", f.grace)
-			if err := ch.signal(sigkill); err != nil {
-				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGKILL to the command: %v\n", err)
+			fmt.Fprintf(e.stderr, "dsync run: lost %s (token %d) while %s ran: sending it SIGTERM, and SIGKILL %v later\n",
+				cl, h.token(), what, f.grace)
+			stop()
+		case <-killC:
+			kill, killC = nil, nil
+			if ch.groupAlive() {
+				fmt.Fprintf(e.stderr, "dsync run: the command's process group did not stop within %v of SIGTERM: sending SIGKILL\n", f.grace)
+				if err := ch.signal(sigkill); err != nil {
+					fmt.Fprintf(e.stderr, "dsync run: cannot send SIGKILL to the command: %v\n", err)
+				}
 			}
-		case <-ch.exited:
+		case <-exited:
+			exited = nil
+			if ch.leftovers && !stopped {
+				fmt.Fprintf(e.stderr, "dsync run: the command exited with status %d and left processes running in its process group: "+
+					"sending them SIGTERM, and SIGKILL %v later; %s is released once they are gone\n", ch.status(), f.grace, cl)
+				stop()
+			}
+		case <-ch.gone:
 			if lost != nil {
-				// Lost as the command ended? Then its last steps may have
+				// Lost as the group ended? Then its last steps may have
 				// overlapped the next holder's: say so.
 				select {
 				case <-lost:
@@ -325,7 +365,7 @@ func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f run
 				}
 			}
 			if lost == nil {
-				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; the command ended %v later with status %d",
+				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; its process group was gone %v later, and the command's status was %d",
 					cl, time.Since(since).Round(time.Millisecond), ch.status())}
 			}
 			releaseHold(e, cl, h, f.timeout)
