@@ -30,16 +30,18 @@ safe, or do not work, on this server):
   eviction     maxmemory-policy is noeviction: any other policy can evict a
                held lock's key (dsync's keys carry TTLs, so volatile-*
                policies evict them too), and another process then takes
-               the lock while the holder works on
+               the lock while the holder works on; and the server is below
+               its maxmemory, at which it refuses every write
   persistence  AOF is on: without it a restart forgets the holds since the
                last snapshot, or all of them
   replication  the server is a primary, and with replicas,
                min-replicas-to-write is set: a failover to a replica that
                missed an acquisition gives the lock to two processes
-  cluster      in cluster mode the server hashes dsync's keys as dsync
-               does (one hash tag per lock); doctor sees one node only
+  cluster      in cluster mode the cluster serves every hash slot
+               (cluster_state:ok), and the server hashes dsync's keys as
+               dsync does (one hash tag per lock); doctor sees one node only
   scripting    EVAL and EVALSHA run and may write keys under -prefix (ACL,
-               rename-command)
+               rename-command, a full server, a slot not served)
   pubsub       SUBSCRIBE and PUBLISH work on channels under -prefix (ACL:
                Redis 7 gives new users no channels)
   latency      the round-trip time, of which an uncontended lock+unlock
@@ -302,6 +304,10 @@ func checkEviction(ctx context.Context, p *probe) doctorCheck {
 			"maxmemory-policy %s (%s) evicts keys when memory runs out: a held lock's key can vanish and another process take the lock while the holder works on; dsync's keys carry TTLs, so volatile-* policies evict them too", policy, limit)
 	}
 	used, _ := strconv.ParseInt(p.info["used_memory"], 10, 64)
+	if maxmem > 0 && used >= maxmem {
+		return checkFail("raise maxmemory (CONFIG SET maxmemory, and in redis.conf) or free memory, and give the locks a server whose other data cannot fill it",
+			"maxmemory-policy noeviction, and the server is at its maxmemory (%d%% used): it refuses every write, lock acquisitions and renewals included", used*100/maxmem)
+	}
 	if maxmem > 0 && used*10 >= maxmem*9 {
 		return checkWarn("raise maxmemory or free memory",
 			"maxmemory-policy noeviction, but %d%% of maxmemory is used: at the limit every write fails, lock acquisitions and renewals included", used*100/maxmem)
@@ -369,12 +375,15 @@ func checkCluster(ctx context.Context, p *probe) doctorCheck {
 	if p.info["cluster_enabled"] != "1" {
 		return checkOK("not a cluster: every lock's keys are on this server")
 	}
+	if ch, ok := checkClusterState(ctx, p); !ok {
+		return ch
+	}
 	// A lock's keys must share a slot, which dsync computes from its hash
 	// tag: the server must agree, names with braces included.
 	for _, name := range []string{"orders:42", "a{b}c", "}{"} {
 		base, err := keys.Base(p.prefix, kindMutex, name)
 		if err != nil {
-			return checkWarn("", "cannot build a key: %v", err)
+			return checkWarn("choose another -prefix", "cannot build a key: %v", err)
 		}
 		for _, k := range []string{base, base + ":fence"} {
 			slot, err := redis.Int(p.c.do(ctx, p.timeout, "CLUSTER", "KEYSLOT", k))
@@ -391,6 +400,29 @@ func checkCluster(ctx context.Context, p *probe) doctorCheck {
 		"cluster mode: each lock's keys share one slot, as dsync expects, but doctor checked this node only, and dsync run, inspect, list and force-unlock talk to one node (a lock whose slot is elsewhere is a MOVED error)")
 }
 
+// checkClusterState checks CLUSTER INFO: a cluster whose state is not ok
+// refuses the scripts of the slots it does not serve (CLUSTERDOWN). It
+// returns false with the failure, or true if the state is ok or cannot
+// be read.
+func checkClusterState(ctx context.Context, p *probe) (doctorCheck, bool) {
+	s, err := redis.String(p.c.do(ctx, p.timeout, "CLUSTER", "INFO"))
+	if err != nil {
+		return doctorCheck{}, true // the KEYSLOT checks say what is wrong
+	}
+	info := parseInfo(s)
+	if info["cluster_state"] == "ok" {
+		return doctorCheck{}, true
+	}
+	assigned, _ := strconv.Atoi(info["cluster_slots_assigned"])
+	if assigned == 0 {
+		return checkFail("create the cluster (redis-cli --cluster create host:port ...) or assign this node slots (CLUSTER ADDSLOTS), or give dsync the nodes of a cluster that works",
+			"cluster mode, but no hash slot is assigned to any node this one knows (cluster_state:%s): every lock's scripts fail with CLUSTERDOWN", info["cluster_state"]), false
+	}
+	ok, _ := strconv.Atoi(info["cluster_slots_ok"])
+	return checkFail("bring back the masters that failed, or assign their slots to others (redis-cli --cluster fix); with cluster-require-full-coverage no, the slots still served keep working meanwhile",
+		"cluster_state:%s, %d of 16384 hash slots served: the scripts of locks on the others fail with CLUSTERDOWN", info["cluster_state"], ok), false
+}
+
 // probeScript writes and deletes a key and reads the server's clock, as
 // every lock script does.
 var probeScript = backend.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', 10000)
@@ -401,7 +433,7 @@ return {v, redis.call('TIME')[1]}`)
 func checkScripting(ctx context.Context, p *probe) doctorCheck {
 	key, err := keys.Base(p.prefix, "doctor", p.id)
 	if err != nil {
-		return checkWarn("", "cannot build a key: %v", err)
+		return checkWarn("choose another -prefix", "cannot build a key: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -411,7 +443,8 @@ func checkScripting(ctx context.Context, p *probe) doctorCheck {
 			"a Lua script that writes %s failed: %v", key, err)
 	}
 	if r, err := backend.Array(reply, 2); err != nil || r[0] != p.id {
-		return checkFail("", "the probe script returned %v, not what it wrote", reply)
+		return checkFail("check that what stands between dsync and the server (a proxy) passes scripts and their replies on unchanged",
+			"the probe script returned %v, not what it wrote", reply)
 	}
 	return checkOK("EVAL and EVALSHA run scripts that write keys under %s:*", p.prefix)
 }
@@ -419,7 +452,7 @@ func checkScripting(ctx context.Context, p *probe) doctorCheck {
 func checkPubSub(ctx context.Context, p *probe) doctorCheck {
 	channel, err := keys.Base(p.prefix, "doctor", p.id)
 	if err != nil {
-		return checkWarn("", "cannot build a channel name: %v", err)
+		return checkWarn("choose another -prefix", "cannot build a channel name: %v", err)
 	}
 	channel += ":wake"
 	fix := fmt.Sprintf("ACL SETUSER <user> +subscribe +publish &%s:* (Redis 7 gives new users no channels: acl-pubsub-default)", p.prefix)
@@ -429,7 +462,7 @@ func checkPubSub(ctx context.Context, p *probe) doctorCheck {
 	// refused SUBSCRIBE is then the server's error, not a wait.
 	conn, err := p.c.pool.GetContext(ctx)
 	if err != nil {
-		return checkWarn("", "cannot connect: %v", err)
+		return checkWarn(retryFix, "cannot connect: %v", err)
 	}
 	psc := redis.PubSubConn{Conn: conn}
 	defer psc.Close()
@@ -462,9 +495,13 @@ func checkPubSub(ctx context.Context, p *probe) doctorCheck {
 	}
 }
 
-// commandFix returns the fix for a command the server refused with err:
+// retryFix is the fix of a check that could not talk to the server.
+const retryFix = "run doctor again; if it fails the same way, look at the server's log and at its maxclients"
+
+// commandFix returns the fix for commands the server refused with err:
 // aclFix for an ACL refusal, the removal of a rename-command for an
-// unknown command.
+// unknown command, and for the other refusals a server can send what
+// they call for. Never "": a failed check says what to change.
 func commandFix(err error, aclFix, commands string) string {
 	msg := err.Error()
 	switch {
@@ -472,10 +509,22 @@ func commandFix(err error, aclFix, commands string) string {
 		return aclFix
 	case strings.Contains(msg, "unknown command"):
 		return "the server does not know " + commands + ": remove the rename-command lines that disable them from redis.conf"
-	case strings.Contains(msg, "READONLY"):
+	case strings.Contains(msg, "READONLY"), strings.Contains(msg, "MASTERDOWN"):
 		return "point -redis at the primary"
+	case strings.Contains(msg, "OOM"):
+		return "the server is at its maxmemory and, with noeviction, refuses every write, lock acquisitions and renewals included: " +
+			"raise maxmemory (CONFIG SET maxmemory, and in redis.conf) or free memory, and give the locks a server whose other data cannot fill it"
+	case strings.Contains(msg, "CLUSTERDOWN"):
+		return "the cluster does not serve the key's hash slot (see the cluster check): assign every slot to a master " +
+			"(redis-cli --cluster create, or --cluster fix), and bring back the masters that failed"
+	case strings.Contains(msg, "MOVED"), strings.Contains(msg, "ASK "):
+		return "another node of the cluster serves the key's hash slot: give dsync the cluster, not one of its nodes"
+	case strings.Contains(msg, "LOADING"):
+		return "the server is loading its data set into memory: run doctor again once it has"
+	case strings.Contains(msg, "BUSY"):
+		return "a script has run for longer than busy-reply-threshold and blocks the server: end it (SCRIPT KILL) and find the client that sent it"
 	}
-	return ""
+	return "the server refused " + commands + " with the error above, which dsync's locks need: change what it names"
 }
 
 // Latency thresholds: an uncontended lock+unlock takes two round trips.
@@ -489,11 +538,11 @@ func checkLatency(ctx context.Context, p *probe) doctorCheck {
 	defer cancel()
 	conn, err := p.c.pool.GetContext(ctx)
 	if err != nil {
-		return checkWarn("", "cannot connect: %v", err)
+		return checkWarn(retryFix, "cannot connect: %v", err)
 	}
 	defer conn.Close()
 	if _, err := redis.DoContext(conn, ctx, "PING"); err != nil {
-		return checkWarn("", "PING: %v", err)
+		return checkWarn(retryFix, "PING: %v", err)
 	}
 	var rtts []time.Duration
 	for range latencyPing {
@@ -502,7 +551,7 @@ func checkLatency(ctx context.Context, p *probe) doctorCheck {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return checkWarn("run the server closer to its clients", "%d PINGs took over %v", latencyPing, p.timeout)
 			}
-			return checkWarn("", "PING: %v", err)
+			return checkWarn(retryFix, "PING: %v", err)
 		}
 		rtts = append(rtts, time.Since(start))
 	}
