@@ -66,10 +66,9 @@ token lower than the highest it has seen.
 run waits for the lock as long as it takes, unless -wait bounds the wait
 (-wait 0 makes a single attempt, which with -elect leads only if nobody
 leads or waits). A signal that arrives while it waits
-ends it without running the command. The server is -redis, else
-$DSYNC_REDIS, else localhost:6379. Flags may follow the name; the command
-starts at "--" or at the first argument after the name that is not a
-flag.
+ends it without running the command. Flags may follow the name; the
+command starts at "--" or at the first argument after the name that is
+not a flag.
 
 Exit status:
   the command's  the command ran and ended; 128+N if signal N killed it
@@ -79,23 +78,14 @@ Exit status:
   124            the lock was not acquired within -wait; the command did
                  not run
   125            run failed before the command started (server
-                 unreachable, a lock error); the command did not run
+                 unreachable, credentials or TLS refused, a lock error);
+                 the command did not run
   126            the command could not be started
   127            the command was not found
   128+N          signal N arrived while run waited for the lock; the
                  command did not run
 A command that exits with one of these statuses itself is told apart by
 run's message on standard error, which comes with every status of its own.`
-
-// defaultRedis is the server of the commands that need a shared one and
-// have no embedded fallback: $DSYNC_REDIS, else localhost:6379, as consul
-// reads $CONSUL_HTTP_ADDR.
-func defaultRedis() string {
-	if a := os.Getenv("DSYNC_REDIS"); a != "" {
-		return a
-	}
-	return "localhost:6379"
-}
 
 // defaultValue is -value: host:pid, which tells observers where the
 // leader runs.
@@ -132,26 +122,25 @@ func (w *waitFlag) Set(s string) error {
 
 // runFlags are run's settings.
 type runFlags struct {
-	addr    string
-	prefix  string
-	lease   time.Duration
-	wait    waitFlag
-	grace   time.Duration
-	timeout time.Duration
-	elect   bool   // campaign in an election instead of taking a mutex
-	value   string // the candidate's value, with elect
+	conn   connFlags
+	prefix string
+	lease  time.Duration
+	wait   waitFlag
+	grace  time.Duration
+	elect  bool   // campaign in an election instead of taking a mutex
+	value  string // the candidate's value, with elect
 }
 
 // runLocked runs a command while holding a lock.
 func runLocked(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "run", runDoc)
+	fs := newFlagSet(e, "run", runDoc+"\n\n"+connUsage(true)+" Else it is localhost:6379.")
 	f := runFlags{wait: -1}
-	fs.StringVar(&f.addr, "redis", defaultRedis(), "`host:port` of the Redis server (default $DSYNC_REDIS, else localhost:6379)")
+	f.conn = connFlags{env: true, fallback: "localhost:6379"}
+	f.conn.register(fs, envHelp("localhost:6379"))
 	fs.StringVar(&f.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the lock")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "the hold's lease, renewed every third of it: how long the lock outlives a dsync run that died")
 	fs.Var(&f.wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command's process group, when the lock is lost or the command exits leaving processes in it")
-	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
 	fs.BoolVar(&f.elect, "elect", false, "campaign in the election called name, and run the command while leading, instead of taking the mutex")
 	fs.StringVar(&f.value, "value", defaultValue(), "with -elect, the leader's `value` that observers see")
 	name, command, err := parseRun(fs, args)
@@ -159,15 +148,16 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	switch {
-	case f.addr == "":
-		return usagef("-redis must not be empty")
-	case f.lease <= 0, f.timeout <= 0:
-		return usagef("-lease and -timeout must be positive")
+	case f.lease <= 0:
+		return usagef("-lease must be positive")
 	case f.grace < 0:
 		return usagef("-grace must not be negative")
 	}
 	if _, err := keys.Base(f.prefix, kindMutex, name); err != nil {
 		return usagef("%v", err)
+	}
+	if _, err := f.conn.target(); err != nil {
+		return err
 	}
 	path, err := exec.LookPath(command[0])
 	if err != nil {
@@ -183,7 +173,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	defer signal.Stop(sigs)
 	ctx = context.WithoutCancel(ctx)
 
-	srv, err := openServer(ctx, f.addr, f.timeout)
+	srv, err := openServer(ctx, e, &f.conn)
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
@@ -219,7 +209,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	ch, err := startChild(cmd)
 	if err != nil {
-		releaseHold(e, cl, h, f.timeout)
+		releaseHold(e, cl, h, f.conn.timeout)
 		return &exitError{commandStatus(err), err}
 	}
 	return supervise(e, cl, h, ch, sigs, f)
@@ -276,7 +266,7 @@ func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-c
 		cancel()
 		if r = <-acquired; r.err == nil {
 			// Acquired as the signal came: give it back.
-			releaseHold(e, cl, r.h, f.timeout)
+			releaseHold(e, cl, r.h, f.conn.timeout)
 		}
 		return nil, &exitError{signalStatus(sig), fmt.Errorf("%s while waiting for %s; the command did not run", signalName(sig), cl)}
 	}
@@ -368,7 +358,7 @@ func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f run
 				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; its process group was gone %v later, and the command's status was %d",
 					cl, time.Since(since).Round(time.Millisecond), ch.status())}
 			}
-			releaseHold(e, cl, h, f.timeout)
+			releaseHold(e, cl, h, f.conn.timeout)
 			if st := ch.status(); st != 0 {
 				return &exitError{st, nil}
 			}
