@@ -378,7 +378,8 @@ func topUsage(w io.Writer) {
 	}
 	fmt.Fprint(w, "\nThe server: -redis host:port or redis://[user:password@]host:port[/db]\n"+
 		"(rediss:// for TLS), -cluster host:port,... or -sentinel name@host:port,...;\n"+
-		"else $DSYNC_REDIS (or $REDIS_URL), $DSYNC_CLUSTER or $DSYNC_SENTINEL.\n"+
+		"without them, run, doctor, inspect, list and force-unlock read $DSYNC_REDIS\n"+
+		"(or $REDIS_URL), $DSYNC_CLUSTER or $DSYNC_SENTINEL.\n"+
 		"\nRun 'dsync <command> -h' for a command's flags.\n"+
 		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted;\n"+
 		"run exits with the command's status or one of its own (see 'dsync run -h').\n")
