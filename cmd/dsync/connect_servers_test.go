@@ -24,9 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dsyncgo/dsync/conformance/harness"
 	"github.com/dsyncgo/dsync/internal/keys"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestConnectCluster: run, inspect, list, force-unlock and doctor reach a

@@ -6,6 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend/goredis"
+	"github.com/dsyncgo/dsync/mutex"
 )
 
 // TestConnectParse: what -redis, -cluster and -sentinel take, and the
@@ -193,18 +199,31 @@ func fmtErr(err error) string {
 }
 
 // TestConnectDatabase: a URL's database number is the one the locks are
-// in.
+// in, and the demo's keys too.
 func TestConnectDatabase(t *testing.T) {
 	srv := startServer(t)
-	code, stdout, stderr := runCmd(t, "", "demo", "-redis", "redis://"+srv.Addr()+"/3", "-workers", "2", "-rounds", "2")
-	if code != exitOK {
-		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	ctx := dsync.WithOwner(context.Background())
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 3, Protocol: 2})
+	b := goredis.New(rc)
+	defer func() {
+		b.Close()
+		rc.Close()
+	}()
+	m := mutex.New(b, "db:job")
+	if err := m.LockContext(ctx); err != nil {
+		t.Fatal(err)
 	}
-	// The demo's keys were in database 3, and are gone; database 0 never
-	// had any.
-	info, _ := do(t, srv.Addr(), "INFO", "keyspace").([]byte)
-	if strings.Contains(string(info), "db0:") || !strings.Contains(string(info), "db3:") && !strings.Contains(stdout, "none is left") {
-		t.Errorf("INFO keyspace after the demo on database 3:\n%s\ndemo:\n%s", info, stdout)
+	defer m.UnlockContext(ctx)
+	for url, locked := range map[string]bool{"redis://" + srv.Addr() + "/3": true, "redis://" + srv.Addr(): false, srv.Addr(): false} {
+		code, stdout, stderr := runCmd(t, "", "inspect", "-redis", url, "-json", "db:job")
+		if s := decodeLock(t, stdout); code != exitOK || s.Locked != locked {
+			t.Errorf("inspect -redis %s: exit %d, locked %v, want %v\nstderr:\n%s", url, code, s.Locked, locked, stderr)
+		}
+	}
+
+	code, stdout, stderr := runCmd(t, "", "demo", "-redis", "redis://"+srv.Addr()+"/3", "-workers", "2", "-rounds", "2")
+	if code != exitOK || !strings.Contains(stdout, "none is left") {
+		t.Errorf("demo on database 3: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if code, _, stderr := runCmd(t, "", "bench", "-redis", "redis://:pw@"+srv.Addr()); code != exitUsage || strings.Contains(stderr, "pw@") {
 		t.Errorf("bench with a password: exit %d, want %d\nstderr:\n%s", code, exitUsage, stderr)
