@@ -61,9 +61,11 @@ func (p *adv2Proxy) serve() {
 				n, err := c.Read(buf)
 				if n > 0 {
 					chunk := buf[:n]
+					// Clients spell commands in either case (redigo
+					// EVALSHA, go-redis evalsha).
 					all := true
 					for _, m := range p.marks {
-						all = all && bytes.Contains(chunk, []byte(m))
+						all = all && bytes.Contains(bytes.ToLower(chunk), bytes.ToLower([]byte(m)))
 					}
 					if all {
 						p.once.Do(p.hook)

@@ -37,7 +37,11 @@ run and lists the steps it completed.`
 func runBench(ctx context.Context, e *env, args []string) error {
 	cfg := bench.DefaultConfig()
 	fs := newFlagSet(e, "bench", benchDoc)
-	addr := fs.String("redis", "", "`host:port` of a Redis server; default: start a private redis-server from PATH on a free loopback port")
+	// bench's peers and the bench package's clients dial host:port, with
+	// no password and no TLS: so is the one server bench takes.
+	conn := connFlags{optional: true}
+	fs.Var(&conn.redis, "redis", "`host:port` (or redis://host:port) of a Redis server without password or TLS; default: start a private redis-server from PATH on a free loopback port")
+	fs.DurationVar(&conn.timeout, "timeout", defaultTimeout, "give up on a -redis server that does not connect or answer a PING within this `duration`")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each contended scenario per implementation, run in 5 interleaved rounds")
 	fs.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "contending clients")
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "critical section of the second contended scenario")
@@ -49,7 +53,6 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.SemContenders, "sem-contenders", cfg.SemContenders, "contenders for a dsync semaphore of capacity 4 and for the mutex beside it, holding for -hold (0 to skip)")
 	redlockServers := fs.Int("redlock-servers", 5, "private redis-servers for the RedLock scenario (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
-	timeout := fs.Duration("timeout", defaultTimeout, "give up on a -redis server that does not connect or answer a PING within this `duration`")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -60,27 +63,33 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
 	}
-	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Adapters < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || *timeout <= 0 {
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Adapters < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || conn.timeout <= 0 {
 		return usagef("-waiters, -held, -adapters, -hold, -sem-contenders and -redlock-servers must not be negative, -timeout must be positive")
 	}
 
-	if *addr == "" {
+	t, err := conn.target()
+	switch {
+	case err != nil:
+		return err
+	case t.kind == "":
 		srv, err := testserver.StartRedis()
 		if err != nil {
 			return fmt.Errorf("bench needs a real server: install redis-server or pass -redis host:port (%w)", err)
 		}
 		defer srv.Stop()
-		*addr = srv.Addr()
-	} else {
+		cfg.Addr = srv.Addr()
+	case t.user != "" || t.password != "" || t.tls || t.db != 0:
+		return usagef("-redis: bench's clients and peers connect to host:port without a password, TLS or a database number: run it on its own server (the default) or on one without")
+	default:
 		// Fail fast on a server that does not answer. (The benchmark's
 		// own clients are the bench package's.)
-		srv, err := openServer(ctx, *addr, *timeout)
+		srv, err := openServer(ctx, e, &conn)
 		if err != nil {
 			return err
 		}
 		srv.close()
+		cfg.Addr = t.addrs[0]
 	}
-	cfg.Addr = *addr
 	for range *redlockServers {
 		// Always private servers, even with -redis: RedLock needs
 		// independent ones.

@@ -15,6 +15,9 @@ var forwarded = []os.Signal{os.Interrupt}
 
 type child struct {
 	exited chan struct{}
+	gone   chan struct{}
+
+	leftovers bool
 }
 
 var errNoUnix = errors.New("dsync run needs a Unix system")
@@ -24,6 +27,8 @@ func startChild(*exec.Cmd) (*child, error) { return nil, errNoUnix }
 func (c *child) signal(os.Signal) error { return errNoUnix }
 
 func (c *child) status() int { return exitRunFailed }
+
+func (c *child) groupAlive() bool { return false }
 
 func signalStatus(os.Signal) int { return exitInterrupted }
 

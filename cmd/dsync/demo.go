@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/dsyncgo/dsync"
@@ -26,9 +26,10 @@ processes would have, take turns on a mutex with a random name, and reports
 the waits, that no two held it at once, and that the fencing tokens
 increased; then it shows re-entry and a fixed lease running out.
 
-It runs on an embedded miniredis unless -redis names a real server. On a
-real server it deletes the keys it created when it ends: they would
-otherwise stay for up to an hour, the lifetime of the last fencing token.
+It runs on an embedded miniredis unless -redis, -cluster or -sentinel
+names a real server. On a real server it deletes the keys it created when
+it ends: they would otherwise stay for up to an hour, the lifetime of the
+last fencing token.
 An interrupt (Ctrl-C) stops the workers, prints what was measured so far,
 and still deletes the keys.
 
@@ -42,12 +43,12 @@ const demoLeaseDemo = 300 * time.Millisecond
 // demo has workers, each with a backend of its own as separate processes
 // would have, contend on one mutex, and reports what happened.
 func demo(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo", demoDoc)
-	addr := fs.String("redis", "", "`host:port` of a Redis server to use instead of the embedded one")
+	fs := newFlagSet(e, "demo", demoDoc+"\n\n"+connUsage(false)+" demo reads no server from the environment.")
+	conn := connFlags{optional: true}
+	conn.register(fs, "`URL` or host:port of a Redis server to use instead of the embedded one: redis://[user:password@]host:port[/db], rediss:// for TLS")
 	workers := fs.Int("workers", 4, "contending workers, each with its own connection pool")
 	rounds := fs.Int("rounds", 8, "acquisitions per worker")
 	hold := fs.Duration("hold", 2*time.Millisecond, "time spent holding the mutex each round")
-	timeout := fs.Duration("timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
 	metrics := fs.Bool("metrics", false, "print the OpenTelemetry metrics of the run at the end")
 	pos, err := fs.parse(args)
 	if err != nil {
@@ -56,11 +57,11 @@ func demo(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 0 {
 		return usagef("unexpected arguments %q", pos)
 	}
-	if *workers < 1 || *rounds < 1 || *hold < 0 || *timeout <= 0 {
-		return usagef("-workers, -rounds and -timeout must be positive, -hold not negative")
+	if *workers < 1 || *rounds < 1 || *hold < 0 {
+		return usagef("-workers and -rounds must be positive, -hold not negative")
 	}
 
-	srv, err := openServer(ctx, *addr, *timeout)
+	srv, err := openServer(ctx, e, &conn)
 	if err != nil {
 		return err
 	}
@@ -318,20 +319,37 @@ func (h giveUpHandler) WithGroup(string) slog.Handler      { return h }
 // fencing token for FenceTTL (an hour), which a random name no one will
 // use again does not need. It runs even after an interrupt.
 func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string, suffixes ...string) {
-	var ks []any
+	var ks []string
+	var groups [][]string // the keys of each lock, which share a hash slot
 	for _, s := range suffixes {
 		base, err := keys.Base(keys.DefaultPrefix, "mutex", name+s)
 		if err != nil {
 			fmt.Fprintf(out, "\ncannot name the demo's keys: %v\n", err)
 			return
 		}
-		ks = append(ks, base, base+":waiters", base+":fence")
+		g := []string{base, base + ":waiters", base + ":fence"}
+		ks, groups = append(ks, g...), append(groups, g)
 	}
 	lockKeys := names(ks)
 	ctx = context.WithoutCancel(ctx)
 	c := srv.client()
 	defer c.close()
-	n, err := redis.Int(c.do(ctx, srv.timeout, "DEL", ks...))
+	// Lock by lock: on a cluster, the keys of different locks are on
+	// different slots, which one DEL or EXISTS cannot span.
+	perLock := func(f func(ctx context.Context, ks ...string) *redis.IntCmd) (int64, error) {
+		var sum int64
+		for _, g := range groups {
+			cctx, cancel := context.WithTimeout(ctx, srv.timeout)
+			n, err := f(cctx, g...).Result()
+			cancel()
+			if err != nil {
+				return 0, err
+			}
+			sum += n
+		}
+		return sum, nil
+	}
+	n, err := perLock(c.rc.Del)
 	if err != nil {
 		fmt.Fprintf(out, "\ncould not remove the demo's keys (%v); those the server has expire within an hour (the fencing token's lifetime):\n", err)
 		for _, k := range ks {
@@ -340,7 +358,7 @@ func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string
 		return
 	}
 	var left []string
-	exist, err := redis.Int(c.do(ctx, srv.timeout, "EXISTS", ks...))
+	exist, err := perLock(c.rc.Exists)
 	if err != nil {
 		fmt.Fprintf(out, "\nremoved the demo's %d keys from the server (%s and their companions); could not check that none is left: %v\n",
 			n, strings.Join(lockKeys, ", "), err)
@@ -350,7 +368,13 @@ func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string
 		ks = nil
 	}
 	for _, k := range ks {
-		ttl, err := redis.Int64(c.do(ctx, srv.timeout, "PTTL", k))
+		cctx, cancel := context.WithTimeout(ctx, srv.timeout)
+		d, err := c.rc.PTTL(cctx, k).Result()
+		cancel()
+		ttl := d.Milliseconds()
+		if d < 0 {
+			ttl = int64(d) // go-redis keeps -1 and -2 as they are
+		}
 		switch {
 		case err != nil:
 			left = append(left, fmt.Sprintf("%s: unknown (%v)", k, err))
@@ -372,10 +396,10 @@ func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string
 }
 
 // names returns every third key of ks: the lock keys.
-func names(ks []any) []string {
+func names(ks []string) []string {
 	var s []string
 	for i := 0; i < len(ks); i += 3 {
-		s = append(s, ks[i].(string))
+		s = append(s, ks[i])
 	}
 	return s
 }

@@ -13,10 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/backend/goredis"
 	"github.com/dsyncgo/dsync/internal/keys"
 )
 
@@ -30,31 +31,35 @@ safe, or do not work, on this server):
   eviction     maxmemory-policy is noeviction: any other policy can evict a
                held lock's key (dsync's keys carry TTLs, so volatile-*
                policies evict them too), and another process then takes
-               the lock while the holder works on
+               the lock while the holder works on; and the server is below
+               its maxmemory, at which it refuses every write
   persistence  AOF is on: without it a restart forgets the holds since the
                last snapshot, or all of them
   replication  the server is a primary, and with replicas,
                min-replicas-to-write is set: a failover to a replica that
                missed an acquisition gives the lock to two processes
-  cluster      in cluster mode the server hashes dsync's keys as dsync
-               does (one hash tag per lock); doctor sees one node only
+  cluster      in cluster mode the cluster serves every hash slot
+               (cluster_state:ok), and the server hashes dsync's keys as
+               dsync does (one hash tag per lock); doctor sees one node only
   scripting    EVAL and EVALSHA run and may write keys under -prefix (ACL,
-               rename-command)
+               rename-command, a full server, a slot not served)
   pubsub       SUBSCRIBE and PUBLISH work on channels under -prefix (ACL:
                Redis 7 gives new users no channels)
   latency      the round-trip time, of which an uncontended lock+unlock
                takes two
 
 The probes write one key and publish on one channel under
-<prefix>:doctor:{<random id>}, and delete the key. The server is -redis,
-else $DSYNC_REDIS, else localhost:6379.
+<prefix>:doctor:{<random id>}, and delete the key. With -cluster, every
+check runs on every primary of the cluster (the key then in a slot each
+serves); given one node of a cluster, doctor checks that node only.
 
 With -json it prints one JSON object:
   server    the address checked
   failures  the number of failed checks
   warnings  the number of warnings
-  checks    one object per check: name, status ("ok", "warn" or "fail"),
-            detail, and fix (what to change; absent if ok)
+  checks    one object per check: name, node (with -cluster: the
+            primary checked), status ("ok", "warn" or "fail"), detail,
+            and fix (what to change; absent if ok)
 
 doctor exits with status 1 if a check failed (or the server cannot be
 reached), and 0 otherwise, warnings or not.`
@@ -69,6 +74,7 @@ const (
 // doctorCheck is the outcome of one check; its JSON form is in doctorDoc.
 type doctorCheck struct {
 	Name   string `json:"name"`
+	Node   string `json:"node,omitempty"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
@@ -80,15 +86,20 @@ type doctorReport struct {
 	Failures int           `json:"failures"`
 	Warnings int           `json:"warnings"`
 	Checks   []doctorCheck `json:"checks"`
+
+	desc string // the server, as the text report names it
 }
 
-// probe is what the checks read from the server.
+// probe is what the checks read from one server: the server, or one
+// primary of a cluster.
 type probe struct {
-	c       *client
-	timeout time.Duration
-	prefix  string
-	id      string            // of the probe key and channel
-	info    map[string]string // INFO's fields
+	rc        *redis.Client   // the node
+	b         backend.Backend // scripts on the node
+	timeout   time.Duration
+	prefix    string
+	id        string            // of the probe key and channel
+	info      map[string]string // INFO's fields
+	clustered bool              // doctor checks every primary of the cluster
 }
 
 // doctorChecks are the checks, in the order doctor runs them.
@@ -108,55 +119,53 @@ var doctorChecks = []struct {
 
 // doctor checks a server's settings that break locks.
 func doctor(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "doctor", doctorDoc)
-	addr := fs.String("redis", defaultRedis(), "`host:port` of the Redis server (default $DSYNC_REDIS, else localhost:6379)")
+	fs := newFlagSet(e, "doctor", doctorDoc+"\n\n"+connUsage(true)+" Else it is localhost:6379.")
+	conn := connFlags{env: true, fallback: "localhost:6379"}
+	conn.register(fs, envHelp("localhost:6379"))
 	prefix := fs.String("prefix", keys.DefaultPrefix, "key `prefix` of the locks, for the scripting and pub/sub probes")
-	timeout := fs.Duration("timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) != 0:
+	if len(pos) != 0 {
 		return usagef("unexpected arguments %q", pos)
-	case *addr == "":
-		return usagef("-redis must not be empty")
-	case *timeout <= 0:
-		return usagef("-timeout must be positive")
+	}
+	t, err := conn.target()
+	if err != nil {
+		return err
 	}
 	if _, err := keys.Base(*prefix, "doctor", "x"); err != nil {
 		return usagef("%v", err)
 	}
 
-	srv, err := openServer(ctx, *addr, *timeout)
+	srv, err := openServer(ctx, e, &conn)
 	if err != nil {
 		return err
 	}
 	defer srv.close()
 	c := srv.client()
 	defer c.close()
-	p := &probe{c: c, timeout: *timeout, prefix: *prefix, id: dsync.NewID()[:12]}
-	info, err := redis.String(c.do(ctx, *timeout, "INFO"))
+	nctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	nodes, err := c.nodes(nctx)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("INFO: %w", err)
+		return fmt.Errorf("find the primaries of %s: %w", t, err)
 	}
-	p.info = parseInfo(info)
-
-	rep := doctorReport{Server: *addr, Checks: []doctorCheck{}}
-	for _, dc := range doctorChecks {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	rep := doctorReport{Server: t.addr(), Checks: []doctorCheck{}, desc: t.String()}
+	for _, n := range nodes {
+		p := &probe{rc: n, b: c.b, timeout: conn.timeout, prefix: *prefix, id: dsync.NewID()[:12], clustered: t.kind == serverCluster}
+		node := ""
+		if p.clustered {
+			// A backend of the node's own: the probe script runs there,
+			// on a key of a slot it serves.
+			b := goredis.New(n, goredis.WithTimeout(conn.timeout))
+			defer b.Close()
+			p.b, node = b, n.Options().Addr
 		}
-		ch := dc.run(ctx, p)
-		ch.Name = dc.name
-		switch ch.Status {
-		case statusFail:
-			rep.Failures++
-		case statusWarn:
-			rep.Warnings++
+		if err := rep.run(ctx, p, node); err != nil {
+			return err
 		}
-		rep.Checks = append(rep.Checks, ch)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -173,14 +182,51 @@ func doctor(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// run runs every check on the server p probes, and adds them to r with
+// node as their node.
+func (r *doctorReport) run(ctx context.Context, p *probe, node string) error {
+	ictx, cancel := context.WithTimeout(ctx, p.timeout)
+	info, err := p.rc.Info(ictx).Result()
+	cancel()
+	if err != nil {
+		if node != "" {
+			return fmt.Errorf("INFO on %s: %w", node, err)
+		}
+		return fmt.Errorf("INFO: %w", err)
+	}
+	p.info = parseInfo(info)
+	for _, dc := range doctorChecks {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ch := dc.run(ctx, p)
+		ch.Name, ch.Node = dc.name, node
+		switch ch.Status {
+		case statusFail:
+			r.Failures++
+		case statusWarn:
+			r.Warnings++
+		}
+		r.Checks = append(r.Checks, ch)
+	}
+	return nil
+}
+
 // writeText prints the report for a person: failures first, then
 // warnings, then what is fine.
 func (r doctorReport) writeText(w io.Writer) {
-	fmt.Fprintf(w, "dsync doctor: redis at %s\n\n", r.Server)
+	fmt.Fprintf(w, "dsync doctor: %s\n\n", r.desc)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, status := range []string{statusFail, statusWarn, statusOK} {
 		for _, ch := range r.Checks {
 			if ch.Status != status {
+				continue
+			}
+			if ch.Node != "" {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.ToUpper(ch.Status), ch.Name, ch.Node, ch.Detail)
+				if ch.Fix != "" {
+					fmt.Fprintf(tw, "\t\t\tfix: %s\n", ch.Fix)
+				}
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", strings.ToUpper(ch.Status), ch.Name, ch.Detail)
@@ -216,7 +262,9 @@ func parseInfo(s string) map[string]string {
 
 // config returns the value of a configuration parameter.
 func (p *probe) config(ctx context.Context, name string) (string, error) {
-	v, err := redis.StringMap(p.c.do(ctx, p.timeout, "CONFIG", "GET", name))
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	v, err := p.rc.ConfigGet(ctx, name).Result()
 	if err != nil {
 		return "", fmt.Errorf("CONFIG GET %s: %w", name, err)
 	}
@@ -302,6 +350,10 @@ func checkEviction(ctx context.Context, p *probe) doctorCheck {
 			"maxmemory-policy %s (%s) evicts keys when memory runs out: a held lock's key can vanish and another process take the lock while the holder works on; dsync's keys carry TTLs, so volatile-* policies evict them too", policy, limit)
 	}
 	used, _ := strconv.ParseInt(p.info["used_memory"], 10, 64)
+	if maxmem > 0 && used >= maxmem {
+		return checkFail("raise maxmemory (CONFIG SET maxmemory, and in redis.conf) or free memory, and give the locks a server whose other data cannot fill it",
+			"maxmemory-policy noeviction, and the server is at its maxmemory (%d%% used): it refuses every write, lock acquisitions and renewals included", used*100/maxmem)
+	}
 	if maxmem > 0 && used*10 >= maxmem*9 {
 		return checkWarn("raise maxmemory or free memory",
 			"maxmemory-policy noeviction, but %d%% of maxmemory is used: at the limit every write fails, lock acquisitions and renewals included", used*100/maxmem)
@@ -369,26 +421,59 @@ func checkCluster(ctx context.Context, p *probe) doctorCheck {
 	if p.info["cluster_enabled"] != "1" {
 		return checkOK("not a cluster: every lock's keys are on this server")
 	}
+	if ch, ok := checkClusterState(ctx, p); !ok {
+		return ch
+	}
 	// A lock's keys must share a slot, which dsync computes from its hash
 	// tag: the server must agree, names with braces included.
 	for _, name := range []string{"orders:42", "a{b}c", "}{"} {
 		base, err := keys.Base(p.prefix, kindMutex, name)
 		if err != nil {
-			return checkWarn("", "cannot build a key: %v", err)
+			return checkWarn("choose another -prefix", "cannot build a key: %v", err)
 		}
 		for _, k := range []string{base, base + ":fence"} {
-			slot, err := redis.Int(p.c.do(ctx, p.timeout, "CLUSTER", "KEYSLOT", k))
+			kctx, cancel := context.WithTimeout(ctx, p.timeout)
+			slot, err := p.rc.ClusterKeySlot(kctx, k).Result()
+			cancel()
 			if err != nil {
 				return checkWarn("check by hand that CLUSTER KEYSLOT of a lock's keys agree", "cluster mode; CLUSTER KEYSLOT: %v", err)
 			}
-			if slot != int(keys.Slot(k)) {
+			if slot != int64(keys.Slot(k)) {
 				return checkFail("use a server that hashes keys by their {hash tag} as Redis Cluster does",
 					"cluster mode, but the server puts %q in slot %d where dsync expects %d: a lock's scripts fail with CROSSSLOT", k, slot, keys.Slot(k))
 			}
 		}
 	}
-	return checkWarn("run doctor against every primary; use a cluster-aware adapter (backend/goredis with a ClusterClient)",
-		"cluster mode: each lock's keys share one slot, as dsync expects, but doctor checked this node only, and dsync run, inspect, list and force-unlock talk to one node (a lock whose slot is elsewhere is a MOVED error)")
+	if p.clustered {
+		return checkOK("cluster mode: each lock's keys share one slot, as dsync expects")
+	}
+	return checkWarn("run doctor -cluster host:port,... to check every primary, give every dsync command -cluster, and services a cluster client (backend/goredis with a ClusterClient)",
+		"cluster mode: each lock's keys share one slot, as dsync expects, but doctor checked this node only, and a lock whose slot another node serves is a MOVED error through it")
+}
+
+// checkClusterState checks CLUSTER INFO: a cluster whose state is not ok
+// refuses the scripts of the slots it does not serve (CLUSTERDOWN). It
+// returns false with the failure, or true if the state is ok or cannot
+// be read.
+func checkClusterState(ctx context.Context, p *probe) (doctorCheck, bool) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	s, err := p.rc.ClusterInfo(ctx).Result()
+	if err != nil {
+		return doctorCheck{}, true // the KEYSLOT checks say what is wrong
+	}
+	info := parseInfo(s)
+	if info["cluster_state"] == "ok" {
+		return doctorCheck{}, true
+	}
+	assigned, _ := strconv.Atoi(info["cluster_slots_assigned"])
+	if assigned == 0 {
+		return checkFail("create the cluster (redis-cli --cluster create host:port ...) or assign this node slots (CLUSTER ADDSLOTS), or give dsync the nodes of a cluster that works",
+			"cluster mode, but no hash slot is assigned to any node this one knows (cluster_state:%s): every lock's scripts fail with CLUSTERDOWN", info["cluster_state"]), false
+	}
+	ok, _ := strconv.Atoi(info["cluster_slots_ok"])
+	return checkFail("bring back the masters that failed, or assign their slots to others (redis-cli --cluster fix); with cluster-require-full-coverage no, the slots still served keep working meanwhile",
+		"cluster_state:%s, %d of 16384 hash slots served: the scripts of locks on the others fail with CLUSTERDOWN", info["cluster_state"], ok), false
 }
 
 // probeScript writes and deletes a key and reads the server's clock, as
@@ -399,72 +484,114 @@ redis.call('DEL', KEYS[1])
 return {v, redis.call('TIME')[1]}`)
 
 func checkScripting(ctx context.Context, p *probe) doctorCheck {
-	key, err := keys.Base(p.prefix, "doctor", p.id)
-	if err != nil {
-		return checkWarn("", "cannot build a key: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	reply, err := p.c.b.Eval(ctx, probeScript, []string{key}, p.id)
+	key, err := p.probeKey(ctx)
+	if err != nil {
+		return checkWarn("choose another -prefix", "cannot build a key: %v", err)
+	}
+	reply, err := p.b.Eval(ctx, probeScript, []string{key}, p.id)
 	if err != nil {
 		return checkFail(commandFix(err, fmt.Sprintf("ACL SETUSER <user> +@scripting ~%s:*", p.prefix), "EVAL and EVALSHA"),
 			"a Lua script that writes %s failed: %v", key, err)
 	}
 	if r, err := backend.Array(reply, 2); err != nil || r[0] != p.id {
-		return checkFail("", "the probe script returned %v, not what it wrote", reply)
+		return checkFail("check that what stands between dsync and the server (a proxy) passes scripts and their replies on unchanged",
+			"the probe script returned %v, not what it wrote", reply)
 	}
 	return checkOK("EVAL and EVALSHA run scripts that write keys under %s:*", p.prefix)
+}
+
+// probeKey returns the key of the scripting probe: under the prefix,
+// and on a cluster node in a hash slot the node serves, if it serves one
+// (else a script on it fails with MOVED or CLUSTERDOWN, which is what the
+// check reports then). The probe's id changes to match.
+func (p *probe) probeKey(ctx context.Context) (string, error) {
+	key, err := keys.Base(p.prefix, "doctor", p.id)
+	if err != nil || p.info["cluster_enabled"] != "1" {
+		return key, err
+	}
+	id, err1 := p.rc.ClusterMyID(ctx).Result()
+	//lint:ignore SA1019 CLUSTER SHARDS is Redis 7's; dsync supports 6.0
+	slots, err2 := p.rc.ClusterSlots(ctx).Result()
+	if err1 != nil || err2 != nil {
+		return key, nil
+	}
+	var served []redis.ClusterSlot
+	for _, s := range slots {
+		if len(s.Nodes) > 0 && s.Nodes[0].ID == id {
+			served = append(served, s)
+		}
+	}
+	if len(served) == 0 {
+		return key, nil
+	}
+	// One slot in 16384 at worst: 1<<20 tries miss it with probability
+	// e^-64.
+	for i := range 1 << 20 {
+		id := p.id + strconv.Itoa(i)
+		k, err := keys.Base(p.prefix, "doctor", id)
+		if err != nil {
+			return "", err
+		}
+		slot := int(keys.Slot(k))
+		for _, s := range served {
+			if s.Start <= slot && slot <= s.End {
+				p.id = id
+				return k, nil
+			}
+		}
+	}
+	return key, nil
 }
 
 func checkPubSub(ctx context.Context, p *probe) doctorCheck {
 	channel, err := keys.Base(p.prefix, "doctor", p.id)
 	if err != nil {
-		return checkWarn("", "cannot build a channel name: %v", err)
+		return checkWarn("choose another -prefix", "cannot build a channel name: %v", err)
 	}
 	channel += ":wake"
 	fix := fmt.Sprintf("ACL SETUSER <user> +subscribe +publish &%s:* (Redis 7 gives new users no channels: acl-pubsub-default)", p.prefix)
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	// A connection of its own rather than the backend's subscription: a
-	// refused SUBSCRIBE is then the server's error, not a wait.
-	conn, err := p.c.pool.GetContext(ctx)
-	if err != nil {
-		return checkWarn("", "cannot connect: %v", err)
-	}
-	psc := redis.PubSubConn{Conn: conn}
-	defer psc.Close()
-	receive := func() (any, error) {
-		switch m := psc.ReceiveContext(ctx).(type) {
-		case error:
-			return nil, m
-		default:
-			return m, nil
+	// A subscription of its own rather than the backend's: a refused
+	// SUBSCRIBE is then the server's error, not a wait.
+	ps := p.rc.Subscribe(ctx, channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		if isTimeout(err) || !isServerError(err) {
+			return checkWarn(retryFix, "SUBSCRIBE %s: %v", channel, err)
 		}
-	}
-	if err := psc.Subscribe(channel); err != nil {
 		return checkFail(commandFix(err, fix, "SUBSCRIBE"), "SUBSCRIBE %s failed: %v", channel, err)
 	}
-	if _, err := receive(); err != nil {
-		return checkFail(commandFix(err, fix, "SUBSCRIBE"), "SUBSCRIBE %s failed: %v", channel, err)
-	}
-	if _, err := p.c.do(ctx, p.timeout, "PUBLISH", channel, p.id); err != nil {
+	if err := p.rc.Publish(ctx, channel, p.id).Err(); err != nil {
 		return checkFail(commandFix(err, fix, "PUBLISH"), "PUBLISH %s failed: %v", channel, err)
 	}
 	for {
-		m, err := receive()
+		m, err := ps.ReceiveMessage(ctx)
 		if err != nil {
 			return checkFail("check the server's pub/sub (a proxy in between?)",
 				"a message published on %s did not arrive within %v: %v", channel, p.timeout, err)
 		}
-		if msg, ok := m.(redis.Message); ok && string(msg.Data) == p.id {
+		if m.Payload == p.id {
 			return checkOK("SUBSCRIBE and PUBLISH work on channels under %s:*", p.prefix)
 		}
 	}
 }
 
-// commandFix returns the fix for a command the server refused with err:
+// isServerError reports whether err is an error reply of the server.
+func isServerError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// retryFix is the fix of a check that could not talk to the server.
+const retryFix = "run doctor again; if it fails the same way, look at the server's log and at its maxclients"
+
+// commandFix returns the fix for commands the server refused with err:
 // aclFix for an ACL refusal, the removal of a rename-command for an
-// unknown command.
+// unknown command, and for the other refusals a server can send what
+// they call for. Never "": a failed check says what to change.
 func commandFix(err error, aclFix, commands string) string {
 	msg := err.Error()
 	switch {
@@ -472,10 +599,22 @@ func commandFix(err error, aclFix, commands string) string {
 		return aclFix
 	case strings.Contains(msg, "unknown command"):
 		return "the server does not know " + commands + ": remove the rename-command lines that disable them from redis.conf"
-	case strings.Contains(msg, "READONLY"):
+	case strings.Contains(msg, "READONLY"), strings.Contains(msg, "MASTERDOWN"):
 		return "point -redis at the primary"
+	case strings.Contains(msg, "OOM"):
+		return "the server is at its maxmemory and, with noeviction, refuses every write, lock acquisitions and renewals included: " +
+			"raise maxmemory (CONFIG SET maxmemory, and in redis.conf) or free memory, and give the locks a server whose other data cannot fill it"
+	case strings.Contains(msg, "CLUSTERDOWN"):
+		return "the cluster does not serve the key's hash slot (see the cluster check): assign every slot to a master " +
+			"(redis-cli --cluster create, or --cluster fix), and bring back the masters that failed"
+	case strings.Contains(msg, "MOVED"), strings.Contains(msg, "ASK "):
+		return "another node of the cluster serves the key's hash slot: give dsync the cluster, not one of its nodes"
+	case strings.Contains(msg, "LOADING"):
+		return "the server is loading its data set into memory: run doctor again once it has"
+	case strings.Contains(msg, "BUSY"):
+		return "a script has run for longer than busy-reply-threshold and blocks the server: end it (SCRIPT KILL) and find the client that sent it"
 	}
-	return ""
+	return "the server refused " + commands + " with the error above, which dsync's locks need: change what it names"
 }
 
 // Latency thresholds: an uncontended lock+unlock takes two round trips.
@@ -487,22 +626,18 @@ const (
 func checkLatency(ctx context.Context, p *probe) doctorCheck {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	conn, err := p.c.pool.GetContext(ctx)
-	if err != nil {
-		return checkWarn("", "cannot connect: %v", err)
-	}
-	defer conn.Close()
-	if _, err := redis.DoContext(conn, ctx, "PING"); err != nil {
-		return checkWarn("", "PING: %v", err)
+	// The first PING may dial; the timed ones reuse its connection.
+	if err := p.rc.Ping(ctx).Err(); err != nil {
+		return checkWarn(retryFix, "PING: %v", err)
 	}
 	var rtts []time.Duration
 	for range latencyPing {
 		start := time.Now()
-		if _, err := redis.DoContext(conn, ctx, "PING"); err != nil {
+		if err := p.rc.Ping(ctx).Err(); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return checkWarn("run the server closer to its clients", "%d PINGs took over %v", latencyPing, p.timeout)
 			}
-			return checkWarn("", "PING: %v", err)
+			return checkWarn(retryFix, "PING: %v", err)
 		}
 		rtts = append(rtts, time.Since(start))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +31,9 @@ func doctorJSON(t *testing.T, addr string) (int, doctorReport) {
 		switch c.Status {
 		case statusFail:
 			fails++
+			if c.Fix == "" {
+				t.Errorf("check %s failed without a fix: %+v", c.Name, c)
+			}
 		case statusWarn:
 			warns++
 		case statusOK:
@@ -175,12 +179,77 @@ func TestDoctorReplica(t *testing.T) {
 	}
 }
 
-// TestDoctorCluster: a node in cluster mode hashes dsync's keys as dsync
-// does; doctor says it saw one node.
+// doctorText runs doctor on addr and returns its exit status and report,
+// failing the test unless each failure is followed by its fix.
+func doctorText(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	code, stdout, stderr := runCmd(t, "", "doctor", "-redis", addr)
+	lines := strings.Split(stdout, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "FAIL") && (i+1 == len(lines) || !strings.Contains(lines[i+1], "fix: ")) {
+			t.Errorf("doctor: a failure without its fix line:\n%s\nstderr:\n%s", stdout, stderr)
+		}
+	}
+	return code, stdout
+}
+
+// TestDoctorCluster: a node in cluster mode that serves no hash slot
+// (CLUSTERDOWN) fails the cluster and scripting checks, each with what to
+// do; doctor says it saw one node.
 func TestDoctorCluster(t *testing.T) {
 	node := startServer(t, "--cluster-enabled", "yes")
-	_, rep := doctorJSON(t, node.Addr())
-	if c := rep.check("cluster"); c.Status != statusWarn || !strings.Contains(c.Detail, "share one slot") {
+	code, rep := doctorJSON(t, node.Addr())
+	if c := rep.check("cluster"); c.Status != statusFail || !strings.Contains(c.Detail, "no hash slot") || !strings.Contains(c.Fix, "--cluster create") {
 		t.Errorf("cluster: %+v", c)
+	}
+	if c := rep.check("scripting"); c.Status != statusFail || !strings.Contains(c.Detail, "CLUSTERDOWN") || !strings.Contains(c.Fix, "slot") {
+		t.Errorf("scripting: %+v", c)
+	}
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	if code, out := doctorText(t, node.Addr()); code != exitFailure || !strings.Contains(out, "FAIL  scripting") {
+		t.Errorf("doctor: exit %d\n%s", code, out)
+	}
+}
+
+// TestDoctorOutOfMemory: a noeviction server at its maxmemory refuses the
+// scripting probe with OOM; doctor says to raise maxmemory or free memory.
+func TestDoctorOutOfMemory(t *testing.T) {
+	srv := startServer(t, "--maxmemory-policy", "noeviction")
+	addr := srv.Addr()
+	info, _ := redis.String(do(t, addr, "INFO", "memory"), nil)
+	used, err := strconv.Atoi(parseInfo(info)["used_memory"])
+	if err != nil {
+		t.Fatalf("used_memory in %q: %v", info, err)
+	}
+	do(t, addr, "CONFIG", "SET", "maxmemory", used+1<<20)
+	c, err := redis.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	value := strings.Repeat("x", 64<<10)
+	full := false
+	for i := 0; i < 200 && !full; i++ { // 12.5 MiB at most
+		_, err := c.Do("SET", "fill:"+strconv.Itoa(i), value)
+		full = err != nil && strings.HasPrefix(err.Error(), "OOM")
+		if err != nil && !full {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("the server did not refuse a write with OOM")
+	}
+
+	code, rep := doctorJSON(t, addr)
+	if c := rep.check("scripting"); c.Status != statusFail || !strings.Contains(c.Detail, "OOM") || !strings.Contains(c.Fix, "maxmemory") {
+		t.Errorf("scripting: %+v", c)
+	}
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	if code, out := doctorText(t, addr); code != exitFailure || !strings.Contains(out, "FAIL  scripting") {
+		t.Errorf("doctor: exit %d\n%s", code, out)
 	}
 }

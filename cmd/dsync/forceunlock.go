@@ -12,8 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
@@ -57,7 +55,7 @@ var errNotConfirmed = errors.New("not confirmed; the lock was left alone")
 
 // forceUnlock frees a lock whoever holds it.
 func forceUnlock(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "force-unlock", forceUnlockDoc)
+	fs := newFlagSet(e, "force-unlock", forceUnlockDoc+"\n\n"+connUsage(true))
 	var a adminFlags
 	a.register(fs)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
@@ -76,7 +74,7 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 		return usagef("%v", err)
 	}
 
-	srv, err := openServer(ctx, a.addr, a.timeout)
+	srv, err := openServer(ctx, e, &a.conn)
 	if err != nil {
 		return err
 	}
@@ -84,7 +82,7 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 	c := srv.client()
 	defer c.close()
 	state := func() (lockState, error) {
-		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		ctx, cancel := context.WithTimeout(ctx, a.conn.timeout)
 		defer cancel()
 		return readState(ctx, c.b, kind, a.prefix, name)
 	}
@@ -121,7 +119,7 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.conn.timeout)
 	defer cancel()
 	was, err := forceUnlockLock(fctx, c, a, s)
 	if err != nil {
@@ -218,7 +216,7 @@ func forceUnlockLock(ctx context.Context, c *client, a adminFlags, s lockState) 
 	case kindRWLock:
 		return rwlock.New(c.b, s.Name, rwlock.WithPrefix(prefix)).ForceUnlock(ctx)
 	case kindSemaphore:
-		return forceReleaseSemaphore(ctx, c, a.timeout, s.Key)
+		return forceReleaseSemaphore(ctx, c, a.conn.timeout, s.Key)
 	case kindElection:
 		return election.New(c.b, s.Name, election.WithPrefix(prefix)).ForceResignToken(ctx, s.Token)
 	}
@@ -232,7 +230,9 @@ func forceUnlockLock(ctx context.Context, c *client, a adminFlags, s lockState) 
 // deleted state as a loss (Done), and its waiters, whose queue is kept,
 // take the permits at their next attempt.
 func forceReleaseSemaphore(ctx context.Context, c *client, timeout time.Duration, key string) (bool, error) {
-	n, err := redis.Int(c.do(ctx, timeout, "DEL", key, key+":holders"))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := c.rc.Del(ctx, key, key+":holders").Result()
 	if err != nil {
 		return false, fmt.Errorf("delete the state of semaphore at %s: %w", printable(key), err)
 	}

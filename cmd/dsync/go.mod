@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/dsyncgo/dsync v0.0.0
+	github.com/dsyncgo/dsync/backend/goredis v0.0.0
 	github.com/dsyncgo/dsync/bench v0.0.0
 	github.com/dsyncgo/dsync/otel v0.0.0
 	github.com/gomodule/redigo v1.9.3
+	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )
@@ -15,13 +17,11 @@ require (
 require (
 	github.com/bsm/redislock v0.9.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dsyncgo/dsync/backend/goredis v0.0.0 // indirect
 	github.com/dsyncgo/dsync/backend/rueidis v0.0.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect

@@ -3,38 +3,30 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/dsyncgo/dsync/internal/keys"
 )
 
 // adminFlags are the flags of the commands that look at a server's locks.
 type adminFlags struct {
-	addr    string
-	prefix  string
-	kind    kindFlag
-	timeout time.Duration
+	conn   connFlags
+	prefix string
+	kind   kindFlag
 }
 
 func (a *adminFlags) register(fs *flagSet) {
 	a.kind = kindMutex
-	fs.StringVar(&a.addr, "redis", os.Getenv("DSYNC_REDIS"), "`host:port` of the Redis server (required unless $DSYNC_REDIS is set)")
+	a.conn.env = true
+	a.conn.register(fs, envHelp(""))
 	fs.StringVar(&a.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the locks")
 	fs.Var(&a.kind, "kind", "`kind` of lock: "+strings.Join(kinds, ", "))
-	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
 }
 
 // check reports missing or bad flags as a usage error.
 func (a *adminFlags) check() error {
-	if a.addr == "" {
-		return usagef("-redis host:port is required (or $DSYNC_REDIS)")
-	}
-	if a.timeout <= 0 {
-		return usagef("-timeout must be positive")
-	}
-	return nil
+	_, err := a.conn.target()
+	return err
 }
 
 const inspectDoc = `inspect prints the state of the lock of the given kind (-kind, mutex by
@@ -87,7 +79,7 @@ and for an election,
 
 // inspect prints the state of a lock on a server.
 func inspect(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "inspect", inspectDoc)
+	fs := newFlagSet(e, "inspect", inspectDoc+"\n\n"+connUsage(true))
 	var a adminFlags
 	a.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -106,14 +98,14 @@ func inspect(ctx context.Context, e *env, args []string) error {
 		return usagef("%v", err)
 	}
 
-	srv, err := openServer(ctx, a.addr, a.timeout)
+	srv, err := openServer(ctx, e, &a.conn)
 	if err != nil {
 		return err
 	}
 	defer srv.close()
 	c := srv.client()
 	defer c.close()
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.conn.timeout)
 	defer cancel()
 	s, err := readState(ctx, c.b, string(a.kind), a.prefix, name)
 	if err != nil {

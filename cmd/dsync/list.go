@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dsyncgo/dsync/internal/keys"
 )
@@ -88,7 +88,7 @@ func freeable(kind string) bool { return kind != kindSemaphore }
 
 // list prints the held locks of one kind on a server.
 func list(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "list", listDoc)
+	fs := newFlagSet(e, "list", listDoc+"\n\n"+connUsage(true))
 	var a adminFlags
 	a.register(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
@@ -106,7 +106,7 @@ func list(ctx context.Context, e *env, args []string) error {
 		return usagef("%v", err)
 	}
 
-	srv, err := openServer(ctx, a.addr, a.timeout)
+	srv, err := openServer(ctx, e, &a.conn)
 	if err != nil {
 		return err
 	}
@@ -184,19 +184,12 @@ func scanHeld(ctx context.Context, e *env, c *client, a adminFlags) ([]lockState
 	pattern := globEscaper.Replace(base) + "*"
 	var held []lockState
 	seen := map[string]bool{} // names whose state was read
-	cursor := "0"
+	scan, err := c.scanner(ctx, pattern, a.conn.timeout)
+	if err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
 	for {
-		reply, err := redis.Values(c.do(ctx, a.timeout, "SCAN", cursor, "MATCH", pattern, "COUNT", scanCount))
-		if err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		if len(reply) != 2 {
-			return nil, fmt.Errorf("scan: unexpected reply %v", reply)
-		}
-		if cursor, err = redis.String(reply[0], nil); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		found, err := redis.Strings(reply[1], nil)
+		found, more, err := scan(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
@@ -209,7 +202,7 @@ func scanHeld(ctx context.Context, e *env, c *client, a adminFlags) ([]lockState
 				continue // SCAN may return a key twice; rwlock has two
 			}
 			seen[name] = true
-			sctx, cancel := context.WithTimeout(ctx, a.timeout)
+			sctx, cancel := context.WithTimeout(ctx, a.conn.timeout)
 			s, err := readState(sctx, c.b, kind, a.prefix, name)
 			cancel()
 			switch {
@@ -224,7 +217,7 @@ func scanHeld(ctx context.Context, e *env, c *client, a adminFlags) ([]lockState
 				held = append(held, s)
 			}
 		}
-		if cursor == "0" {
+		if !more {
 			return held, nil
 		}
 	}
@@ -250,7 +243,7 @@ func candidates(ctx context.Context, c *client, a adminFlags, found []string, ba
 	if len(mains) == 0 {
 		return names, nil
 	}
-	values, err := c.getAll(ctx, a.timeout, mains)
+	values, err := c.getAll(ctx, a.conn.timeout, mains)
 	if err != nil {
 		return nil, err
 	}
@@ -262,31 +255,51 @@ func candidates(ctx context.Context, c *client, a adminFlags, found []string, ba
 	return names, nil
 }
 
-// getAll returns the string values of keys, pipelined in one round trip
-// (GETs rather than MGET, so that keys of several hash slots are fine);
-// "" for a key that is missing or holds another type.
-func (c *client) getAll(ctx context.Context, timeout time.Duration, ks []string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	conn, err := c.pool.GetContext(ctx)
+// scanner returns a function that walks the keys matching pattern with
+// SCAN, on every primary of a cluster in turn: each call returns the next
+// keys found, and whether more calls may find more. Each call to the
+// server is bounded by timeout.
+func (c *client) scanner(ctx context.Context, pattern string, timeout time.Duration) (func(context.Context) ([]string, bool, error), error) {
+	nodes, err := c.nodes(ctx)
+	if err == nil && len(nodes) == 0 {
+		err = errors.New("the cluster has no primary")
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	for _, k := range ks {
-		if err := conn.Send("GET", k); err != nil {
-			return nil, err
+	var cursor uint64
+	return func(ctx context.Context) ([]string, bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		found, next, err := nodes[0].Scan(ctx, cursor, pattern, scanCount).Result()
+		if err != nil {
+			return nil, false, err
 		}
+		if cursor = next; cursor == 0 {
+			nodes = nodes[1:]
+		}
+		return found, len(nodes) > 0, nil
+	}, nil
+}
+
+// getAll returns the string values of keys, pipelined in one round trip
+// per node (GETs rather than MGET, so that keys of several hash slots are
+// fine); "" for a key that is missing or holds another type.
+func (c *client) getAll(ctx context.Context, timeout time.Duration, ks []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pipe := c.rc.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ks))
+	for i, k := range ks {
+		cmds[i] = pipe.Get(ctx, k)
 	}
-	if err := conn.Flush(); err != nil {
-		return nil, err
-	}
+	pipe.Exec(ctx) // each command's error is its own
 	values := make([]string, len(ks))
-	for i := range ks {
-		v, err := redis.String(redis.ReceiveContext(conn, ctx))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
 		var re redis.Error
 		switch {
-		case errors.Is(err, redis.ErrNil), errors.As(err, &re): // missing, WRONGTYPE
+		case errors.Is(err, redis.Nil), errors.As(err, &re): // missing, WRONGTYPE
 		case err != nil:
 			return nil, fmt.Errorf("get: %w", err)
 		default:

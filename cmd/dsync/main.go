@@ -16,26 +16,24 @@
 //
 // Run "dsync <command> -h" for a command's flags. Flags may come before or
 // after a command's arguments: "dsync inspect orders:42 -redis host:6379".
-// The commands that need a shared server (run, doctor, inspect, list,
-// force-unlock) take it from $DSYNC_REDIS when -redis is not given; run
-// and doctor then default to localhost:6379.
+// See "Connecting" below for the server a command talks to.
 //
 // # demo
 //
-//	dsync demo [-redis host:port] [-workers n] [-rounds n] [-hold d]
+//	dsync demo [-redis URL] [-workers n] [-rounds n] [-hold d]
 //
 // Workers, each with a connection pool of its own as separate processes
 // would have, take turns on a mutex with a random name; the demo reports
 // the waits, that no two held it at once and that the fencing tokens
 // increased, then shows re-entry and a fixed lease running out. It runs on
-// an embedded miniredis unless -redis names a real server. On a real server
-// it deletes the keys it created when it ends (the freed lock keys and
-// fence keys would otherwise stay for an hour, the fencing token's
-// lifetime), and says so.
+// an embedded miniredis unless -redis (-cluster, -sentinel) names a real
+// server. On a real server it deletes the keys it created when it ends
+// (the freed lock keys and fence keys would otherwise stay for an hour,
+// the fencing token's lifetime), and says so.
 //
 // # run
 //
-//	dsync run [-redis host:port] [-lease d] [-wait d] [-grace d] [-elect [-value v]] name -- command [args...]
+//	dsync run [-redis URL] [-lease d] [-wait d] [-grace d] [-elect [-value v]] name -- command [args...]
 //
 // run takes the mutex called name, runs the command while it holds it and
 // releases it when the command ends, as consul lock and etcdctl lock do: a
@@ -43,12 +41,15 @@
 // DSYNC_NAME and DSYNC_TOKEN (the hold's fencing token) in its
 // environment, and runs in a process group of its own, to which run passes
 // on SIGINT, SIGTERM and SIGHUP. If the lock is lost while the command
-// runs, the group gets SIGTERM, then SIGKILL after -grace (10s), and run
-// exits with status 123; otherwise it exits with the command's status. It
-// waits for the lock for as long as it takes, or -wait, after which it
-// exits with status 124 without running the command. The server is -redis,
-// else $DSYNC_REDIS, else localhost:6379. "dsync run -h" lists every exit
-// status.
+// runs, the group gets SIGTERM, then SIGKILL -grace (10s) later, whether
+// the command itself has exited by then or not, and run exits with status
+// 123 once the group is gone. Otherwise, when the command exits, what it
+// left running in its group gets SIGTERM, then SIGKILL -grace later, and
+// run releases the lock once the group is gone and exits with the
+// command's status. It waits for the lock for as long as it takes, or
+// -wait, after which it exits with status 124 without running the command.
+// Without a flag that names the server, it is the environment's, else
+// localhost:6379 (see Connecting). "dsync run -h" lists every exit status.
 //
 // With -elect, run campaigns in the election called name instead, with
 // -value (host:pid by default) as the leader's value, runs the command
@@ -57,7 +58,7 @@
 //
 // # inspect
 //
-//	dsync inspect -redis host:port [-kind k] [-prefix p] [-json] name
+//	dsync inspect [-redis URL] [-kind k] [-prefix p] [-json] name
 //
 // inspect prints the state of the lock of kind k (mutex, fairlock, rwlock,
 // semaphore or election; mutex by default) called name. For a mutex or a fair lock:
@@ -121,7 +122,7 @@
 //
 // # list
 //
-//	dsync list -redis host:port [-kind k] [-prefix p] [-json]
+//	dsync list [-redis URL] [-kind k] [-prefix p] [-json]
 //
 // list finds the locks of one kind under the prefix with SCAN (it does not
 // block the server) and prints those that are held, by name, with what
@@ -132,7 +133,7 @@
 //
 // # force-unlock
 //
-//	dsync force-unlock -redis host:port [-kind k] [-prefix p] [-yes] name
+//	dsync force-unlock [-redis URL] [-kind k] [-prefix p] [-yes] name
 //
 // force-unlock takes the lock from whoever holds it and passes it on, as a
 // release would; the holders learn of the loss at their next renewal. For
@@ -152,7 +153,7 @@
 //
 // # doctor
 //
-//	dsync doctor [-redis host:port] [-prefix p] [-json]
+//	dsync doctor [-redis URL] [-prefix p] [-json]
 //
 // doctor checks the server settings that break locks without an error and
 // says what to change: a maxmemory-policy that can evict lock keys (any
@@ -160,12 +161,14 @@
 // them too), persistence off or RDB only (a restart forgets holds), a
 // replica, or replicas without min-replicas-to-write (a failover can give
 // a lock to two processes), cluster mode and its hash slots, Lua scripts
-// and pub/sub refused (ACL, rename-command), a server older than Redis
-// 6.0, and the round-trip time. Each check is ok, a warning or a failure;
-// failures are listed first, each with its fix. With -json it prints one
-// JSON object (server, failures, warnings, and checks: name, status,
-// detail, fix). It exits with status 1 if a check failed. The server is
-// -redis, else $DSYNC_REDIS, else localhost:6379.
+// and pub/sub refused (ACL, rename-command, a full server, a slot not
+// served), a server older than Redis 6.0, and the round-trip time. Each
+// check is ok, a warning or a failure; failures are listed first, each
+// with its fix. With -cluster it checks every primary of the cluster. With
+// -json it prints one JSON object (server, failures, warnings, and checks:
+// name, node with -cluster, status, detail, fix). It exits with status 1
+// if a check failed. Without a flag that names the server, it is the
+// environment's, else localhost:6379.
 //
 // # bench
 //
@@ -173,8 +176,37 @@
 //
 // bench runs dsync and its peers side by side on one server, by default a
 // private redis-server started from PATH; see "dsync bench -h" and
-// bench/README.md. Progress is shown on standard error when it is a
-// terminal.
+// bench/README.md. Its -redis takes host:port (or redis://host:port) of a
+// server without a password or TLS: its peers connect so. Progress is
+// shown on standard error when it is a terminal.
+//
+// # Connecting
+//
+// Every command that talks to a server takes one of
+//
+//	-redis host:port, or a URL redis://[user:password@]host:port[/db]
+//	       (rediss:// for TLS; :password@ for the default user)
+//	-cluster [redis[s]://[user:password@]]host:port,...
+//	       seed nodes of a Redis Cluster
+//	-sentinel [redis[s]://[user:password@]]name@host:port,...[/db]
+//	       the primary called name, found through these Sentinels (the
+//	       credentials are the primary's: the Sentinels are asked without
+//	       any, over TLS too with rediss://)
+//
+// with TLS verified against the system's CAs, or those of -tls-ca file;
+// -tls-insecure skips the verification, with a warning on standard error.
+// Without such a flag, run, doctor, inspect, list and force-unlock take
+// the server from the environment: $DSYNC_REDIS (else $REDIS_URL),
+// $DSYNC_CLUSTER or $DSYNC_SENTINEL, in the forms of -redis, -cluster and
+// -sentinel, so that a password stays off the command line (ps shows
+// argv to every user; dsync never passes the password to a process it
+// starts in its arguments). run and doctor then default to localhost:6379.
+// demo and bench use a server of their own unless given one by flag: they
+// never pick up the environment's, where the production locks are.
+//
+// A server that is not there, a user or password it refuses, and TLS that
+// fails are three errors, each saying what to check; none shows the
+// password.
 //
 // # Timeouts, interrupts and exit status
 //
@@ -233,12 +265,12 @@ type command struct {
 
 // synopses are the commands' arguments, as usage shows them.
 var synopses = map[string]string{
-	"run":          "[-redis host:port] [-lease d] [-wait d] [-grace d] name -- command [args...]",
-	"doctor":       "[-redis host:port] [-prefix p] [-json]",
-	"demo":         "[-redis host:port] [-workers n] [-rounds n] [-hold d]",
-	"inspect":      "-redis host:port [-kind k] [-prefix p] [-json] name",
-	"list":         "-redis host:port [-kind k] [-prefix p] [-json]",
-	"force-unlock": "-redis host:port [-kind k] [-prefix p] [-yes] name",
+	"run":          "[-redis URL] [-lease d] [-wait d] [-grace d] [-elect [-value v]] name -- command [args...]",
+	"doctor":       "[-redis URL] [-prefix p] [-json]",
+	"demo":         "[-redis URL] [-workers n] [-rounds n] [-hold d]",
+	"inspect":      "[-redis URL] [-kind k] [-prefix p] [-json] name",
+	"list":         "[-redis URL] [-kind k] [-prefix p] [-json]",
+	"force-unlock": "[-redis URL] [-kind k] [-prefix p] [-yes] name",
 	"bench":        "[-redis host:port] [flags]",
 }
 
@@ -344,7 +376,11 @@ func topUsage(w io.Writer) {
 			fmt.Fprintf(w, "  %-12s  %s\n", c.name, c.summary)
 		}
 	}
-	fmt.Fprint(w, "\nRun 'dsync <command> -h' for a command's flags.\n"+
+	fmt.Fprint(w, "\nThe server: -redis host:port or redis://[user:password@]host:port[/db]\n"+
+		"(rediss:// for TLS), -cluster host:port,... or -sentinel name@host:port,...;\n"+
+		"without them, run, doctor, inspect, list and force-unlock read $DSYNC_REDIS\n"+
+		"(or $REDIS_URL), $DSYNC_CLUSTER or $DSYNC_SENTINEL.\n"+
+		"\nRun 'dsync <command> -h' for a command's flags.\n"+
 		"Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted;\n"+
 		"run exits with the command's status or one of its own (see 'dsync run -h').\n")
 }

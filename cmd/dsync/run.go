@@ -44,7 +44,12 @@ DSYNC_TOKEN, the hold's fencing token, which is higher for every hold of
 the name. It runs in a process group of its own, so that a signal reaches
 everything it started; it is therefore not the terminal's foreground job.
 SIGINT, SIGTERM and SIGHUP sent to run are passed on to that group, and
-run waits for the command to end.
+run waits for the command to end. What the command leaves running in its
+group when it exits (a shell's background jobs) gets SIGTERM, then
+SIGKILL -grace later: run releases the lock only once the group is gone,
+so that nothing the command started works on without it, and then exits
+with the command's status. (A process that left the group, with setsid or
+setpgid, is beyond run's reach.)
 
 The hold has a lease of -lease, renewed every third of it while the
 command runs: if run dies, the lock is free again within the lease, and
@@ -52,44 +57,35 @@ on Linux the command's process is killed with it (what it started is
 not). If the lock is lost while the
 command runs (the server lost or deleted it, it was force-unlocked, or
 renewals failed until the lease ran out), run says so on standard error
-and sends the command's group SIGTERM, then SIGKILL after -grace. Until
-the command has stopped, the next holder may already be at work: a
+and sends the command's group SIGTERM, then SIGKILL -grace later whether
+the command itself has exited by then or not, and exits once the group is
+gone. Until the group has stopped, the next holder may already be at work: a
 resource that matters should be written with $DSYNC_TOKEN and reject a
 token lower than the highest it has seen.
 
 run waits for the lock as long as it takes, unless -wait bounds the wait
 (-wait 0 makes a single attempt, which with -elect leads only if nobody
 leads or waits). A signal that arrives while it waits
-ends it without running the command. The server is -redis, else
-$DSYNC_REDIS, else localhost:6379. Flags may follow the name; the command
-starts at "--" or at the first argument after the name that is not a
-flag.
+ends it without running the command. Flags may follow the name; the
+command starts at "--" or at the first argument after the name that is
+not a flag.
 
 Exit status:
   the command's  the command ran and ended; 128+N if signal N killed it
   2              usage error; nothing ran
-  123            the lock was lost while the command ran, and the command
-                 was stopped
+  123            the lock was lost while the command ran, and the command's
+                 process group was stopped
   124            the lock was not acquired within -wait; the command did
                  not run
   125            run failed before the command started (server
-                 unreachable, a lock error); the command did not run
+                 unreachable, credentials or TLS refused, a lock error);
+                 the command did not run
   126            the command could not be started
   127            the command was not found
   128+N          signal N arrived while run waited for the lock; the
                  command did not run
 A command that exits with one of these statuses itself is told apart by
 run's message on standard error, which comes with every status of its own.`
-
-// defaultRedis is the server of the commands that need a shared one and
-// have no embedded fallback: $DSYNC_REDIS, else localhost:6379, as consul
-// reads $CONSUL_HTTP_ADDR.
-func defaultRedis() string {
-	if a := os.Getenv("DSYNC_REDIS"); a != "" {
-		return a
-	}
-	return "localhost:6379"
-}
 
 // defaultValue is -value: host:pid, which tells observers where the
 // leader runs.
@@ -126,26 +122,25 @@ func (w *waitFlag) Set(s string) error {
 
 // runFlags are run's settings.
 type runFlags struct {
-	addr    string
-	prefix  string
-	lease   time.Duration
-	wait    waitFlag
-	grace   time.Duration
-	timeout time.Duration
-	elect   bool   // campaign in an election instead of taking a mutex
-	value   string // the candidate's value, with elect
+	conn   connFlags
+	prefix string
+	lease  time.Duration
+	wait   waitFlag
+	grace  time.Duration
+	elect  bool   // campaign in an election instead of taking a mutex
+	value  string // the candidate's value, with elect
 }
 
 // runLocked runs a command while holding a lock.
 func runLocked(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "run", runDoc)
+	fs := newFlagSet(e, "run", runDoc+"\n\n"+connUsage(true)+" Else it is localhost:6379.")
 	f := runFlags{wait: -1}
-	fs.StringVar(&f.addr, "redis", defaultRedis(), "`host:port` of the Redis server (default $DSYNC_REDIS, else localhost:6379)")
+	f.conn = connFlags{env: true, fallback: "localhost:6379"}
+	f.conn.register(fs, envHelp("localhost:6379"))
 	fs.StringVar(&f.prefix, "prefix", keys.DefaultPrefix, "key `prefix` of the lock")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "the hold's lease, renewed every third of it: how long the lock outlives a dsync run that died")
 	fs.Var(&f.wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
-	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on a server that does not connect or answer a call within this `duration`")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL to the command's process group, when the lock is lost or the command exits leaving processes in it")
 	fs.BoolVar(&f.elect, "elect", false, "campaign in the election called name, and run the command while leading, instead of taking the mutex")
 	fs.StringVar(&f.value, "value", defaultValue(), "with -elect, the leader's `value` that observers see")
 	name, command, err := parseRun(fs, args)
@@ -153,15 +148,16 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	switch {
-	case f.addr == "":
-		return usagef("-redis must not be empty")
-	case f.lease <= 0, f.timeout <= 0:
-		return usagef("-lease and -timeout must be positive")
+	case f.lease <= 0:
+		return usagef("-lease must be positive")
 	case f.grace < 0:
 		return usagef("-grace must not be negative")
 	}
 	if _, err := keys.Base(f.prefix, kindMutex, name); err != nil {
 		return usagef("%v", err)
+	}
+	if _, err := f.conn.target(); err != nil {
+		return err
 	}
 	path, err := exec.LookPath(command[0])
 	if err != nil {
@@ -177,7 +173,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	defer signal.Stop(sigs)
 	ctx = context.WithoutCancel(ctx)
 
-	srv, err := openServer(ctx, f.addr, f.timeout)
+	srv, err := openServer(ctx, e, &f.conn)
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
@@ -213,7 +209,7 @@ func runLocked(ctx context.Context, e *env, args []string) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	ch, err := startChild(cmd)
 	if err != nil {
-		releaseHold(e, cl, h, f.timeout)
+		releaseHold(e, cl, h, f.conn.timeout)
 		return &exitError{commandStatus(err), err}
 	}
 	return supervise(e, cl, h, ch, sigs, f)
@@ -270,7 +266,7 @@ func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-c
 		cancel()
 		if r = <-acquired; r.err == nil {
 			// Acquired as the signal came: give it back.
-			releaseHold(e, cl, r.h, f.timeout)
+			releaseHold(e, cl, r.h, f.conn.timeout)
 		}
 		return nil, &exitError{signalStatus(sig), fmt.Errorf("%s while waiting for %s; the command did not run", signalName(sig), cl)}
 	}
@@ -284,15 +280,41 @@ func acquireOrSignal(ctx context.Context, e *env, cl claim, f runFlags, sigs <-c
 }
 
 // supervise waits for the command to end, passing signals on to it, and
-// stops it if the hold is lost: SIGTERM, then SIGKILL after the grace
-// period. It releases the hold when the command has ended.
+// stops it if the hold is lost: SIGTERM to its process group, then
+// SIGKILL after the grace period, whether the command itself has exited
+// by then or not. What the command leaves running in its group when it
+// exits gets the same. supervise returns once the group is gone, and
+// releases the hold then, not before: the lock covers everything the
+// command started.
 func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f runFlags) error {
 	var (
-		lost  = h.done()
-		kill  <-chan time.Time
-		since time.Time // when the hold was found lost
+		lost    = h.done()
+		exited  = ch.exited
+		kill    *time.Timer // SIGKILL's, once SIGTERM is sent
+		since   time.Time   // when the hold was found lost; zero while held
+		stopped bool        // the group got SIGTERM
 	)
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
+	// stop sends the group SIGTERM, and SIGKILL -grace later.
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := ch.signal(sigterm); err != nil {
+			fmt.Fprintf(e.stderr, "dsync run: cannot send SIGTERM to the command: %v\n", err)
+		}
+		kill = time.NewTimer(f.grace)
+	}
+	var killC <-chan time.Time
 	for {
+		if kill != nil {
+			killC = kill.C
+		}
 		select {
 		case sig := <-sigs:
 			if err := ch.signal(sig); err != nil {
@@ -300,23 +322,31 @@ func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f run
 			}
 		case <-lost:
 			lost, since = nil, time.Now()
-			fmt.Fprintf(e.stderr, "dsync run: lost %s (token %d) while the command ran: sending it SIGTERM, and SIGKILL %v later\n",
-				cl, h.token(), f.grace)
-			if err := ch.signal(sigterm); err != nil {
-				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGTERM to the command: %v\n", err)
+			what := "the command"
+			if exited == nil {
+				what = "what the command left running in its process group"
 			}
-			t := time.NewTimer(f.grace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(e.stderr, "dsync run: the command did not stop within %v of SIGTERM: sending SIGKILL\n", f.grace)
-			if err := ch.signal(sigkill); err != nil {
-				fmt.Fprintf(e.stderr, "dsync run: cannot send SIGKILL to the command: %v\n", err)
+			fmt.Fprintf(e.stderr, "dsync run: lost %s (token %d) while %s ran: sending it SIGTERM, and SIGKILL %v later\n",
+				cl, h.token(), what, f.grace)
+			stop()
+		case <-killC:
+			kill, killC = nil, nil
+			if ch.groupAlive() {
+				fmt.Fprintf(e.stderr, "dsync run: the command's process group did not stop within %v of SIGTERM: sending SIGKILL\n", f.grace)
+				if err := ch.signal(sigkill); err != nil {
+					fmt.Fprintf(e.stderr, "dsync run: cannot send SIGKILL to the command: %v\n", err)
+				}
 			}
-		case <-ch.exited:
+		case <-exited:
+			exited = nil
+			if ch.leftovers && !stopped {
+				fmt.Fprintf(e.stderr, "dsync run: the command exited with status %d and left processes running in its process group: "+
+					"sending them SIGTERM, and SIGKILL %v later; %s is released once they are gone\n", ch.status(), f.grace, cl)
+				stop()
+			}
+		case <-ch.gone:
 			if lost != nil {
-				// Lost as the command ended? Then its last steps may have
+				// Lost as the group ended? Then its last steps may have
 				// overlapped the next holder's: say so.
 				select {
 				case <-lost:
@@ -325,10 +355,10 @@ func supervise(e *env, cl claim, h hold, ch *child, sigs <-chan os.Signal, f run
 				}
 			}
 			if lost == nil {
-				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; the command ended %v later with status %d",
+				return &exitError{exitLost, fmt.Errorf("lost %s while the command ran; its process group was gone %v later, and the command's status was %d",
 					cl, time.Since(since).Round(time.Millisecond), ch.status())}
 			}
-			releaseHold(e, cl, h, f.timeout)
+			releaseHold(e, cl, h, f.conn.timeout)
 			if st := ch.status(); st != 0 {
 				return &exitError{st, nil}
 			}

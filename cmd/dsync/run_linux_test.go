@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,4 +27,31 @@ func TestRunCommandDiesWithRun(t *testing.T) {
 	waitFor(t, "the command to die with dsync run", func() bool {
 		return errors.Is(syscall.Kill(n, 0), syscall.ESRCH)
 	})
+}
+
+// TestRunPasswordNotInArgv: with the password in $DSYNC_REDIS, neither
+// dsync run nor the command it runs has it in its argv, which ps shows
+// every user of the machine.
+func TestRunPasswordNotInArgv(t *testing.T) {
+	srv := startServer(t)
+	do(t, srv.Addr(), "CONFIG", "SET", "requirepass", "argvsecret")
+	p := startDsync(t, []string{envRedis + "=redis://:argvsecret@" + srv.Addr()}, "run", testLockName(t), "--",
+		"sh", "-c", `echo "ready $$"; exec sleep 60`)
+	pid, _ := p.expect(t, "ready ")
+	killGroupAtEnd(t, pid)
+	for _, proc := range []string{strconv.Itoa(p.cmd.Process.Pid), strings.TrimSpace(pid)} {
+		argv, err := os.ReadFile("/proc/" + proc + "/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(argv), "argvsecret") || len(argv) == 0 {
+			t.Errorf("process %s has argv %q", proc, argv)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want %d\nstderr:\n%s", code, 128+int(syscall.SIGTERM), &p.stderr)
+	}
 }

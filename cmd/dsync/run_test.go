@@ -339,7 +339,10 @@ func TestRunForwardsSignals(t *testing.T) {
 		{syscall.SIGHUP, "HUP"},
 	} {
 		name := testLockName(t)
-		p := startDsync(t, nil, "run", "-redis", srv.Addr(), name, "--",
+		// A signal that reaches the background sleep before it execs is
+		// taken by the shell's trap in the forked child and lost: sleep
+		// then lives on until SIGKILL, -grace after the command's exit.
+		p := startDsync(t, nil, "run", "-redis", srv.Addr(), "-grace", "1s", name, "--",
 			"sh", "-c", `trap 'echo got `+c.trap+`; exit 7' `+c.trap+`; echo "ready $$"; sleep 60 & wait`)
 		pid, _ := p.expect(t, "ready ")
 		killGroupAtEnd(t, pid)
