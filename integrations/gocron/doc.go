@@ -11,6 +11,8 @@
 //
 // The Elector is the simpler guarantee: one scheduler runs everything,
 // whatever the schedulers' clocks, and another takes over when it dies.
+// Make its jobs singletons (gocron.WithSingletonMode), or a run that
+// outlasts its interval overlaps the next, in the same scheduler.
 // The Locker spreads jobs over schedulers, one run at a time per job; it
 // runs each tick once only if the schedulers' ticks fall together (start
 // duration jobs at a common time, gocron.WithStartAt) and, for jobs

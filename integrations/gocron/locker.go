@@ -36,8 +36,8 @@ func WithMutexOptions(opts ...mutex.Option) LockerOption {
 // soon the job returns, so that a scheduler whose tick comes up to d late
 // does not run the same tick again after a short job. Choose d below the
 // job's interval, with room for the release's round trip, or the next
-// tick finds the mutex still held and is skipped: 70% of the interval
-// tolerates schedulers 70ms apart on a 100ms job. The default is 0. Unlock
+// tick finds the mutex still held and is skipped: 80% of the interval
+// tolerates schedulers 80ms apart on a 100ms job. The default is 0. Unlock
 // waits out the rest of d before it releases, so gocron counts the run as
 // lasting that long.
 func WithMinHold(d time.Duration) LockerOption {
