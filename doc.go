@@ -4,10 +4,12 @@
 // composes.
 //
 // The primitives live in subpackages: mutex (reentrant mutex), fairlock,
-// rwlock, semaphore, multilock and election (leader election). They all run over a backend.Backend, a
-// small interface that any Redis client can implement; backend/redigo is
-// the adapter shipped with the module, backend/goredis (a module of its
-// own) the one for go-redis.
+// rwlock, semaphore, multilock and election (leader election). They all
+// run over a backend.Backend, a small interface that any Redis client can
+// implement; backend/redigo is the adapter shipped with the module,
+// backend/goredis and backend/rueidis (modules of their own) those for
+// go-redis and rueidis. integrations/gocron, a module of its own too, runs
+// gocron v2 jobs across processes on the mutex or the election.
 //
 // # Owners
 //
