@@ -91,7 +91,7 @@ func (l *Lock) watchScope(oc context.Context, h *hold, cancel context.CancelCaus
 		cases = append(cases[:i], cases[i+1:]...)
 		members = append(members[:i-1], members[i:]...)
 		if spare--; spare < 0 {
-			cancel(fmt.Errorf("multilock: %w (lost: %s): %w", errGroupLost, strings.Join(lost, ", "), dsync.ErrNotHeld))
+			cancel(fmt.Errorf("multilock: %w (lost: %s): %w", errGroupLost, strings.Join(lost, "; "), dsync.ErrNotHeld))
 			return
 		}
 	}
