@@ -12,8 +12,9 @@
 // # Writing an adapter
 //
 // An adapter is correct when conformance.Run passes against it on real
-// servers: examples/conformance/conformance_test.go in the dsync repository
-// is a complete test file to copy. The three shipped adapters are under 300
+// servers; conformance.RunBackend, the rules below alone, is the one to
+// make pass first. examples/conformance/conformance_test.go in the dsync
+// repository is a complete test file to copy. The three shipped adapters are under 300
 // lines each, because the package gives them what every client needs:
 //
 //   - Mux is the whole pub/sub half (rules 3 to 6): the adapter writes a

@@ -80,23 +80,31 @@ func publish(ctx context.Context, b backend.Backend, channel, payload string) (i
 }
 
 func (s *suite) backendTests(t *testing.T) {
-	s.test(t, "ReplyNormalization", false, s.testReplyNormalization)
-	s.test(t, "ScriptErrorReply", false, s.testScriptErrorReply)
-	s.test(t, "NoScriptFallback", false, s.testNoScriptFallback)
-	s.test(t, "ScriptFlush", false, s.testScriptFlush)
-	s.test(t, "SubscribeThenPublish", false, s.testSubscribeThenPublish)
-	s.test(t, "SharedChannel", false, s.testSharedChannel)
-	s.test(t, "Unsubscribe", false, s.testUnsubscribe)
-	s.test(t, "ManySubscriptions", true, s.testManySubscriptions)
-	s.test(t, "SlowReceiver", false, s.testSlowReceiver)
-	s.test(t, "KillPubSub", true, s.testKillPubSub)
-	s.test(t, "Restart", true, s.testRestart)
-	s.test(t, "ContextCancelled", true, s.testContextCancelled)
-	s.test(t, "DeadlineOnlyContext", true, s.testDeadlineOnlyContext)
-	s.test(t, "Close", false, s.testClose)
-	s.test(t, "CloseKeepsCallersClient", false, s.testCloseKeepsClient)
-	s.test(t, "CloseLeavesNothing", true, s.testCloseLeavesNothing)
-	s.test(t, "IdlePubSubStaysOneConnection", true, s.testIdlePubSub)
+	s.rules(t, s.backendRules())
+}
+
+// backendRules are the cases of the backend contract, each with the rule
+// of package backend it checks (numbered as in that package's doc).
+func (s *suite) backendRules() []rule {
+	return []rule{
+		{"ReplyNormalization", "rule 2: replies are normalized (nil, int64, string, []any, a *ServerError in an array); decoding a wrong shape is ErrUnexpectedReply", false, s.testReplyNormalization},
+		{"ScriptErrorReply", "rule 2: an error reply, from the script or a command it runs, is a *ServerError with the server's message", false, s.testScriptErrorReply},
+		{"NoScriptFallback", "rule 1: a script the server has not seen runs: EVALSHA falls back to EVAL on NOSCRIPT, unseen by the caller", false, s.testNoScriptFallback},
+		{"ScriptFlush", "rule 1: scripts keep running after SCRIPT FLUSH", false, s.testScriptFlush},
+		{"SubscribeThenPublish", "rule 3: Subscribe returns once the server confirmed it: a PUBLISH right after it reaches the subscription", false, s.testSubscribeThenPublish},
+		{"SharedChannel", "rule 4: subscriptions to one channel share one server subscription, reference-counted; a closed one's Receive is ErrClosed", false, s.testSharedChannel},
+		{"Unsubscribe", "rule 4: the last Close of a channel unsubscribes it on the server; subscribing again works", false, s.testUnsubscribe},
+		{"ManySubscriptions", "rule 4: 10,000 subscriptions use a bounded number of pub/sub connections, and each receives its message", true, s.testManySubscriptions},
+		{"SlowReceiver", "rule 6: a subscription that never reads stalls neither the reader nor the others, and is told of its loss by a gap", false, s.testSlowReceiver},
+		{"KillPubSub", "rule 5: a killed pub/sub connection is made again, every channel subscribed again, and every subscription told by a gap, within 1s", true, s.testKillPubSub},
+		{"Restart", "rules 5 and 10: after a server restart every subscription gets a gap, and calls succeed after failing at most once per dead pooled connection", true, s.testRestart},
+		{"ContextCancelled", "rule 7: a cancelled or expired ctx ends Eval, Subscribe and Receive at once with an error matching ctx.Err(), and the backend stays usable", true, s.testContextCancelled},
+		{"DeadlineOnlyContext", "rule 7: a ctx that is never done but has a deadline ends the call by the deadline, and its connection is not reused with a reply unread", true, s.testDeadlineOnlyContext},
+		{"Close", "rule 8: Close is idempotent and every later call returns ErrClosed", false, s.testClose},
+		{"CloseKeepsCallersClient", "rule 8: Close releases only what the adapter made: the caller's client keeps working", false, s.testCloseKeepsClient},
+		{"CloseLeavesNothing", "rule 8: after Close no goroutine the backend started is running and its pub/sub connections have left the server", true, s.testCloseLeavesNothing},
+		{"IdlePubSubStaysOneConnection", "rule 4: a pub/sub connection left without subscriptions is kept while idle, not redialled at each health check", true, s.testIdlePubSub},
+	}
 }
 
 var infoStatsScript = backend.NewScript(`-- KEYS: none. Reply: INFO stats.

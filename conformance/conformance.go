@@ -2,7 +2,14 @@
 // the backend contract (see package backend) and the behaviour of every
 // primitive, on whatever server the adapter talks to.
 //
-// An adapter's test calls Run with a function returning a fresh backend.
+// It has two entry points. RunBackend checks the adapter's rules alone,
+// a few dozen cases with a note on what each failure usually means: an
+// adapter's author makes it pass first. Run checks them again and then
+// runs every primitive over the adapter: what an adapter must pass before
+// it is used.
+//
+// An adapter's test calls RunBackend and Run with a function returning a
+// fresh backend.
 // examples/conformance/conformance_test.go in the dsync repository is a
 // complete file to copy; its heart:
 //
@@ -219,8 +226,31 @@ func WithLeakOptions(opts ...goleak.Option) Option {
 // NewBackend returns a backend connected to the server under test.
 type NewBackend func(t *testing.T) backend.Backend
 
-// Run runs the whole suite.
+// Run runs the whole suite: the backend contract (as RunBackend does),
+// then every primitive over the adapter.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
+	s, leakOpts := newSuite(t, newBackend, opts)
+	t.Run("Backend", s.backendTests)
+	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
+	t.Run("FairLock", func(t *testing.T) {
+		s.exclusiveTests(t, fairlockKind)
+		s.fairlockTests(t)
+	})
+	t.Run("RWLock", func(t *testing.T) {
+		s.exclusiveTests(t, rwlockWriteKind)
+		s.rwlockTests(t)
+	})
+	t.Run("Semaphore", s.semaphoreTests)
+	t.Run("MultiLock", s.multilockTests)
+	t.Run("Election", s.electionTests)
+	if !t.Failed() {
+		goleak.VerifyNone(t, leakOpts...)
+	}
+}
+
+// newSuite makes the suite that Run and RunBackend run, and the options
+// of their final goroutine leak check.
+func newSuite(t *testing.T, newBackend NewBackend, opts []Option) (*suite, []goleak.Option) {
 	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, scale: 1, healthCheck: 5 * time.Second, without: map[string]bool{}}
 	if v := os.Getenv(TimeScaleEnv); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -244,22 +274,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		// A server restarted by package harness's Restart hook.
 		goleak.IgnoreAnyFunction("github.com/dsyncgo/dsync/conformance/harness.waitExit"),
 	}, s.leakOpts...)
-	t.Run("Backend", s.backendTests)
-	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
-	t.Run("FairLock", func(t *testing.T) {
-		s.exclusiveTests(t, fairlockKind)
-		s.fairlockTests(t)
-	})
-	t.Run("RWLock", func(t *testing.T) {
-		s.exclusiveTests(t, rwlockWriteKind)
-		s.rwlockTests(t)
-	})
-	t.Run("Semaphore", s.semaphoreTests)
-	t.Run("MultiLock", s.multilockTests)
-	t.Run("Election", s.electionTests)
-	if !t.Failed() {
-		goleak.VerifyNone(t, leakOpts...)
-	}
+	return s, leakOpts
 }
 
 type suite struct {

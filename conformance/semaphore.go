@@ -19,20 +19,21 @@ import (
 // leased permits, the order that keeps large requests from starving, the
 // hand-off to several waiters, releases, and runtime capacity.
 func (s *suite) semaphoreTests(t *testing.T) {
-	s.test(t, "CapacityNeverExceeded", true, s.testSemCapacity)
-	s.test(t, "LargeRequestNotStarved", true, s.testSemLargeNotStarved)
-	s.test(t, "HandOffToSeveral", false, s.testSemHandOffSeveral)
-	s.test(t, "CrashedHolderPermitsReturn", false, s.testSemCrashedHolder)
-	s.test(t, "WatchdogKeepsPermits", false, s.testSemWatchdog)
-	s.test(t, "LostSignal", false, s.testSemLostSignal)
-	s.test(t, "ReleaseMisuse", false, s.testSemReleaseMisuse)
-	s.test(t, "AmbiguousRelease", false, s.testSemAmbiguousRelease)
-	s.test(t, "OwnerlessReleases", false, s.testSemOwnerless)
-	s.test(t, "AbandonedWait", false, s.testSemAbandonedWait)
-	s.test(t, "SetCapacity", false, s.testSemSetCapacity)
-	s.test(t, "CapacityMismatch", false, s.testSemMismatch)
-	s.test(t, "BadInput", false, s.testSemBadInput)
-	s.rules(t, s.releaseRules("", semReleases))
+	s.rules(t, append([]rule{
+		{"CapacityNeverExceeded", "never more permits held than the capacity, across processes; all come back, leaving no key", true, s.testSemCapacity},
+		{"LargeRequestNotStarved", "a large request behind a stream of small ones is served: later requests wait behind it", true, s.testSemLargeNotStarved},
+		{"HandOffToSeveral", "one release hands permits to every queued waiter that fits, in queue order, through pub/sub", false, s.testSemHandOffSeveral},
+		{"CrashedHolderPermitsReturn", "a crashed holder's permits come back when its lease ends, and its Done closes", false, s.testSemCrashedHolder},
+		{"WatchdogKeepsPermits", "the watchdog keeps a live holder's permits past its lease", false, s.testSemWatchdog},
+		{"LostSignal", "deleting the semaphore's state fires Done at the next renewal; a release then is ErrNotHeld", false, s.testSemLostSignal},
+		{"ReleaseMisuse", "releasing more than held, or without holding, is ErrNotHeld and releases nothing", false, s.testSemReleaseMisuse},
+		{"AmbiguousRelease", "a release retried after a lost reply is applied once", false, s.testSemAmbiguousRelease},
+		{"OwnerlessReleases", "ownerless permits are given back through the handle from any goroutine, oldest acquisition first", false, s.testSemOwnerless},
+		{"AbandonedWait", "a waiter whose ctx ends leaves the queue at once, and the request behind it is served", false, s.testSemAbandonedWait},
+		{"SetCapacity", "a lowered capacity revokes nothing; a raised one serves waiters at once; a request above it fails", false, s.testSemSetCapacity},
+		{"CapacityMismatch", "a handle whose capacity differs from the semaphore's fails with ErrCapacityMismatch until a capacity is set at runtime", false, s.testSemMismatch},
+		{"BadInput", "bad input is a sentinel error before any I/O; a request above the capacity in force is ErrInvalidPermits", false, s.testSemBadInput},
+	}, s.releaseRules("", semReleases)...))
 }
 
 // semFreeTTL bounds how long a free semaphore keeps its grant counter:

@@ -25,9 +25,13 @@ import (
 // When ctx ends first, Campaign returns an error matching ctx.Err(), at
 // most half a second after ctx's deadline, and leaves nothing queued; a
 // term handed to it meanwhile is passed on to the next candidate. It
-// returns an error that cannot pass (a closed backend, a key dsync did
-// not write) at once, and rides out those that may pass. Bad arguments
-// (see New) are reported before any I/O.
+// rides out the backend errors that may pass (connection failures, a
+// restarting or failing-over server) until then, and returns at once
+// those that cannot: dsync.ErrClosed for a closed backend,
+// dsync.ErrUnexpectedReply for an election key that dsync did not write
+// (or an adapter that breaks the reply contract), and, before any I/O,
+// bad arguments (see New: dsync.ErrInvalidBackend, ErrInvalidName,
+// ErrInvalidLease). Retrying any of these is futile; Run returns them.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	c := e.candidate(value)
 	if err := e.h.Lock(dsync.WithOwner(ctx), &c.spec); err != nil {

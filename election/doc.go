@@ -18,6 +18,18 @@
 //		}
 //	}
 //
+// Run is the loop around that, for a process that should lead whenever it
+// can, after Kubernetes' leaderelection.RunOrDie: it campaigns, calls a
+// function with a context that is cancelled when the term ends, resigns
+// when the function returns, and campaigns again, until its ctx ends:
+//
+//	err := e.Run(ctx, "host-a:8080", func(ctx context.Context, t *election.Term) error {
+//		return lead(ctx, t.Token()) // until ctx ends: the term is over
+//	})
+//
+// CampaignScope is one turn of it: a term as a context (see Holds as
+// contexts in package dsync).
+//
 // # Terms
 //
 // A term is a fair lock's hold (package fairlock) with a value: Campaign
@@ -106,6 +118,9 @@
 // Every error names the operation and the election and matches a sentinel
 // of package dsync or the context's error: ErrNotHeld for a term that is
 // over, ErrNoLeader for Leader without one, ErrUnexpectedReply for a key
-// that holds something dsync did not write (which is left alone). Bad
-// arguments are reported before any I/O.
+// that holds something dsync did not write (which is left alone),
+// ErrClosed for a closed backend. Bad arguments are reported before any
+// I/O. Campaign and Run return ErrUnexpectedReply, ErrClosed and bad
+// arguments at once (retrying cannot mend them), and ride out the errors
+// that may pass.
 package election

@@ -6,4 +6,9 @@ import (
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m) }
+func TestMain(m *testing.M) {
+	if runChild() {
+		return
+	}
+	testserver.Main(m)
+}

@@ -7,7 +7,18 @@
 //
 // A *Mutex is a sync.Locker and a dsync.Locker. Any number of handles, in
 // any number of processes, may refer to the same name; they exclude one
-// another.
+// another. Make one per name and keep it (see Handles in package dsync).
+//
+// LockScope returns the hold as a context that is cancelled when the hold
+// is lost, so that work done with it stops (see Holds as contexts in
+// package dsync):
+//
+//	ctx, unlock, err := mu.LockScope(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer unlock()
+//	return work(ctx)
 //
 // # Owners and reentrancy
 //

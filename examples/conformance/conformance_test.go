@@ -1,9 +1,12 @@
 // An adapter's conformance test, complete: copy this file next to your
 // adapter and replace the redigo lines (the adapter shipped with dsync,
-// standing in for yours) with your client and your adapter. conformance.Run
-// then checks every backend rule and every primitive on private
-// redis-servers that package harness starts on loopback: a standalone
-// server here, a cluster and a Sentinel set in the commented variants.
+// standing in for yours) with your client and your adapter.
+// conformance.RunBackend checks the backend rules alone, and says what
+// each failure usually means: make it pass first. conformance.Run then
+// checks them again and every primitive over your adapter. Both run on
+// private redis-servers that package harness starts on loopback: a
+// standalone server here, a cluster and a Sentinel set in the commented
+// variants.
 // redis-server (and redis-sentinel) must be on PATH; without them the tests
 // skip, or fail under DSYNC_REQUIRE_REDIS=1. On a slow machine, widen the
 // timing bounds: DSYNC_CONFORMANCE_TIMESCALE=3 go test. Until dsync is
@@ -35,21 +38,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // short. A client that pings by itself: give its own interval.
 const healthCheck = time.Second
 
-func TestConformance(t *testing.T) {
-	srv := harness.Standalone(t) // stopped when the test ends
-	// newClient makes the client a program would give your adapter.
-	newClient := func() *redis.Pool {
-		return &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
-	}
-	conformance.Run(t,
-		// A fresh backend, on a client of its own, for every call: tests
-		// use several to stand for processes. Close both when t ends.
-		func(t *testing.T) backend.Backend {
-			c := newClient()
-			b := redigo.New(c, redigo.WithHealthCheck(healthCheck))
-			t.Cleanup(func() { b.Close(); c.Close() })
-			return b
-		},
+// newClient makes the client a program would give your adapter.
+func newClient(srv *harness.Server) *redis.Pool {
+	return &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr()) }}
+}
+
+// options are the suite's options for the server srv.
+func options(srv *harness.Server) []conformance.Option {
+	return []conformance.Option{
 		conformance.WithHealthCheck(healthCheck),
 		// Every fault the suite injects: SCRIPT FLUSH, killed pub/sub
 		// connections, a restart, connection counts.
@@ -59,12 +55,36 @@ func TestConformance(t *testing.T) {
 		// cleanup closes the backends and then the client: the suite
 		// closes neither.
 		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
-			c := newClient()
+			c := newClient(srv)
 			a, b := redigo.New(c), redigo.New(c)
 			t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
 			return a, b
 		}),
-	)
+	}
+}
+
+// newBackend returns the suite's factory: a fresh backend, on a client of
+// its own, for every call (tests use several to stand for processes),
+// both closed when t ends.
+func newBackend(srv *harness.Server) conformance.NewBackend {
+	return func(t *testing.T) backend.Backend {
+		c := newClient(srv)
+		b := redigo.New(c, redigo.WithHealthCheck(healthCheck))
+		t.Cleanup(func() { b.Close(); c.Close() })
+		return b
+	}
+}
+
+// TestBackend checks the adapter's rules: go test -run TestBackend.
+func TestBackend(t *testing.T) {
+	srv := harness.Standalone(t) // stopped when the test ends
+	conformance.RunBackend(t, newBackend(srv), options(srv)...)
+}
+
+// TestConformance checks the rules and every primitive over the adapter.
+func TestConformance(t *testing.T) {
+	srv := harness.Standalone(t)
+	conformance.Run(t, newBackend(srv), options(srv)...)
 }
 
 // For a client that speaks to Redis Cluster, the same with

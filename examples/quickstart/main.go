@@ -12,7 +12,6 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/mutex"
@@ -34,25 +33,20 @@ func main() {
 	fmt.Println("updating order 42")
 	mu.Unlock()
 
-	// Reentrant per owner, bounded by ctx, fenced, and told of a loss.
-	ctx := dsync.WithOwner(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// The hold as a context, cancelled if the lock is lost; 5s wait at most.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ledger := mutex.New(b, "ledger")
-	if err := ledger.LockContext(ctx); err != nil {
+	lctx, unlock, err := ledger.LockScope(ctx)
+	if err != nil {
 		log.Fatal(err) // waited 5s, or the server failed
 	}
-	defer ledger.UnlockContext(ctx) // releases even after ctx ends
-	token, _ := ledger.Token(ctx)   // pass with every write; reject lower ones
-	select {
-	case <-ledger.Done(ctx):
-		log.Fatal("lost the lock: stop writing")
-	default:
-		fmt.Println("writing the ledger with fencing token", token)
-	}
+	defer unlock()
+	token, _ := ledger.Token(lctx) // pass with every write; reject lower ones
+	fmt.Println("writing the ledger with fencing token", token)
 
 	// One leader among the processes that campaign, the others queued in
-	// turn; e.Observe(ctx) tells anyone of every change of leader.
+	// turn; e.Run leads again and again, e.Observe tells of every change.
 	e := election.New(b, "reports")
 	term, err := e.Campaign(ctx, "host-a:8080")
 	if err != nil {

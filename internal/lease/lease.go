@@ -168,6 +168,8 @@ type Lease struct {
 	indexed   bool
 
 	afterEnd func(lost bool) // see AfterEnd; guarded by s.mu
+	onEnd    []*endHook      // see OnEnd; guarded by s.mu
+	reason   string          // why it was lost (see Reason); guarded by s.mu
 
 	// Waiters of the session queued behind the hold (see Enqueue),
 	// guarded by s.mu.

@@ -240,6 +240,9 @@ func (s *Scheduler) endLocked(l *Lease, to state, reason string) {
 		return
 	}
 	l.state = to
+	if to == lost {
+		l.reason = reason
+	}
 	s.count--
 	if !l.expired {
 		s.unindexLocked(l)
@@ -262,6 +265,7 @@ func (s *Scheduler) endLocked(l *Lease, to state, reason string) {
 		l.afterEnd = nil
 		go f(to == lost)
 	}
+	l.runEndHooksLocked()
 	if l.done != nil {
 		close(l.done)
 	}

@@ -1,0 +1,32 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/dsyncgo/dsync/election"
+	"github.com/dsyncgo/dsync/internal/testserver"
+)
+
+func ExampleElection_CampaignScope() {
+	b, stop := testserver.ExampleBackend() // in production: redigo.New(yourPool)
+	defer stop()
+	e := election.New(b, "compactor", election.WithLogger(nil))
+
+	ctx, resign, err := e.CampaignScope(context.Background(), "host-a")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resign()
+	fmt.Println("leading, fenced by token:", election.TermOf(ctx).Token() > 0)
+
+	// An operator ends the term (as from another process): the work done
+	// with ctx stops.
+	election.New(b, "compactor").ForceResign(context.Background())
+	<-ctx.Done()
+	fmt.Println(context.Cause(ctx))
+	// Output:
+	// leading, fenced by token: true
+	// election "compactor": the term was lost (taken by ForceUnlock): dsync: not held by this owner
+}

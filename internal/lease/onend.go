@@ -1,0 +1,60 @@
+package lease
+
+// endHook is one function that OnEnd arranged to call.
+type endHook struct {
+	f func(lost bool, reason string)
+}
+
+// OnEnd arranges for f to be called, once, when the lease ends, with
+// whether it was lost and why (see Reason); at once, in the calling
+// goroutine, if it has ended already. Any number of functions may wait on
+// one lease, each until its stop is called: stop reports whether it
+// stopped f before it was called.
+//
+// f is called with the scheduler's lock held, in the same step that closes
+// Done, so that nothing can see the lease ended and f not yet called: it
+// must be quick and must not call the lease or the scheduler. A context's
+// cancel function qualifies: it starts no callback of its own in the
+// calling goroutine.
+func (l *Lease) OnEnd(f func(lost bool, reason string)) (stop func() bool) {
+	s := l.s
+	s.mu.Lock()
+	if l.state != active && l.state != pending {
+		wasLost, reason := l.state == lost, l.reason
+		s.mu.Unlock()
+		f(wasLost, reason)
+		return func() bool { return false }
+	}
+	h := &endHook{f}
+	l.onEnd = append(l.onEnd, h)
+	s.mu.Unlock()
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range l.onEnd {
+			if x == h {
+				l.onEnd = append(l.onEnd[:i], l.onEnd[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Reason returns why the lease was lost ("hold no longer on the server",
+// "taken by ForceUnlock", "renewals failed until the lease ran out", ...),
+// or "" if it was not.
+func (l *Lease) Reason() string {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.reason
+}
+
+// runEndHooksLocked calls the functions waiting on l's end (see OnEnd).
+func (l *Lease) runEndHooksLocked() {
+	hooks := l.onEnd
+	l.onEnd = nil
+	for _, h := range hooks {
+		h.f(l.state == lost, l.reason)
+	}
+}
