@@ -16,7 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-const deadWaiterEnv = "DSYNC_SEMADV_WAITER"
+const deadWaiterEnv = "DSYNC_SEMAPHORE_DEAD_WAITER"
 
 // TestDeadWaiterChild is the waiter process of TestDeadWaiterAtHead:
 // run with deadWaiterEnv set ("addr prefix capacity n timeout"), it queues
