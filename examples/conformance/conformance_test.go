@@ -36,6 +36,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const healthCheck = time.Second
 
 func TestConformance(t *testing.T) {
+	if testing.Short() { // the whole suite takes a minute or two
+		t.Skip("the conformance suite: skipped under -short")
+	}
 	srv := harness.Standalone(t) // stopped when the test ends
 	// newClient makes the client a program would give your adapter.
 	newClient := func() *redis.Pool {

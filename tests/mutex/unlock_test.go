@@ -129,6 +129,7 @@ func TestLateAnonymousUnlockKeepsNextHold(t *testing.T) {
 // 10s timeout. The package promises a release "bounded by a few seconds of
 // its own"; before 9f3ece2 it was.
 func TestUnlockBoundedOnBusyPool(t *testing.T) {
+	testserver.Long(t, "waits out a pool kept busy for 12 s, twice")
 	srv := testserver.Real(t)
 	for _, tc := range []struct {
 		name string
