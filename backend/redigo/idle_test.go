@@ -13,8 +13,8 @@ import (
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
-// TestRegressIdlePubSubDoesNotRedial: defect 6, once the last channel is unsubscribed the health-check PING gets +PONG, which the reader takes for an error, so the adapter redials every health-check interval while idle.
-func TestRegressIdlePubSubDoesNotRedial(t *testing.T) {
+// TestIdlePubSubDoesNotRedial: defect 6, once the last channel is unsubscribed the health-check PING gets +PONG, which the reader takes for an error, so the adapter redials every health-check interval while idle.
+func TestIdlePubSubDoesNotRedial(t *testing.T) {
 	if !testserver.RedisAvailable() {
 		if testserver.RequireRedis() {
 			t.Fatal("redis-server is not on PATH and DSYNC_REQUIRE_REDIS=1")

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsyncgo/dsync/conformance/harness"
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,6 +44,7 @@ func TestStandalone(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
+	testserver.Long(t, "a Redis Cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -75,6 +77,7 @@ func TestCluster(t *testing.T) {
 }
 
 func TestSentinel(t *testing.T) {
+	testserver.Long(t, "a Sentinel set")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()

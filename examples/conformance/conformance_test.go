@@ -83,6 +83,9 @@ func TestBackend(t *testing.T) {
 
 // TestConformance checks the rules and every primitive over the adapter.
 func TestConformance(t *testing.T) {
+	if testing.Short() { // the whole suite takes a minute or two
+		t.Skip("the conformance suite: skipped under -short")
+	}
 	srv := harness.Standalone(t)
 	conformance.Run(t, newBackend(srv), options(srv)...)
 }

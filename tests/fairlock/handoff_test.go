@@ -39,11 +39,11 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 
 		a.Lock()
 		aToken, _ := a.Token(ctx)
-		wGot := advQueue(t, wo, w) // at the head
-		xGot := advQueue(t, xo, x) // behind W
-		xb.HoldEvals()             // X cannot take the lock before W's retry
-		wb.HoldDeliveries()        // W's wake-up is held up
-		a.Unlock()                 // handed to W on a 1s lease
+		wGot := queueWaiter(t, wo, w) // at the head
+		xGot := queueWaiter(t, xo, x) // behind W
+		xb.HoldEvals()                // X cannot take the lock before W's retry
+		wb.HoldDeliveries()           // W's wake-up is held up
+		a.Unlock()                    // handed to W on a 1s lease
 		handed, err := probe.State(ctx)
 		if err != nil || handed.Token <= aToken || handed.TTL > time.Second {
 			t.Fatalf("state after A's unlock = %+v, %v; want W's hold, token above %d, on a 1s lease", handed, err, aToken)

@@ -17,6 +17,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
+	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/multilock"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/rwlock"
@@ -316,6 +317,7 @@ func fill(t *testing.T, addr string, ttl bool, stop <-chan struct{}) (done <-cha
 // lease run out under load) and how long after the eviction, and the
 // overlaps of the holds as their holders saw them.
 func TestEvictionLosesNoHoldSilently(t *testing.T) {
+	testserver.Long(t, "every primitive under three eviction policies, about 75 s")
 	for _, v := range []struct {
 		name, policy string
 		ttl          bool // the filler's values have a TTL

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/conformance/harness"
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
 var (
@@ -83,6 +84,7 @@ var (
 // -soak=10m (with -timeout=30m) runs it longer; -seed=N replays a
 // schedule.
 func TestNemesisSoak(t *testing.T) {
+	testserver.Long(t, "the nemesis soak, a minute or -soak")
 	var groups []soakGroup
 	for _, g := range soakGroups() {
 		if !g.broken {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
 // The soak catches a broken build. Deliberately broken clients run side by
@@ -23,6 +25,7 @@ import (
 // permits above the capacity), and by porcupine. The evidence is in the
 // log.
 func TestSoakCatchesBrokenBuilds(t *testing.T) {
+	testserver.Long(t, "four soaks of broken builds, 10 s")
 	var groups []soakGroup
 	for _, g := range soakGroups() {
 		if g.broken {

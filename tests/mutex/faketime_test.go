@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/session"
+	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/tests/fake"
 )
@@ -173,6 +174,7 @@ func TestFakeTimeDeadWaiterCostsAtMostAHeartbeat(t *testing.T) {
 }
 
 func TestFakeTimeManyHeldLocks(t *testing.T) {
+	testserver.Long(t, "2,000 holds in fake time, about 30 s under -race")
 	const held = 2000
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)

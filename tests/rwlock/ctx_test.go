@@ -13,9 +13,9 @@ import (
 	"github.com/dsyncgo/dsync/tests/fake"
 )
 
-// TestAdversaryCancelledContexts: releases with a cancelled ctx still
+// TestCancelledContexts: releases with a cancelled ctx still
 // release; acquisitions with one fail with ctx's error and leave nothing.
-func TestAdversaryCancelledContexts(t *testing.T) {
+func TestCancelledContexts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -66,9 +66,9 @@ func TestAdversaryCancelledContexts(t *testing.T) {
 	})
 }
 
-// TestAdversaryOwnerlessAcrossGoroutines: ownerless RLock in some
+// TestOwnerlessAcrossGoroutines: ownerless RLock in some
 // goroutines, RUnlock in others, on one handle, then Lock/Unlock likewise.
-func TestAdversaryOwnerlessAcrossGoroutines(t *testing.T) {
+func TestOwnerlessAcrossGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()

@@ -27,7 +27,7 @@ func prefix(t *testing.T) string {
 	prefixN.Lock()
 	defer prefixN.Unlock()
 	prefixN.n++
-	return fmt.Sprintf("advrw%d_%d", time.Now().UnixNano(), prefixN.n)
+	return fmt.Sprintf("rw%d_%d", time.Now().UnixNano(), prefixN.n)
 }
 
 func key(p, name string) string { return p + ":rwlock:{" + name + "}" }
@@ -102,9 +102,9 @@ func await(t *testing.T, ctx context.Context, m *rwlock.RWMutex, what string, co
 	}
 }
 
-// TestAdversaryReadReleaseCost: the cost of one read release, in server
+// TestReadReleaseCost: the cost of one read release, in server
 // commands, must not grow with the number of readers.
-func TestAdversaryReadReleaseCost(t *testing.T) {
+func TestReadReleaseCost(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	cost := func(n int, writer bool) (mid, last int64) {
@@ -151,10 +151,10 @@ func TestAdversaryReadReleaseCost(t *testing.T) {
 	}
 }
 
-// TestAdversaryNoKeysLeft: after a mixed workload in which every hold is
+// TestNoKeysLeft: after a mixed workload in which every hold is
 // released and every waiter gets in or gives up, only the freed write key
 // and the fence key (both with a TTL) may be left.
-func TestAdversaryNoKeysLeft(t *testing.T) {
+func TestNoKeysLeft(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix(t)
@@ -251,10 +251,10 @@ func (s *spy) loseNext(n int) {
 	s.mu.Unlock()
 }
 
-// TestAdversaryLostRepliesReadSide: replies lost on read acquire, re-entry,
+// TestLostRepliesReadSide: replies lost on read acquire, re-entry,
 // partial and final release, try-acquire and a waiter's abandon: counts stay
 // exact and nothing is left held.
-func TestAdversaryLostRepliesReadSide(t *testing.T) {
+func TestLostRepliesReadSide(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix(t)

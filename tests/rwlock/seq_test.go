@@ -14,10 +14,10 @@ import (
 	"github.com/dsyncgo/dsync/tests/fake"
 )
 
-// TestAdversaryDowngradeUpgradeSequences: downgrade and upgrade sequences
+// TestDowngradeUpgradeSequences: downgrade and upgrade sequences
 // across two handles on two backend values of one owner; each hold is
 // released through the backend value that took it.
-func TestAdversaryDowngradeUpgradeSequences(t *testing.T) {
+func TestDowngradeUpgradeSequences(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -76,10 +76,10 @@ func TestAdversaryDowngradeUpgradeSequences(t *testing.T) {
 	})
 }
 
-// TestAdversaryMixedLeasesOneOwner: an owner's read hold kept by the
+// TestMixedLeasesOneOwner: an owner's read hold kept by the
 // watchdog, re-entered and partly released through a fixed-lease handle,
 // must stay held past the fixed lease.
-func TestAdversaryMixedLeasesOneOwner(t *testing.T) {
+func TestMixedLeasesOneOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -124,10 +124,10 @@ func TestAdversaryMixedLeasesOneOwner(t *testing.T) {
 	})
 }
 
-// TestAdversaryReadersGiveUpAtHandOff: readers whose deadline falls on the
+// TestReadersGiveUpAtHandOff: readers whose deadline falls on the
 // instant of the write release that hands them the lock: none may be left
 // holding (an abandoned hand-off is undone at once, not at its lease's end).
-func TestAdversaryReadersGiveUpAtHandOff(t *testing.T) {
+func TestReadersGiveUpAtHandOff(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix(t)
@@ -168,10 +168,10 @@ func TestAdversaryReadersGiveUpAtHandOff(t *testing.T) {
 	}
 }
 
-// TestAdversaryRestartWhileHeld: the server restarts (empty) while readers
+// TestRestartWhileHeld: the server restarts (empty) while readers
 // hold and a writer waits: the readers learn of the loss, the writer gets
 // in, and its token is above every token handed out before.
-func TestAdversaryRestartWhileHeld(t *testing.T) {
+func TestRestartWhileHeld(t *testing.T) {
 	srv := testserver.Real(t)
 	if !srv.Restartable() {
 		t.Skip("external server")

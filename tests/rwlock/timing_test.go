@@ -16,10 +16,10 @@ import (
 	"github.com/dsyncgo/dsync/tests/fake"
 )
 
-// TestAdversaryWriterInAtReaderLeaseEnd: a reader on a fixed lease never
+// TestWriterInAtReaderLeaseEnd: a reader on a fixed lease never
 // releases; a waiting writer must get in when the lease ends, not a
 // heartbeat later. Also with two such readers of different leases.
-func TestAdversaryWriterInAtReaderLeaseEnd(t *testing.T) {
+func TestWriterInAtReaderLeaseEnd(t *testing.T) {
 	for _, leases := range [][]time.Duration{{time.Second}, {700 * time.Millisecond, 3 * time.Second}} {
 		synctest.Test(t, func(t *testing.T) {
 			srv := fake.Fake(t)
@@ -64,12 +64,12 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 	return reply, err
 }
 
-// TestAdversaryReadersAfterPubSubKilled: readers of "another process" wait
+// TestReadersAfterPubSubKilled: readers of "another process" wait
 // behind a writer; their pub/sub connection is killed just before the
 // write release, whose wake-ups are then published to nobody. The readers
 // must still get in promptly (a resubscription wakes them to try again),
 // not only at their next heartbeat.
-func TestAdversaryReadersAfterPubSubKilled(t *testing.T) {
+func TestReadersAfterPubSubKilled(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix(t)
@@ -110,9 +110,9 @@ func TestAdversaryReadersAfterPubSubKilled(t *testing.T) {
 	}
 }
 
-// TestAdversaryScriptFlushAndStallMidWait: SCRIPT FLUSH and a server stall
+// TestScriptFlushAndStallMidWait: SCRIPT FLUSH and a server stall
 // while readers and a writer wait; everyone gets in, counts exact.
-func TestAdversaryScriptFlushAndStallMidWait(t *testing.T) {
+func TestScriptFlushAndStallMidWait(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix(t)

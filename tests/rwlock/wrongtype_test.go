@@ -12,12 +12,12 @@ import (
 	"github.com/dsyncgo/dsync/rwlock"
 )
 
-// TestAdversaryWrongTypeKeys: a key of the wrong type at each of the lock's
+// TestWrongTypeKeys: a key of the wrong type at each of the lock's
 // seven keys, while a writer holds, a reader and a writer wait. Every error
 // must match dsync.ErrUnexpectedReply (or be the waiter's own deadline),
 // and once the bad key is deleted the lock must work again: nothing stuck,
 // every waiter's claim gone, a writer and a reader get in.
-func TestAdversaryWrongTypeKeys(t *testing.T) {
+func TestWrongTypeKeys(t *testing.T) {
 	srv := testserver.Real(t)
 	for _, suffix := range []string{"", ":readers", ":rexpiry", ":wqueue", ":wexpiry", ":rwait", ":fence"} {
 		t.Run("key"+suffix, func(t *testing.T) {
