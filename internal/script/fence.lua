@@ -1,17 +1,21 @@
--- Fencing tokens. Every hold of a primitive gets a token one above the
--- last one handed out, in the script that grants the hold, which finds
--- the last token at the primitive's main key: while held, and after a
--- release for as long as the primitive keeps it there (see the
--- primitive's state). A primitive may also keep it in a fence key, for the
--- fence ttl after each grant, which outlives a hold whose lease runs out,
--- a deleted main key and a server clock that steps back (a failover to a
--- replica that lags); none does now, as a key written on every grant is
--- too dear for what it buys (see package fairlock). When neither is
--- there, the next token is seeded
--- from the server clock in microseconds, which is greater than every
--- earlier token unless the clock stepped back by more than the time since
--- that token was handed out: tokens grow by one per hold, and no two
--- holds start within a microsecond.
+-- Fencing tokens. A hold's token is drawn by the first script that needs
+-- it (the one that grants the hold, or for a plain hold, see codec.lua,
+-- the first that reads, flags or re-enters it), as the server clock in
+-- microseconds, or one more than the last token the primitive knows if
+-- that is not less:
+--
+--   token = max(last + 1, server time in µs)
+--
+-- The last token is known while the main key holds a hold or a free
+-- marker (and, for the election, in its leader hash). Tokens strictly
+-- increase as long as the server clock does not step back: a token drawn
+-- after another is at least the clock when drawn, which has moved on,
+-- since no two holds of one name are drawn within the same microsecond
+-- (each takes a script of its own, and one script alone takes longer),
+-- and at least one more than the last one where the key remembers it. A
+-- clock that steps back by more than the time since the last token was
+-- drawn (a failover to a replica whose clock lags), with the main key gone,
+-- could repeat a token.
 
 -- next_token returns the token that follows last (a string or nil, the
 -- last token the main key knows), reading the fence key (if not nil) when
@@ -25,12 +29,12 @@ local function next_token(last, fence, now_us)
   if type(last) == 'table' or (last and not tonumber(last)) then
     error('DSYNC unexpected value at ' .. fence)
   end
-  if last then
-    return string.format('%d', tonumber(last) + 1)
-  end
   if not now_us then
     local _
     _, now_us = now()
+  end
+  if last and tonumber(last) >= now_us then
+    return string.format('%d', tonumber(last) + 1)
   end
   return string.format('%d', now_us)
 end
