@@ -346,7 +346,7 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int6
 // ForceSpec describes a primitive's force script, which frees it
 // whoever holds it and passes it on: it takes the argument header (of
 // which the channel, the hub id and the entry ttl count), then the fencing
-// token of the hold to take ('' for whichever), then Args, and replies
+// token of the hold to take (” for whichever), then Args, and replies
 // {the holds it took, 0 if none; their ids, space-separated, ...} with the
 // waiters it handed the primitive to (see codec.HandOffReply).
 type ForceSpec struct {

@@ -138,11 +138,11 @@ type release struct {
 	attempt   releaseAttempt
 	args      []any
 	buf       [codec.HeaderLen + 8]any // args, unless more
-	call      wait.DeadlineOnly // the context of an attempt: the caller's values, a deadline
-	bound     time.Time         // past it, the release fails
-	first     bool              // no attempt sent yet
-	leaseAt   int               // args' restored lease, or -1
-	ambiguous bool              // an attempt failed: it may have been applied
+	call      wait.DeadlineOnly        // the context of an attempt: the caller's values, a deadline
+	bound     time.Time                // past it, the release fails
+	first     bool                     // no attempt sent yet
+	leaseAt   int                      // args' restored lease, or -1
+	ambiguous bool                     // an attempt failed: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
 }
