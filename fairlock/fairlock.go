@@ -107,9 +107,10 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m := &Mutex{}
 	m.h.Init(b, "fairlock", name, cfg)
 	m.channel = m.h.Companion("wake")
-	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry")}
+	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry"), m.h.Companion("fence")}
 	to := m.h.Cfg.WaiterTimeout
-	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1], Token: core.TokenScript}
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
+		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}
 	// No Local: queueing in the process first would reorder waiters; no
 	// Plain: a plain SET would take the lock out of turn.
 	m.spec = core.LockSpec{
@@ -121,10 +122,11 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Keys:      m.keys,
 		Acquire:   acquireScript,
 		Abandon:   abandonScript,
+		Fence:     true,
 		Hold:      &m.hold,
 	}
-	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to}
-	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
 	return m
 }
 

@@ -124,10 +124,11 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m := &Mutex{}
 	m.h.Init(b, "mutex", name, cfg)
 	m.channel = m.h.Companion("wake")
-	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry")}
+	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry"), m.h.Companion("fence")}
 	m.after = []any{core.Ms(cfg.HandoffAfter)}
 	m.h.QueueLocally(core.Exclusive, m.channel, m.handedLease())
-	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1], Token: core.TokenScript}
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
+		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,
 		Channel:   m.channel,
@@ -138,6 +139,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Acquire:   acquireScript,
 		Abandon:   abandonScript,
 		Args:      m.after,
+		Fence:     true,
 		Hold:      &m.hold,
 		// The mutex promises no order: anyone takes it when free, with a
 		// plain SET where the backend can, and waiters queue behind holds
@@ -145,8 +147,8 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Plain: true,
 		Local: true,
 	}
-	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Local: true}
-	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true, Local: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true}
 	return m
 }
 

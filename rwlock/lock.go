@@ -121,13 +121,14 @@ func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 		Acquire:   writeAcquireScript,
 		Abandon:   abandonScript,
 		Args:      []any{m.pref, "w"},
+		Fence:     true,
 		Refine:    upgradeError,
 	}
-	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1], Token: tokenScript}
+	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1], Token: tokenScript, TokenKeys: m.keys}
 	if role == read {
 		s.Acquire, s.Args = readAcquireScript, []any{m.pref, "r"}
 		// A lone read hold is the lock's main key (see lua/rw.lua).
-		h.Renew, h.Keys, h.Token = renewReadScript, m.keys[:3], nil
+		h.Renew, h.Keys, h.Token, h.TokenKeys = renewReadScript, m.keys[:3], nil, nil
 	}
 	return s, h
 }

@@ -132,15 +132,15 @@ func New(b backend.Backend, name string, opts ...Option) *RWMutex {
 	}
 	m.h.Init(b, "rwlock", name, cfg.Common)
 	m.keys = []string{m.h.Key, m.h.Companion("readers"), m.h.Companion("rexpiry"),
-		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait")}
+		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait"), m.h.Companion("fence")}
 	m.channel = m.h.Companion("wake")
 	m.write, m.writeHold = m.spec(core.Exclusive)
 	m.rd, m.rdHold = m.spec(read)
 	m.write.Hold, m.rd.Hold = &m.writeHold, &m.rdHold
 	to, pref := m.h.Cfg.WaiterTimeout, []any{m.pref}
-	m.wrelease = core.ReleaseSpec{Script: writeReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref}
-	m.rrelease = core.ReleaseSpec{Script: readReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref}
-	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref}
+	m.wrelease = core.ReleaseSpec{Script: writeReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
+	m.rrelease = core.ReleaseSpec{Script: readReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
 	return m
 }
 

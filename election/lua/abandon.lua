@@ -4,13 +4,13 @@
 -- free is passed on too: its last term expired, and the head may not know
 -- yet.
 -- KEYS: the election's five (see election_keys).
--- ARGV: the header (see codec.lua) of the campaign; ARGV[11] fence ttl
--- ms; ARGV[12] observe channel.
+-- ARGV: the header (see codec.lua) of the campaign; ARGV[12] fence ttl
+-- ms; ARGV[13] observe channel.
 -- Reply: {1 if a term was undone, else 0; ''}, followed by the candidate
 -- the election was handed to (see hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[11], ARGV[12]
+a.fence_ttl, a.observe = ARGV[12], ARGV[13]
 local owner, op = a.owner, a.op
 if a.entry ~= '' then
   dequeue(k.queue, k.expiry, a.entry)

@@ -1,7 +1,7 @@
 -- acquire: lead, in turn, or queue as a candidate.
 -- KEYS: the election's five (see election_keys).
 -- ARGV: the header (see codec.lua), the owner fresh for every campaign;
--- ARGV[11] fence ttl ms; ARGV[12] observe channel; ARGV[13] the
+-- ARGV[12] fence ttl ms; ARGV[13] observe channel; ARGV[14] the
 -- candidate's value.
 -- Reply: an attempt's (see codec.lua).
 --
@@ -48,13 +48,13 @@ if not s.owner then
     end
     s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
     store(k.lock, s, a.lease)
-    begin_term(k.leader, ARGV[12], rev, op, token, ARGV[13], now_ms, a.lease, ARGV[11])
+    begin_term(k.leader, ARGV[13], rev, op, token, ARGV[14], now_ms, a.lease, ARGV[12])
     return {1, 1, s.token, s.id, tonumber(a.lease)}
   end
 end
 if entry ~= '' then
   enqueue(k.queue, k.expiry, entry, now_ms, a.entry_ttl)
-  local ok = redis.pcall('HSET', k.values, entry, ARGV[13])
+  local ok = redis.pcall('HSET', k.values, entry, ARGV[14])
   if type(ok) == 'table' and ok.err then
     return unexpected(k.values, ok.err)
   end

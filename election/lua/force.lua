@@ -2,14 +2,14 @@
 -- the next candidate, or announce the lapse.
 -- KEYS: the election's five (see election_keys).
 -- ARGV: the header (see codec.lua), of which the channel and the hub id
--- count; ARGV[11] the fencing token of the term to end, or '' for
--- whichever; ARGV[12] fence ttl ms; ARGV[13] observe channel.
+-- count; ARGV[12] the fencing token of the term to end, or '' for
+-- whichever; ARGV[13] fence ttl ms; ARGV[14] observe channel.
 -- Reply: {1 if a term was ended, else 0; its hold id, or the leader's
 -- owner id if it was kept because its token differs}, followed by the
 -- candidate the election was handed to (see hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[12], ARGV[13]
+a.fence_ttl, a.observe = ARGV[13], ARGV[14]
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
@@ -17,7 +17,7 @@ end
 if not s.owner then
   return {0, ''}
 end
-if ARGV[11] ~= '' and s.token ~= ARGV[11] then
+if ARGV[12] ~= '' and s.token ~= ARGV[12] then
   return {0, s.owner}
 end
 local rev, _, last, err = leader_rev(k.leader)

@@ -2,14 +2,14 @@
 -- candidate in the same script, or announce the lapse.
 -- KEYS: the election's five (see election_keys).
 -- ARGV: the header (see codec.lua), with the term's hold id (a term is
--- never re-entered: the lease is not used); ARGV[11] fence ttl ms;
--- ARGV[12] observe channel.
+-- never re-entered: the lease is not used); ARGV[12] fence ttl ms;
+-- ARGV[13] observe channel.
 -- Reply: {0, the hold id} if the term ended, {-1, ''} if it was not on
 -- (any more), followed by the candidate the election was handed to (see
 -- hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[11], ARGV[12]
+a.fence_ttl, a.observe = ARGV[12], ARGV[13]
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)

@@ -3,7 +3,7 @@
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
 -- ARGV: the header (see codec.lua), of which the channel and the hub id
--- count; ARGV[11] the fencing token of the hold to take, or '' for
+-- count; ARGV[12] the fencing token of the hold to take, or '' for
 -- whichever.
 -- Reply: {1 if a hold was taken, else 0; its hold id, or the current
 -- holder's owner id if it was kept because its token differs}, followed
@@ -16,7 +16,7 @@ end
 if not s.owner then
   return {0, ''}
 end
-if ARGV[11] ~= '' and s.token ~= ARGV[11] then
+if ARGV[12] ~= '' and s.token ~= ARGV[12] then
   return {0, s.owner}
 end
 s.waiting = true

@@ -29,6 +29,7 @@ const (
 	Entry             // waiter entry, "" for none
 	EntryTTL          // ms the waiter entry lives without an attempt
 	Registered        // "1" if an earlier attempt registered the waiter
+	FenceTTL          // ms the fence key, the last of KEYS, keeps the last token; "0" for none
 	HeaderLen         // the first of the primitive's own arguments
 )
 

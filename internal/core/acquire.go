@@ -35,6 +35,10 @@ type LockSpec struct {
 	Acquire, Abandon *backend.Script
 	Args             []any
 
+	// Fence says that Keys end with the primitive's fence key, which
+	// keeps the last token drawn for the fence ttl (see fence.lua).
+	Fence bool
+
 	// Plain lets the first attempt of an acquisition take the primitive
 	// with one SET NX of the hold's plain value, as the acquire script's
 	// fast path does, through a backend that implements backend.Setter:
@@ -235,7 +239,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 func (a *acquisition) header(buf []any, registered bool) []any {
 	h := a.h
 	return append(buf, a.ownerArg, a.opArg, "", a.plainArg, h.leaseArg, a.s.Channel, h.HubID(),
-		a.entry, Ms(a.s.EntryTTL), FlagArg(registered))
+		a.entry, Ms(a.s.EntryTTL), FlagArg(registered), h.fenceArg(a.s.Fence))
 }
 
 // reentry reports whether owner holds in role through h's session: its

@@ -99,7 +99,7 @@ type Handle struct {
 	// rather than try a plain SET NX first (see LockSpec.Plain).
 	contended atomic.Bool
 
-	leaseArg any // Cfg.Lease in ms, as a script argument made once
+	leaseArg, fenceTTLArg any // Cfg.Lease and Cfg.FenceTTL in ms, as script arguments made once
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -115,7 +115,7 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 		h.err = err
 	}
 	h.Key = base
-	h.leaseArg = Ms(cfg.Lease)
+	h.leaseArg, h.fenceTTLArg = Ms(cfg.Lease), Ms(cfg.FenceTTL)
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}
@@ -152,6 +152,20 @@ func (h *Handle) Observer() *observe.Observer {
 	}
 	return observe.For(h.B)
 }
+
+// fenceArg returns the fence ttl of the argument header (see
+// codec.FenceTTL): h's, for a script whose keys end with the fence key.
+func (h *Handle) fenceArg(fence bool) any {
+	if !fence {
+		return zeroArg
+	}
+	if h.fenceTTLArg == nil {
+		return Ms(h.Cfg.FenceTTL)
+	}
+	return h.fenceTTLArg
+}
+
+var zeroArg any = "0"
 
 // Companion returns the key of the companion suffix of the main key.
 func (h *Handle) Companion(suffix string) string { return h.Key + ":" + suffix }
@@ -286,9 +300,11 @@ type HoldSpec struct {
 	Extra   []any           // of one hold, for Renew, after its owner, lease ms and hold id
 
 	// Token, if set, draws the fencing token of a hold that has none yet
-	// (a plain hold, see codec.lua), with the hold's main key and the
-	// argument header; TokenScript is the exclusive hold's.
-	Token *backend.Script
+	// (a plain hold, see codec.lua), with TokenKeys (the main key first,
+	// the fence key last) and the argument header; TokenScript is the
+	// exclusive hold's.
+	Token     *backend.Script
+	TokenKeys []string
 }
 
 // Keep records a successful acquisition of units (1, or a semaphore's
@@ -355,6 +371,7 @@ type ForceSpec struct {
 	Channel  string
 	EntryTTL time.Duration
 	Args     []any
+	Fence    bool // Keys end with the fence key (see LockSpec.Fence)
 }
 
 // ForceUnlockToken is ForceUnlock for the hold with the given fencing
@@ -384,7 +401,7 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, f *ForceSpec) (bo
 		cond = strconv.FormatInt(token, 10)
 	}
 	args := make([]any, 0, codec.HeaderLen+1+len(f.Args))
-	args = append(args, "", "", "", "", "0", f.Channel, h.HubID(), "", Ms(f.EntryTTL), "0", cond)
+	args = append(args, "", "", "", "", "0", f.Channel, h.HubID(), "", Ms(f.EntryTTL), "0", h.fenceArg(f.Fence), cond)
 	args = append(args, f.Args...)
 	r, err := h.HandOff(ctx, f.Channel, f.Script, f.Keys, args...)
 	if err != nil {
@@ -454,7 +471,7 @@ func (h *Handle) Token(ctx context.Context, hs *HoldSpec) (int64, error) {
 		return 0, h.Wrap("token", err)
 	}
 	owner, id, plain := l.Args()
-	reply, err := h.B.Eval(ctx, hs.Token, hs.Keys[:1], owner, "", id, plain)
+	reply, err := h.B.Eval(ctx, hs.Token, hs.TokenKeys, owner, "", id, plain, "0", "", "", "", "0", "0", h.fenceArg(true))
 	if err != nil {
 		return 0, h.Wrap("token", err)
 	}

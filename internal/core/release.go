@@ -48,6 +48,7 @@ type ReleaseSpec struct {
 	Channel  string
 	EntryTTL time.Duration
 	Args     []any
+	Fence    bool // Keys end with the fence key (see LockSpec.Fence)
 
 	// Local makes the first attempt of a release carry, after Args, the
 	// entries of the session's waiters queued behind the hold (see
@@ -292,7 +293,7 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	if rs.Units {
 		plain = codec.PlainValue(l.Owner(), l.ID(), l.Role(), append([]int64{units}, rs.PlainFields...)...)
 	}
-	args := append(buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), rs.Channel, h.HubID(), "", Ms(rs.EntryTTL), "0")
+	args := append(buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), rs.Channel, h.HubID(), "", Ms(rs.EntryTTL), "0", h.fenceArg(rs.Fence))
 	if rs.Units {
 		args = append(args, units)
 	}

@@ -12,7 +12,7 @@ if s.owner ~= ARGV[1] or s.id ~= ARGV[3] then
   return 0
 end
 if not s.token then
-  s.token = next_token(nil)
+  s.token = draw(nil)
   store(KEYS[1], s)
 end
 return tonumber(s.token)

@@ -21,7 +21,10 @@
 --   ARGV[8]   waiter entry ('' for none)
 --   ARGV[9]   waiter entry ttl ms
 --   ARGV[10]  '1' if an earlier attempt registered the waiter, else '0'
---   ARGV[11...] the primitive's own
+--   ARGV[11]  fence ttl ms: how long the primitive's fence key, the last
+--             of KEYS, keeps the last token drawn (see draw in fence.lua);
+--             '0' if it keeps none
+--   ARGV[12...] the primitive's own
 --
 -- A fast path, which runs before the library is defined, reads ARGV by
 -- these positions and compares or stores ARGV[4] as it is: it never spells
@@ -30,7 +33,7 @@
 -- header returns the header as a table.
 local function header()
   return {owner = ARGV[1], op = ARGV[2], id = ARGV[3], plain = ARGV[4], lease = ARGV[5], channel = ARGV[6],
-    hub = ARGV[7], entry = ARGV[8], entry_ttl = ARGV[9], registered = ARGV[10] == '1'}
+    hub = ARGV[7], entry = ARGV[8], entry_ttl = ARGV[9], registered = ARGV[10] == '1', fence_ttl = ARGV[11]}
 end
 
 -- The waiter entry, what a waiter registers under:
@@ -191,6 +194,11 @@ local function decode(lock, v)
   if owner then
     return {count = 1, waiting = false, owner = owner, id = id, ops = id, plain = true}
   end
+  -- Releases before the free marker left the bare token, always with an
+  -- expiry; a bare number without one is someone else's.
+  if string.match(v, '^%d+$') and redis.call('PTTL', lock) > 0 then
+    return {token = v}
+  end
   return {foreign = 'not a dsync state'}
 end
 
@@ -205,7 +213,7 @@ end
 local function store(lock, s, ttl)
   s.plain = nil
   if not s.token then
-    s.token = next_token(nil)
+    s.token = draw(nil)
   end
   local v = s.token .. ' ' .. string.format('%d', s.count) .. ' ' .. (s.waiting and '1' or '0') .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
   if ttl then

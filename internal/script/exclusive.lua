@@ -6,7 +6,7 @@
 -- s is free, in the full form, for a.lease ms; waiting says whether
 -- waiters may be queued behind it.
 local function take(lock, s, a, waiting, now_us)
-  local t = {token = next_token(s.token, nil, now_us), count = 1, waiting = waiting, owner = a.owner, id = a.op, ops = a.op}
+  local t = {token = draw(s.token, now_us), count = 1, waiting = waiting, owner = a.owner, id = a.op, ops = a.op}
   store(lock, t, a.lease)
   return t
 end
@@ -64,11 +64,11 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
       local op, owner, ttl = parse_entry(w)
       if op then
         if after and now_ms - since < after then
-          mark_free(lock, s.token or next_token(nil, nil, now_us), a.entry_ttl)
+          mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
           return w, '', ''
         end
         dequeue(queue, expiry, w)
-        local token = next_token(s.token, nil, now_us)
+        local token = draw(s.token, now_us)
         -- More waiters may be left: the next release looks again.
         store(lock, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
         return w, token, owner

@@ -5,7 +5,7 @@
 -- know yet.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
--- ARGV: the header (see codec.lua) of the acquisition; ARGV[11] the
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] the
 -- hand-off threshold ms.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
 -- waiter handed the mutex or woken (see hand_to).
@@ -27,10 +27,10 @@ if s.owner == a.owner and seen(s.ops, a.op) then
     return {1, ''}
   end
   s.waiting = true
-  return {1, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[11])))}
+  return {1, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[12])))}
 end
 if not s.owner then
   s.waiting = true
-  return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[11])))}
+  return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[12])))}
 end
 return {0, ''}

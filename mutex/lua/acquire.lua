@@ -1,7 +1,7 @@
 -- acquire: take or re-enter the mutex.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
--- ARGV: the header (see codec.lua); ARGV[11] the hand-off threshold ms
+-- ARGV: the header (see codec.lua); ARGV[12] the hand-off threshold ms
 -- (see pass_on).
 -- Reply: an attempt's (see codec.lua).
 --
@@ -31,7 +31,7 @@ local now_ms, now_us = now()
 local h, since = false, 0
 if not s.owner then
   h, since = head(queue, expiry, now_ms)
-  if not h or h == a.entry or now_ms - since < tonumber(ARGV[11]) then
+  if not h or h == a.entry or now_ms - since < tonumber(ARGV[12]) then
     if a.registered then
       dequeue(queue, expiry, a.entry)
     end

@@ -4,7 +4,7 @@
 -- queue.lua).
 -- ARGV: the header (see codec.lua), with the hold's id and plain value
 -- (the hold it releases, not another of the same owner, which a retry
--- landing after the owner's next acquisition would find); ARGV[11] the
+-- landing after the owner's next acquisition would find); ARGV[12] the
 -- hand-off threshold ms; ARGV[12...] entries of waiters of the caller's
 -- session queued behind this hold (see Lease.Enqueue), queued in order
 -- before anything else.
@@ -13,7 +13,7 @@
 -- owner does not hold that hold; the hold's id ('' if none)}, followed by
 -- the waiter handed the mutex or woken (see hand_to).
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[4] and #ARGV == 11 then
+if v == ARGV[4] and #ARGV == 12 then
   -- The common case: a plain hold, which nobody waits behind.
   redis.call('DEL', KEYS[1])
   return 0
@@ -25,10 +25,10 @@ local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
-local after = tonumber(ARGV[11])
-if #ARGV > 11 then
+local after = tonumber(ARGV[12])
+if #ARGV > 12 then
   local now_ms, now_us = now()
-  for i = 12, #ARGV do
+  for i = 13, #ARGV do
     enqueue(queue, expiry, ARGV[i], now_ms, a.entry_ttl)
   end
   if not s.owner then

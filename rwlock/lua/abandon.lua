@@ -4,14 +4,14 @@
 -- of writers is passed on too: its last hold expired, and a waiter may not
 -- know yet.
 -- KEYS: see rw.lua.
--- ARGV: the header (see codec.lua) of the acquisition; ARGV[11] 'r' if
--- readers are preferred, else 'w'; ARGV[12] 'r' for a read acquisition,
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] 'r' if
+-- readers are preferred, else 'w'; ARGV[13] 'r' for a read acquisition,
 -- 'w' for a write one.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by each
 -- waiter the lock was handed to (see hand_to).
 local a = header()
-local role, owner, op, entry = ARGV[12], a.owner, a.op, a.entry
-a.prefer = ARGV[11]
+local role, owner, op, entry = ARGV[13], a.owner, a.op, a.entry
+a.prefer = ARGV[12]
 if entry ~= '' then
   if role == 'w' then
     dequeue(WQ, WX, entry)

@@ -2,8 +2,8 @@
 -- and pass it on (see pass_on).
 -- KEYS: see rw.lua.
 -- ARGV: the header (see codec.lua), of which the channel and the hub id
--- count; ARGV[11] unused (a token to match: the read-write lock has no
--- ForceUnlockToken); ARGV[12] 'r' if readers are preferred, else 'w'.
+-- count; ARGV[12] unused (a token to match: the read-write lock has no
+-- ForceUnlockToken); ARGV[13] 'r' if readers are preferred, else 'w'.
 -- Reply: {holds taken; their hold ids, space-separated}, followed by each
 -- waiter the lock was handed to (see hand_to).
 local s = rw_decode(redis.pcall('GET', W))
@@ -30,7 +30,7 @@ redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
   local a = header()
-  a.prefer, a.last = ARGV[12], s.token
+  a.prefer, a.last = ARGV[13], s.token
   pass_and_settle(out, true, a, now_ms, now_us)
 end
 return out

@@ -1,6 +1,6 @@
 -- read_acquire: take or re-enter a read hold.
 -- KEYS: see rw.lua.
--- ARGV: the header (see codec.lua); ARGV[11] 'r' if readers are preferred,
+-- ARGV: the header (see codec.lua); ARGV[12] 'r' if readers are preferred,
 -- else 'w'.
 -- Reply: an attempt's (see codec.lua).
 --
@@ -40,7 +40,7 @@ if s.kind == 'missing' and not rw_busy(now_ms) then
   if registered then
     redis.call('ZREM', RW, entry)
   end
-  local token = s.token or next_token(nil, nil, now_us)
+  local token = s.token or draw(nil, now_us)
   redis.call('SET', W, lone_read_value({token = token, count = 1, owner = owner, id = op, ops = op}), 'PX', lease)
   return tonumber(token)
 end
@@ -66,7 +66,7 @@ end
 local blocked, retry = false, -1
 if s.kind == 'write' and s.owner ~= owner then
   blocked, retry = true, redis.call('PTTL', W)
-elseif s.kind ~= 'write' and ARGV[11] ~= 'r' then
+elseif s.kind ~= 'write' and ARGV[12] ~= 'r' then
   local h = head(WQ, WX, now_ms)
   if h then
     blocked = true
@@ -100,7 +100,7 @@ end
 if s.kind == 'write' then
   flag_waiting(W, s) -- a downgrade: the write hold's release must see this read hold
 end
-r = {token = s.token or next_token(nil, nil, now_us), count = 1, id = op, ops = op}
+r = {token = s.token or draw(nil, now_us), count = 1, id = op, ops = op}
 store_reader(owner, r, now_ms + lease, now_ms)
 if registered then
   redis.call('ZREM', RW, entry)

@@ -2,7 +2,7 @@
 -- the lock passes it on (see pass_on).
 -- KEYS: see rw.lua.
 -- ARGV: the header (see codec.lua), with the hold's id and plain value;
--- ARGV[11] 'r' if readers are preferred, else 'w'.
+-- ARGV[12] 'r' if readers are preferred, else 'w'.
 -- Reply: 0 when the owner's only read hold, the lock's only hold, which
 -- nothing waited behind, was released; otherwise {the owner's remaining
 -- read hold count, or -1 if it holds none of that hold; the id of the
@@ -70,7 +70,7 @@ if s.kind == 'shared' or s.kind == 'missing' then
     end
     return out
   end
-  a.prefer, a.last = ARGV[11], s.token
+  a.prefer, a.last = ARGV[12], s.token
   pass_and_settle(out, false, a, now_ms, now_us)
 end
 return out

@@ -70,7 +70,7 @@ end
 -- form: a plain one draws its token then.
 local function lone_read_value(s)
   if not s.token then
-    s.token = next_token(nil)
+    s.token = draw(nil)
   end
   s.plain = nil
   return s.token .. ' r ' .. string.format('%d', s.count) .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
@@ -135,7 +135,7 @@ local function rw_unfold(s, now_ms)
   redis.call('ZRANGE', RX, 0, 0)
   redis.call('HLEN', R)
   if not s.token then
-    s.token = next_token(nil)
+    s.token = draw(nil)
   end
   local pt = redis.call('PTTL', W)
   if pt > 0 then
@@ -151,7 +151,7 @@ end
 -- type) leaves no hold behind, and the others look at the other keys. A
 -- plain hold, whose token is nil, draws one. It returns the token.
 local function rw_vacate(token)
-  token = token or next_token(nil)
+  token = token or draw(nil)
   redis.call('SET', W, token .. ' shared', 'KEEPTTL')
   return token
 end
@@ -171,7 +171,7 @@ end
 -- draws one (see fence.lua). It returns the token, '0' if none.
 local function rw_settle(token, now_ms, now_us)
   if rw_busy(now_ms) then
-    token = token or next_token(nil, nil, now_us)
+    token = token or draw(nil, now_us)
     local ttl = math.max(redis.call('PTTL', RX), redis.call('PTTL', WX), redis.call('PTTL', RW), 1)
     redis.call('SET', W, token .. ' shared', 'PX', ttl)
   else
@@ -241,7 +241,7 @@ local function pass_on(out, after_write, a, now_ms, now_us)
           store_reader(owner, r, math.max(r.exp, now_ms + tonumber(ttl)), now_ms)
           announce(out, a, w, '', owner)
         else
-          token = next_token(token, nil, now_us)
+          token = draw(token, now_us)
           store_reader(owner, {token = token, count = 1, id = op, ops = op}, now_ms + tonumber(ttl), now_ms)
           announce(out, a, w, token, owner)
         end
@@ -266,7 +266,7 @@ local function pass_on(out, after_write, a, now_ms, now_us)
     dequeue(WQ, WX, h)
     op, owner, ttl = parse_entry(h)
   end
-  token = next_token(token, nil, now_us)
+  token = draw(token, now_us)
   -- More waiters may be left: the release looks again.
   store(W, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
   announce(out, a, h, token, owner)

@@ -1,6 +1,6 @@
 -- write_acquire: take or re-enter the write hold, in the writers' turn.
 -- KEYS: see rw.lua.
--- ARGV: the header (see codec.lua); ARGV[11] 'r' if readers are preferred,
+-- ARGV: the header (see codec.lua); ARGV[12] 'r' if readers are preferred,
 -- else 'w'.
 -- Reply: an attempt's (see codec.lua); the error 'DSYNC upgrade' if the
 -- owner holds only a read hold.

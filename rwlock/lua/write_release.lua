@@ -2,7 +2,7 @@
 -- the lock on (see pass_on).
 -- KEYS: see rw.lua.
 -- ARGV: the header (see codec.lua), with the hold's id and plain value;
--- ARGV[11] 'r' if readers are preferred, else 'w'.
+-- ARGV[12] 'r' if readers are preferred, else 'w'.
 -- Reply: 0 when the owner's only write hold, which nothing waited behind,
 -- was released; otherwise {the owner's remaining write hold count, or -1
 -- if it holds none of that hold; the id of the hold ('' if none)},
@@ -36,6 +36,6 @@ end
 s.token = rw_vacate(s.token)
 local out = {0, s.id}
 local now_ms, now_us = now()
-a.prefer, a.last = ARGV[11], s.token
+a.prefer, a.last = ARGV[12], s.token
 pass_and_settle(out, true, a, now_ms, now_us)
 return out

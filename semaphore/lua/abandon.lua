@@ -2,13 +2,13 @@
 -- leave the queue, and undo the acquisition if its reply was lost or
 -- permits were handed to this waiter, handing them on.
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
--- ARGV: the header (see codec.lua) of the acquisition; ARGV[11] permits n;
--- ARGV[12] the handle's capacity.
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] permits n;
+-- ARGV[13] the handle's capacity.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by every
 -- waiter handed permits (see hand_to).
 local k = sem_keys()
 local a = header()
-local owner, op, n = a.owner, a.op, tonumber(ARGV[11])
+local owner, op, n = a.owner, a.op, tonumber(ARGV[12])
 if a.entry ~= '' then
   dequeue(k.queue, k.expiry, a.entry)
 end

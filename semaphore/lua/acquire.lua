@@ -1,6 +1,6 @@
 -- acquire: take n permits for an owner, in turn.
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
--- ARGV: the header (see codec.lua); ARGV[11] permits n; ARGV[12] the
+-- ARGV: the header (see codec.lua); ARGV[12] permits n; ARGV[13] the
 -- handle's capacity.
 -- Reply: an attempt's (see codec.lua), with the grant counter for a token
 -- and the owner's permits for a count; when not acquired, the ms until the
@@ -22,8 +22,8 @@ if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) == 0 and
 end
 -- dsync:library
 local a = header()
-local owner, op, n, lease, entry = a.owner, a.op, tonumber(ARGV[11]), a.lease, a.entry
-local registered, hcap = a.registered, tonumber(ARGV[12])
+local owner, op, n, lease, entry = a.owner, a.op, tonumber(ARGV[12]), a.lease, a.entry
+local registered, hcap = a.registered, tonumber(ARGV[13])
 local v = redis.pcall('GET', KEYS[1])
 local k = sem_keys()
 local s = type(v) == 'string' and sem_single(v)

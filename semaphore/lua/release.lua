@@ -2,8 +2,8 @@
 -- the waiters at the head of the queue (see sem_dispatch).
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
 -- ARGV: the header (see codec.lua), with the hold's id, and for its plain
--- value the plain form that n permits of it would have; ARGV[11] permits
--- n; ARGV[12] the handle's capacity.
+-- value the plain form that n permits of it would have; ARGV[12] permits
+-- n; ARGV[13] the handle's capacity.
 -- Reply: 0 when the owner gave back all its permits of a plain form (see
 -- state.lua); otherwise {the owner's permits left, or -1 if the owner
 -- holds none of that hold; the hold id, prefixed with '!' if the owner
@@ -18,7 +18,7 @@ if v == ARGV[4] then
 end
 -- dsync:library
 local a = header()
-local owner, op, n, id = a.owner, a.op, tonumber(ARGV[11]), a.id
+local owner, op, n, id = a.owner, a.op, tonumber(ARGV[12]), a.id
 local k = sem_keys()
 if type(v) == 'string' then
   local s = sem_single(v)

@@ -164,7 +164,7 @@ type stalling struct {
 }
 
 func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
-	if len(args) > 8 { // a release carrying queued waiters
+	if len(args) > 11 { // a release carrying queued waiters (after the header and the threshold)
 		close(s.stalled)
 		<-s.release
 	}
