@@ -63,7 +63,7 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
     while w do
       local op, owner, ttl = parse_entry(w)
       if op then
-        if after and now_ms - since < after then
+        if after and now_ms - math.floor(since) < after then
           mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
           return w, '', ''
         end

@@ -1,19 +1,16 @@
 -- Fencing tokens. A hold's token is drawn by the first script that needs
 -- it (the one that grants the hold, or for a plain hold, see codec.lua,
 -- the first that reads, flags or re-enters it), as one more than the last
--- token the primitive knows, or the server clock in microseconds if that
--- is greater:
---
---   token = max(last + 1, server time in µs)
---
--- The last token is known while the main key holds a hold or a free
--- marker, and in the primitive's fence key (see draw), which each draw
--- writes, for the fence ttl after it (the election keeps it in its leader
--- hash). So tokens strictly increase while the fence key lasts, whatever
--- the clock, and after that as long as the server clock does not step back
--- by more than the time since the last token was drawn. A plain hold,
--- which draws no token, writes nothing but its own key: the cheapest
--- acquisition pays nothing for fencing until a token is asked for.
+-- token drawn for the primitive. The last token is known while the main
+-- key holds a hold or a free marker, and in the primitive's fence key
+-- (see draw), which each draw writes, for the fence ttl after it (the
+-- election keeps it in its leader hash). When neither knows it, the next
+-- token is seeded from the server clock in microseconds, which is greater
+-- than every earlier token unless the clock stepped back by more than the
+-- time since that token was drawn: tokens grow by one per draw, and no two
+-- draws are within a microsecond. A plain hold, which draws no token,
+-- writes nothing but its own key: the cheapest acquisition pays nothing
+-- for fencing until a token is asked for.
 
 -- next_token returns the token that follows last (a string or nil, the
 -- last token the main key knows), reading the fence key (if not nil) when
@@ -27,12 +24,12 @@ local function next_token(last, fence, now_us)
   if type(last) == 'table' or (last and not tonumber(last)) then
     error('DSYNC unexpected value at ' .. fence)
   end
+  if last then
+    return string.format('%d', tonumber(last) + 1)
+  end
   if not now_us then
     local _
     _, now_us = now()
-  end
-  if last and tonumber(last) >= now_us then
-    return string.format('%d', tonumber(last) + 1)
   end
   return string.format('%d', now_us)
 end

@@ -6,8 +6,9 @@
 -- Reply: an attempt's (see codec.lua).
 --
 -- Anyone takes a free mutex, unless the waiter at the head of the queue
--- has waited past the threshold: then only that waiter does, and a
--- newcomer queues behind it and wakes it.
+-- has waited past the threshold: then the mutex is handed to that waiter
+-- here, as a release would have (so that a head that died holds it up for
+-- its hand-off lease at most), and the newcomer queues behind it.
 if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   -- The common case: a free mutex nobody waits for, taken as a plain
   -- SET does.
@@ -28,10 +29,9 @@ if s.owner == a.owner then
   return acquired(lock, s)
 end
 local now_ms, now_us = now()
-local h, since = false, 0
 if not s.owner then
-  h, since = head(queue, expiry, now_ms)
-  if not h or h == a.entry or now_ms - since < tonumber(ARGV[12]) then
+  local h, since = head(queue, expiry, now_ms)
+  if not h or h == a.entry or now_ms - math.floor(since) < tonumber(ARGV[12]) then
     if a.registered then
       dequeue(queue, expiry, a.entry)
     end
@@ -39,6 +39,19 @@ if not s.owner then
     -- looks.
     return tonumber(take(lock, s, a, h ~= false or s.token ~= nil, now_us).token)
   end
+  s.waiting = true
+  local w, grant = pass_on(lock, s, queue, expiry, a, 0)
+  if not w then
+    -- The head was not a waiter's entry, and nobody else is queued.
+    if a.registered then
+      dequeue(queue, expiry, a.entry)
+    end
+    return tonumber(take(lock, s, a, false, now_us).token)
+  end
+  -- Published whatever the waiter's hub: the caller learns of it only
+  -- from its own attempt's reply, which says nothing of it.
+  wake(a.channel, w, grant)
+  s = load(lock)
 end
 if a.entry ~= '' then
   enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
@@ -47,7 +60,6 @@ if a.entry ~= '' then
   end
 end
 if not s.owner then
-  wake(a.channel, h)
   return not_acquired(-1, s.token)
 end
 return not_acquired(redis.call('PTTL', lock), s.token)

@@ -178,7 +178,7 @@ func TestRegressLateGrantRefused(t *testing.T) {
 		// The holder's lease is 2.5s, so the waiter's retry timer (the
 		// holder's remaining TTL) has it try again at 2.5s.
 		holder := mutex.New(regressElsewhere{fake.FakeBackend(t, srv)}, name,
-			mutex.WithWatchdog(2500*time.Millisecond))
+			mutex.WithWatchdog(2500*time.Millisecond), mutex.WithHandoffAfter(0))
 		holder.Lock()
 		// The waiter is told of the hand-off 3s late.
 		wb := &slowWake{Backend: fake.FakeBackend(t, srv), delay: 3 * time.Second, stop: make(chan struct{})}
@@ -307,8 +307,8 @@ func TestRegressUnlockWithEndedContextReleases(t *testing.T) {
 
 // ---- 3 ---------------------------------------------------------------------
 
-// vanishOnRelease runs the first 2-key script called after armed is set
-// (the release), then deletes the lock key, as ForceUnlock or a flush
+// vanishOnRelease runs the first 4-key script called after armed is set
+// (the release: lock, queue, expiry and fence keys), then deletes the lock key, as ForceUnlock or a flush
 // would, and holds the reply for pause.
 type vanishOnRelease struct {
 	backend.Backend
@@ -320,7 +320,7 @@ type vanishOnRelease struct {
 }
 
 func (v *vanishOnRelease) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if len(keys) == 2 && v.armed.CompareAndSwap(true, false) {
+	if len(keys) == 4 && v.armed.CompareAndSwap(true, false) {
 		reply, err := v.Backend.Eval(ctx, s, keys, args...)
 		v.srv.Del(v.key)
 		v.fired.Store(true)
