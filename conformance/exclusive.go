@@ -731,9 +731,9 @@ func (s *suite) testFencingTokens(t *testing.T, ctx context.Context, k lockKind)
 		must(t, m.UnlockContext(o), "unlock")
 		last = tok
 		if i == 9 {
-			// The key that keeps the last token (the freed lock key) is
-			// lost: tokens still increase, seeded from the server clock.
-			ks := []string{k.key(p, "fence")}
+			// The key that keeps the last token (the fence key) is lost:
+			// tokens still increase, seeded from the server clock.
+			ks := []string{k.key(p, "fence") + ":fence"}
 			n, err := b.Eval(ctx, delScript, ks)
 			must(t, err, "DEL the keys that keep the last token")
 			if n != int64(len(ks)) {

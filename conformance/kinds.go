@@ -47,7 +47,7 @@ type lockKind struct {
 var (
 	mutexKind = lockKind{
 		kind:    "mutex",
-		waiters: "waiters",
+		waiters: "queue",
 		new: func(b backend.Backend, name string, c lockConfig) exclusiveLock {
 			var opts []mutex.Option
 			if c.prefix != "" {

@@ -2,12 +2,10 @@ package election
 
 import (
 	"context"
-	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Campaign makes the caller a candidate with the given value and blocks
@@ -62,25 +60,7 @@ type candidate struct {
 
 func (e *Election) candidate(value string) *candidate {
 	c := &candidate{spec: e.spec, value: value}
-	c.spec.Try = c.try(e)
+	c.spec.Args = []any{core.Ms(e.h.Cfg.FenceTTL), e.observe, value}
 	c.spec.Kept = func(_ string, _ bool, l *lease.Lease) { c.l = l }
 	return c
-}
-
-func (c *candidate) try(e *Election) core.Attempt {
-	return func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-		sent := time.Now()
-		reply, err := e.h.Attempt(ctx, acquireScript, e.keys, owner, op, core.Ms(e.h.Cfg.Lease), entry,
-			core.Ms(e.h.Cfg.WaiterTimeout), core.Flag(registered), core.Ms(e.h.Cfg.FenceTTL), e.wake, e.observe, c.value)
-		if err != nil {
-			return wait.Result{}, err
-		}
-		return core.AcquireReply(reply, op, e.h.Cfg.Lease, sent, got)
-	}
-}
-
-func (e *Election) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := e.h.HandOff(ctx, e.wake, abandonScript, e.keys,
-		owner, op, entry, e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), e.observe)
-	return err
 }

@@ -94,8 +94,10 @@ type Election struct {
 	hold                          core.HoldSpec
 
 	// spec is what every campaign's acquisition shares; a campaign adds
-	// its value (Try) and takes its term's lease (Kept).
-	spec core.LockSpec
+	// its value (Args) and takes its term's lease (Kept).
+	spec    core.LockSpec
+	release core.ReleaseSpec
+	force   core.ForceSpec
 }
 
 // New returns a handle on the election called name on b. It does no I/O.
@@ -126,10 +128,17 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 		Channel:   e.wake,
 		Heartbeat: e.h.Cfg.WaiterTimeout / 3,
 		Handed:    e.h.HandedLease(),
-		Abandon:   e.abandon,
+		EntryTTL:  e.h.Cfg.WaiterTimeout,
+		Keys:      e.keys,
+		Acquire:   acquireScript,
+		Abandon:   abandonScript,
 		Hold:      &e.hold,
 		Op:        "campaign",
 	}
+	e.release = core.ReleaseSpec{Script: releaseScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
+		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}
+	e.force = core.ForceSpec{Script: forceScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
+		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}
 	return e
 }
 

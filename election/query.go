@@ -8,8 +8,6 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
-	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Leader is the leader of an election as others see it. The zero Leader
@@ -155,17 +153,12 @@ func (e *Election) read(ctx context.Context, list int) (observed, []any, error) 
 // in another process at its next renewal, or, on a fixed lease, when its
 // lease ends.
 func (e *Election) ForceResign(ctx context.Context) (bool, error) {
-	return e.h.ForceUnlock(ctx, 0, e.force)
+	return e.h.ForceUnlock(ctx, 0, &e.force)
 }
 
 // ForceResignToken is ForceResign for one term only: it ends the current
 // term only if its fencing token is token, as read by Leader or State, so
 // that a term begun since is left alone. It reports whether it ended it.
 func (e *Election) ForceResignToken(ctx context.Context, token int64) (bool, error) {
-	return e.h.ForceUnlockToken(ctx, token, e.force)
-}
-
-func (e *Election) force(ctx context.Context, token string) (wait.Reply, error) {
-	return e.h.HandOff(ctx, e.wake, forceScript, e.keys,
-		e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), token, e.observe)
+	return e.h.ForceUnlockToken(ctx, token, &e.force)
 }

@@ -42,5 +42,5 @@ var (
 // a fair lock's hold) and the election's own (term.lua: values, the
 // leader hash and what observers are told).
 func newScript(body string) *backend.Script {
-	return script.New(script.Fence, script.Queue, script.Exclusive, termLua, body)
+	return script.New(script.Queue, script.Exclusive, termLua, body)
 }

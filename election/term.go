@@ -11,7 +11,6 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 var (
@@ -195,10 +194,7 @@ func (t *Term) Resign(ctx context.Context) error {
 	if !t.l.Releasable() {
 		return e.h.Wrap("resign", fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost))
 	}
-	args := []any{t.l.Owner(), core.ReleaseOp(), 0, e.wake, core.Ms(e.h.Cfg.FenceTTL), e.h.HubID(), t.l.ID(), e.observe}
-	_, err := e.h.Release(ctx, t.l, 1, func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-		return e.h.HandOff(ctx, e.wake, releaseScript, e.keys, args...)
-	}, args, -1)
+	_, err := e.h.ReleaseHold(ctx, t.l, 1, &e.release)
 	if err == nil && lost {
 		err = fmt.Errorf("%w: %w", dsync.ErrNotHeld, errLost)
 	}

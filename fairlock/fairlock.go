@@ -80,15 +80,12 @@ func WithLogger(l *slog.Logger) Option {
 type Mutex struct {
 	h core.Handle
 
-	queue, expiry, channel string
-	keys                   []string
-	spec                   core.LockSpec
-	hold                   core.HoldSpec
-	sendReleaseFn          core.ReleaseAttempt // m.sendRelease, made once
-
-	// Script arguments that every call passes, made into interface
-	// values once.
-	leaseArg, waiterTOArg, channelArg any
+	channel string
+	keys    []string // of every script: the lock key, the queue and its expiry
+	spec    core.LockSpec
+	hold    core.HoldSpec
+	release core.ReleaseSpec
+	force   core.ForceSpec
 }
 
 var (
@@ -109,23 +106,27 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	}
 	m := &Mutex{}
 	m.h.Init(b, "fairlock", name, cfg)
-	m.queue = m.h.Companion("queue")
-	m.expiry = m.h.Companion("expiry")
 	m.channel = m.h.Companion("wake")
-	m.keys = []string{m.h.Key, m.queue, m.expiry}
-	m.sendReleaseFn = m.sendRelease
-	m.leaseArg, m.waiterTOArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), m.channel
-	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
-	// No core.Local: queueing in the process first would reorder waiters.
+	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry"), m.h.Companion("fence")}
+	to := m.h.Cfg.WaiterTimeout
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
+		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}
+	// No Local: queueing in the process first would reorder waiters; no
+	// Plain: a plain SET would take the lock out of turn.
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,
 		Channel:   m.channel,
-		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
+		Heartbeat: to / 3,
 		Handed:    m.h.HandedLease(),
-		Try:       m.try,
-		Abandon:   m.abandon,
+		EntryTTL:  to,
+		Keys:      m.keys,
+		Acquire:   acquireScript,
+		Abandon:   abandonScript,
+		Fence:     true,
 		Hold:      &m.hold,
 	}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
 	return m
 }
 

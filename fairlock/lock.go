@@ -2,10 +2,6 @@ package fairlock
 
 import (
 	"context"
-	"time"
-
-	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Lock locks m for a fresh ownerless hold, as sync.Mutex does: it is not
@@ -37,25 +33,4 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 // now held by the owner.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 	return m.h.TryLock(ctx, &m.spec)
-}
-
-func (m *Mutex) try(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-	ownerArg, opArg := core.AttemptArgs(owner, op)
-	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, acquireScript, m.keys, ownerArg, opArg, m.leaseArg, entry,
-		m.waiterTOArg, core.FlagArg(registered), m.channelArg)
-	if err != nil {
-		return wait.Result{}, err
-	}
-	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
-	if r.Acquired {
-		got.KeepArgs(ownerArg, opArg, reply)
-	}
-	return r, err
-}
-
-func (m *Mutex) abandon(ctx context.Context, owner, op, entry string) error {
-	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
-		owner, op, entry, m.channelArg, m.h.HubID())
-	return err
 }

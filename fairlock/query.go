@@ -6,7 +6,6 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Token returns the fencing token of the hold of ctx's owner (or of the
@@ -15,7 +14,7 @@ import (
 // token. It does no I/O, and returns an error matching dsync.ErrNotHeld if
 // there is no such hold or it was lost.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
-	return m.h.Token(ctx, core.Exclusive)
+	return m.h.Token(ctx, &m.hold)
 }
 
 // Done returns a channel that is closed when the hold of ctx's owner (or
@@ -47,7 +46,7 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, err
 	}
 	owner, _ := m.h.Current(ctx, core.Exclusive)
-	reply, err := m.h.B.Eval(ctx, inspectScript, []string{m.h.Key, m.queue, m.expiry}, owner)
+	reply, err := m.h.B.Eval(ctx, inspectScript, m.keys, owner)
 	if err != nil {
 		return State{}, m.h.Wrap("state", err)
 	}
@@ -101,17 +100,12 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 // at once through Done; one in another process at its next renewal, or,
 // on a fixed lease, when the lease ends.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	return m.h.ForceUnlock(ctx, 0, m.force)
+	return m.h.ForceUnlock(ctx, 0, &m.force)
 }
 
 // ForceUnlockToken is ForceUnlock for one hold only: it takes the lock
 // only if its current hold has the fencing token token, as read by State,
 // so that a hold taken since is left alone. It reports whether it took it.
 func (m *Mutex) ForceUnlockToken(ctx context.Context, token int64) (bool, error) {
-	return m.h.ForceUnlockToken(ctx, token, m.force)
-}
-
-func (m *Mutex) force(ctx context.Context, token string) (wait.Reply, error) {
-	return m.h.HandOff(ctx, m.channel, forceScript, m.keys,
-		m.channelArg, m.h.HubID(), token)
+	return m.h.ForceUnlockToken(ctx, token, &m.force)
 }

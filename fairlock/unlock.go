@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Unlock releases the oldest ownerless hold taken through m, from any
@@ -13,7 +11,7 @@ import (
 // that was lost is not a panic: the loss is logged, and the lost hold is
 // what this Unlock consumed, so every Lock must be paired with one Unlock.
 func (m *Mutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.release)
+	m.h.MustUnlock(core.Exclusive, &m.release)
 }
 
 // UnlockContext releases one hold of ctx's owner taken through m's
@@ -31,17 +29,6 @@ func (m *Mutex) Unlock() {
 // it holds through another), and one
 // too when the hold was lost.
 func (m *Mutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.release)
+	err, _ := m.h.Unlock(ctx, core.Exclusive, &m.release)
 	return err
-}
-
-func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-	ownerArg, idArg, tokenArg := l.Args()
-	args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, tokenArg}
-	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args, 2)
-}
-
-// sendRelease sends the release script (see core.ReleaseAttempt).
-func (m *Mutex) sendRelease(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-	return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
 }

@@ -20,6 +20,11 @@ const (
 	// the hand-off lease, noticed within a heartbeat.
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
+
+	// DefaultHandoffAfter is how long the waiter at the head of the queue
+	// may wait before releases hand the mutex to it (see "Two modes" in
+	// the package documentation and WithHandoffAfter).
+	DefaultHandoffAfter = 5 * time.Millisecond
 )
 
 // An Option configures a Mutex.
@@ -52,6 +57,16 @@ func WithExpiryMargin(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetExpiryMargin(d) }}
 }
 
+// WithHandoffAfter sets how long the waiter at the head of the queue may
+// wait before releases hand the mutex to it directly, rather than free it
+// for whichever attempt reaches the server first (see "Two modes" in the
+// package documentation). The default is DefaultHandoffAfter; 0 hands the
+// mutex over on every release with a waiter, which serves waiters in turn
+// at the cost of throughput. d must not be negative.
+func WithHandoffAfter(d time.Duration) Option {
+	return Option{func(c *options.Common) { c.SetHandoffAfter(d) }}
+}
+
 // WithObserver sets the observer of this handle's acquisitions, holds
 // and waiters (see package observe), instead of its backend's. The
 // default is the backend's observer, if observe.Set gave it one.
@@ -79,15 +94,13 @@ func WithLogger(l *slog.Logger) Option {
 type Mutex struct {
 	h core.Handle
 
-	waiters, channel string
-	keys             []string // of every script: the lock key and the waiter set
-	spec             core.LockSpec
-	hold             core.HoldSpec
-	sendReleaseFn    core.ReleaseAttempt // m.sendRelease, made once
-
-	// Script arguments that every call passes, made into interface
-	// values once.
-	leaseArg, waiterTTLArg, channelArg any
+	channel string
+	keys    []string // of every script: the lock key, the queue and its expiry
+	spec    core.LockSpec
+	hold    core.HoldSpec
+	release core.ReleaseSpec
+	force   core.ForceSpec
+	after   []any // the hand-off threshold in ms, the scripts' own argument
 }
 
 var (
@@ -105,27 +118,37 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	if cfg.HandoffAfter < 0 {
+		cfg.HandoffAfter = DefaultHandoffAfter
+	}
 	m := &Mutex{}
 	m.h.Init(b, "mutex", name, cfg)
-	m.waiters = m.h.Companion("waiters")
 	m.channel = m.h.Companion("wake")
-	m.keys = []string{m.h.Key, m.waiters}
-	m.leaseArg, m.waiterTTLArg, m.channelArg = core.Ms(cfg.Lease), core.Ms(waiterTTL), m.channel
-	m.sendReleaseFn = m.sendRelease
+	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry"), m.h.Companion("fence")}
+	m.after = []any{core.Ms(cfg.HandoffAfter)}
 	m.h.QueueLocally(core.Exclusive, m.channel, m.handedLease())
-	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1]}
+	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
+		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,
 		Channel:   m.channel,
 		Heartbeat: heartbeat,
 		Handed:    m.handedLease(),
-		Try:       m.try,
-		Abandon:   m.abandon,
+		EntryTTL:  waiterTTL,
+		Keys:      m.keys,
+		Acquire:   acquireScript,
+		Abandon:   abandonScript,
+		Args:      m.after,
+		Fence:     true,
 		Hold:      &m.hold,
-		// The mutex promises no order: waiters queue behind holds of
-		// their session.
+		// The mutex promises no order: anyone takes it when free, with a
+		// plain SET where the backend can, and waiters queue behind holds
+		// of their session.
+		Plain: true,
 		Local: true,
 	}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true, Local: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true}
 	return m
 }
 

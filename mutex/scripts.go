@@ -33,5 +33,5 @@ var (
 // may use: an exclusive hold's state and fencing, and a waiter set in the
 // order "longest without an attempt".
 func newScript(body string) *backend.Script {
-	return script.New(script.Fence, script.Waiters, script.Exclusive, body)
+	return script.New(script.Queue, script.Exclusive, body)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Unlock releases the oldest ownerless hold taken through m by Lock (or by
@@ -19,7 +17,7 @@ import (
 // lost or not. Backend errors that may pass are retried for a few seconds,
 // at most until the lease would have expired anyway.
 func (m *Mutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.release)
+	m.h.MustUnlock(core.Exclusive, &m.release)
 }
 
 // UnlockContext releases one hold of ctx's owner taken through m's backend
@@ -43,45 +41,6 @@ func (m *Mutex) Unlock() {
 // says and through which the hold must be released. It returns one too
 // when the hold was lost.
 func (m *Mutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.release)
+	err, _ := m.h.Unlock(ctx, core.Exclusive, &m.release)
 	return err
-}
-
-// release runs one release of owner's hold l (see core.Handle.Release),
-// carrying the waiters of the session queued behind the hold on its first
-// attempt.
-func (m *Mutex) release(ctx context.Context, owner string, l *lease.Lease) (left int64, err error) {
-	queued, mine := l.TakeQueued()
-	var a [8]any
-	args := a[:]
-	ownerArg, idArg, tokenArg := l.Args()
-	args[0], args[1], args[2], args[3] = ownerArg, core.ReleaseOp(), idArg, tokenArg
-	args[4], args[5], args[6], args[7] = m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), m.waiterTTLArg
-	for _, e := range queued {
-		args = append(args, e)
-	}
-	if mine {
-		defer func() {
-			if left > 0 {
-				l.Reopen()
-			}
-		}()
-	}
-	return m.h.Release(ctx, l, 1, m.sendReleaseFn, args, 4)
-}
-
-// sendRelease sends the release script (see core.ReleaseAttempt). Only
-// the first attempt carries the queued waiters: had a retry registered
-// them again, an entry its waiter removed since (having found the mutex
-// its own) would come back. If that attempt failed, its waiters were
-// woken, and they ask the server themselves.
-func (m *Mutex) sendRelease(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error) {
-	if !first {
-		return m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args[:8]...)
-	}
-	r, err := m.h.HandOff(ctx, m.channel, releaseScript, m.keys, args...)
-	if len(args) > 8 {
-		l.Carried()
-	}
-	return r, err
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Lock locks m for writing for a fresh ownerless hold, as sync.RWMutex
@@ -110,57 +108,37 @@ func (m *RWMutex) upgrade(ctx context.Context, op string) error {
 }
 
 // spec describes the acquisitions of role to the lock core. It has no
-// core.Local: queueing in the process first would reorder the writers.
+// Local: queueing in the process first would reorder the writers; and no
+// Plain: a plain SET would take the lock whatever else is on it.
 func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 	s := core.LockSpec{
 		Role:      role,
 		Channel:   m.channel,
 		Heartbeat: m.h.Cfg.WaiterTimeout / 3,
 		Handed:    m.h.HandedLease(),
-		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-			return m.try(ctx, role, owner, op, entry, registered, got)
-		},
-		Abandon: func(ctx context.Context, owner, op, entry string) error {
-			return m.abandon(ctx, role, owner, op, entry)
-		},
+		EntryTTL:  m.h.Cfg.WaiterTimeout,
+		Keys:      m.keys,
+		Acquire:   writeAcquireScript,
+		Abandon:   abandonScript,
+		Args:      []any{m.pref, "w"},
+		Fence:     true,
+		Refine:    upgradeError,
 	}
-	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1]}
+	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1], Token: tokenScript, TokenKeys: m.keys}
 	if role == read {
+		s.Acquire, s.Args = readAcquireScript, []any{m.pref, "r"}
 		// A lone read hold is the lock's main key (see lua/rw.lua).
-		h.Renew, h.Keys = renewReadScript, m.keys[:3]
+		h.Renew, h.Keys, h.Token, h.TokenKeys = renewReadScript, m.keys[:3], nil, nil
 	}
 	return s, h
 }
 
-func (m *RWMutex) try(ctx context.Context, role, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-	s := writeAcquireScript
-	if role == read {
-		s = readAcquireScript
+// upgradeError makes the acquire script's refusal of an upgrade match
+// dsync.ErrUpgrade.
+func upgradeError(err error) error {
+	var se *backend.ServerError
+	if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
+		return fmt.Errorf("%w: %w", dsync.ErrUpgrade, err)
 	}
-	ownerArg, opArg := core.AttemptArgs(owner, op)
-	sent := time.Now()
-	reply, err := m.h.Attempt(ctx, s, m.keys, ownerArg, opArg, m.leaseArg, entry,
-		m.waiterTOArg, core.FlagArg(registered), m.channelArg, m.prefArg)
-	if err != nil {
-		var se *backend.ServerError
-		if errors.As(err, &se) && strings.Contains(se.Message, errUpgrade) {
-			err = fmt.Errorf("%w: %w", dsync.ErrUpgrade, err)
-		}
-		return wait.Result{}, err
-	}
-	r, err := core.AcquireReply(reply, op, m.h.Cfg.Lease, sent, got)
-	if r.Acquired {
-		got.KeepArgs(ownerArg, opArg, reply)
-	}
-	return r, err
-}
-
-func (m *RWMutex) abandon(ctx context.Context, role, owner, op, entry string) error {
-	r := "w"
-	if role == read {
-		r = "r"
-	}
-	_, err := m.h.HandOff(ctx, m.channel, abandonScript, m.keys,
-		r, owner, op, entry, m.channelArg, m.h.HubID(), m.prefArg)
 	return err
 }

@@ -3,12 +3,10 @@ package rwlock
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Token returns the fencing token of the write hold of ctx's owner (or of
@@ -19,7 +17,7 @@ import (
 // lost. A reader has nothing to fence, as readers share the lock, and a
 // read hold's token is not exported.
 func (m *RWMutex) Token(ctx context.Context) (int64, error) {
-	return m.h.Token(ctx, core.Exclusive)
+	return m.h.Token(ctx, &m.writeHold)
 }
 
 // Done returns a channel that is closed when the write hold of ctx's
@@ -133,16 +131,5 @@ func (m *RWMutex) State(ctx context.Context) (State, error) {
 // through Done or RDone; one in another process at its next renewal, or,
 // on a fixed lease, when the lease ends.
 func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
-	var ids string
-	took, err := m.h.ForceUnlock(ctx, 0, func(ctx context.Context, _ string) (wait.Reply, error) {
-		r, err := m.h.HandOff(ctx, m.channel, forceScript, m.keys,
-			m.channelArg, m.h.HubID(), m.prefArg)
-		ids = r.HoldID
-		// The core ends one hold's lease; every hold taken is ended below.
-		return wait.Reply{N: min(r.N, 1)}, err
-	})
-	for _, id := range strings.Fields(ids) {
-		m.h.LoseHold(id, "taken by ForceUnlock")
-	}
-	return took, err
+	return m.h.ForceUnlock(ctx, 0, &m.force)
 }

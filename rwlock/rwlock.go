@@ -103,14 +103,11 @@ type RWMutex struct {
 	keys    []string // see lua/rw.lua
 	channel string
 
-	// Script arguments that every call passes, made into interface
-	// values once.
-	leaseArg, waiterTOArg, channelArg, prefArg any
-
-	// The acquisitions and holds of each side, made once.
+	// The acquisitions, holds and releases of each side, made once.
 	write, rd          core.LockSpec
 	writeHold, rdHold  core.HoldSpec
-	wrelease, rrelease core.Releaser
+	wrelease, rrelease core.ReleaseSpec
+	force              core.ForceSpec
 }
 
 var (
@@ -135,13 +132,15 @@ func New(b backend.Backend, name string, opts ...Option) *RWMutex {
 	}
 	m.h.Init(b, "rwlock", name, cfg.Common)
 	m.keys = []string{m.h.Key, m.h.Companion("readers"), m.h.Companion("rexpiry"),
-		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait")}
+		m.h.Companion("wqueue"), m.h.Companion("wexpiry"), m.h.Companion("rwait"), m.h.Companion("fence")}
 	m.channel = m.h.Companion("wake")
-	m.leaseArg, m.waiterTOArg, m.channelArg, m.prefArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), m.channel, m.pref
 	m.write, m.writeHold = m.spec(core.Exclusive)
 	m.rd, m.rdHold = m.spec(read)
 	m.write.Hold, m.rd.Hold = &m.writeHold, &m.rdHold
-	m.wrelease, m.rrelease = m.releaser(core.Exclusive), m.releaser(read)
+	to, pref := m.h.Cfg.WaiterTimeout, []any{m.pref}
+	m.wrelease = core.ReleaseSpec{Script: writeReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
+	m.rrelease = core.ReleaseSpec{Script: readReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
+	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
 	return m
 }
 

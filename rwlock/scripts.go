@@ -2,7 +2,6 @@ package rwlock
 
 import (
 	_ "embed"
-	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
@@ -29,6 +28,8 @@ var (
 	renewReadLua string
 	//go:embed lua/renew_write.lua
 	renewWriteLua string
+	//go:embed lua/token.lua
+	tokenLua string
 
 	readAcquireScript  = newScript(readAcquireLua)
 	writeAcquireScript = newScript(writeAcquireLua)
@@ -39,8 +40,9 @@ var (
 	inspectScript      = newScript(inspectLua)
 
 	// The renewals take the keys of many holds, not the lock's seven.
-	renewReadScript  = script.New(renewReadLua)
-	renewWriteScript = script.New(script.Fence, script.Exclusive, renewWriteLua)
+	renewReadScript  = newScript(renewReadLua)
+	renewWriteScript = script.New(script.Queue, script.Exclusive, renewWriteLua)
+	tokenScript      = newScript(tokenLua)
 )
 
 // newScript builds a script of the lock on the library parts it uses: the
@@ -51,12 +53,5 @@ var (
 // fast path spares Redis defining their functions, each a closure made
 // on every call.
 func newScript(body string) *backend.Script {
-	fast, rest, ok := strings.Cut(body, partsMarker)
-	if !ok {
-		fast, rest = "", body
-	}
-	return script.New(fast, script.Fence, script.Queue, script.Waiters, script.Exclusive, rwLua, rest)
+	return script.New(script.Queue, script.Waiters, script.Exclusive, rwLua, body)
 }
-
-// partsMarker is the line after a script's fast path (see newScript).
-const partsMarker = "-- (library parts: see newScript)\n"

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Unlock releases the oldest ownerless write hold taken through m, from
@@ -13,13 +11,13 @@ import (
 // hold that was lost is not a panic: the loss is logged, and the lost hold
 // is what this Unlock consumed.
 func (m *RWMutex) Unlock() {
-	m.h.MustUnlock(core.Exclusive, m.wrelease)
+	m.h.MustUnlock(core.Exclusive, &m.wrelease)
 }
 
 // RUnlock releases the oldest ownerless read hold taken through m, as
 // Unlock does for write holds.
 func (m *RWMutex) RUnlock() {
-	m.h.MustUnlock(read, m.rrelease)
+	m.h.MustUnlock(read, &m.rrelease)
 }
 
 // UnlockContext releases one write hold of ctx's owner taken through
@@ -39,7 +37,7 @@ func (m *RWMutex) RUnlock() {
 // read hold is released by RUnlockContext), and one too when the hold was
 // lost.
 func (m *RWMutex) UnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, core.Exclusive, m.wrelease)
+	err, _ := m.h.Unlock(ctx, core.Exclusive, &m.wrelease)
 	return err
 }
 
@@ -48,23 +46,6 @@ func (m *RWMutex) UnlockContext(ctx context.Context) error {
 // writer at the head of the queue. It returns an error matching
 // dsync.ErrNotHeld when the owner holds no read hold.
 func (m *RWMutex) RUnlockContext(ctx context.Context) error {
-	err, _ := m.h.Unlock(ctx, read, m.rrelease)
+	err, _ := m.h.Unlock(ctx, read, &m.rrelease)
 	return err
-}
-
-func (m *RWMutex) releaser(role string) core.Releaser {
-	s := writeReleaseScript
-	if role == read {
-		s = readReleaseScript
-	}
-	// The attempt is made once per role: a closure made per call would
-	// cost an allocation on every release.
-	attempt := func(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-		return m.h.HandOff(ctx, m.channel, s, m.keys, args...)
-	}
-	return func(ctx context.Context, owner string, l *lease.Lease) (int64, error) {
-		ownerArg, idArg, tokenArg := l.Args()
-		args := []any{ownerArg, core.ReleaseOp(), m.h.RestoredLeaseArg(l), m.channelArg, m.h.HubID(), idArg, m.prefArg, tokenArg}
-		return m.h.Release(ctx, l, 1, attempt, args, 2)
-	}
 }

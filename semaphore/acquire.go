@@ -2,12 +2,9 @@ package semaphore
 
 import (
 	"context"
-	"strconv"
-	"time"
 
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Acquire acquires n permits for ctx's owner (see dsync.WithOwner), or
@@ -64,25 +61,23 @@ func (s *Semaphore) spec(n int64) *core.LockSpec {
 
 func (s *Semaphore) newSpec(n int64) *core.LockSpec {
 	handed := s.h.HandedLease()
-	var nArg any = n
 	return &core.LockSpec{
-		Role:      role,
-		Op:        "acquire",
-		Channel:   s.channel,
-		Heartbeat: s.h.Cfg.WaiterTimeout / 3,
-		Handed:    handed,
-		Entry: func(address, owner string) string {
-			return address + "|" + strconv.FormatInt(n, 10) + "|" + strconv.FormatInt(core.Ms(handed), 10) + "|" + owner
-		},
-		Try: func(ctx context.Context, owner, op, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-			return s.try(ctx, owner, op, nArg, entry, registered, got)
-		},
-		Abandon: func(ctx context.Context, owner, op, entry string) error {
-			return s.abandon(ctx, owner, op, nArg, entry)
-		},
-		Hold:    &s.hold,
-		Units:   n,
-		Confirm: true,
+		Role:        role,
+		Op:          "acquire",
+		Channel:     s.channel,
+		Heartbeat:   s.h.Cfg.WaiterTimeout / 3,
+		Handed:      handed,
+		EntryTTL:    s.h.Cfg.WaiterTimeout,
+		Keys:        s.keys,
+		Acquire:     acquireScript,
+		Abandon:     abandonScript,
+		Args:        []any{n, s.capArg},
+		Refine:      scriptError,
+		Fields:      []int64{n, core.Ms(handed)},
+		PlainFields: []int64{n, s.capacity},
+		Hold:        &s.hold,
+		Units:       n,
+		Confirm:     true,
 		Kept: func(owner string, anon bool, l *lease.Lease) {
 			if anon {
 				s.mu.Lock()
@@ -91,25 +86,4 @@ func (s *Semaphore) newSpec(n int64) *core.LockSpec {
 			}
 		},
 	}
-}
-
-func (s *Semaphore) try(ctx context.Context, owner, op string, n any, entry string, registered bool, got *core.Grant) (wait.Result, error) {
-	ownerArg, opArg := core.AttemptArgs(owner, op)
-	sent := time.Now()
-	reply, err := s.h.Attempt(ctx, acquireScript, s.keys, ownerArg, opArg, n, s.leaseArg, entry,
-		s.waiterTOArg, core.FlagArg(registered), s.capArg, s.channelArg)
-	if err != nil {
-		return wait.Result{}, scriptError(err)
-	}
-	r, err := core.AcquireReply(reply, op, s.h.Cfg.Lease, sent, got)
-	if r.Acquired {
-		got.KeepArgs(ownerArg, opArg, reply)
-	}
-	return r, err
-}
-
-func (s *Semaphore) abandon(ctx context.Context, owner, op string, n any, entry string) error {
-	_, err := s.h.HandOff(ctx, s.channel, abandonScript, s.keys,
-		owner, op, n, entry, s.channelArg, s.h.HubID())
-	return err
 }

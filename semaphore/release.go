@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
-	"github.com/dsyncgo/dsync/internal/wait"
 )
 
 // Release gives back n permits of ctx's owner taken through s's backend
@@ -140,22 +138,9 @@ func (s *Semaphore) takeAnon(n int64, parts []part) ([]part, error) {
 
 // release gives back n permits of owner's hold l.
 func (s *Semaphore) release(ctx context.Context, owner string, l *lease.Lease, n int64) error {
-	ownerArg, idArg, tokenArg := l.Args()
-	args := []any{ownerArg, core.ReleaseOp(), n, s.h.RestoredLeaseArg(l), s.channelArg, s.h.HubID(), idArg, tokenArg, s.capArg}
-	left, err := s.h.Release(ctx, l, n, s.sendReleaseFn, args, 3)
+	left, err := s.h.ReleaseHold(ctx, l, n, &s.releases)
 	if errors.Is(err, core.ErrRefused) {
 		return fmt.Errorf("%w: the owner holds %d permits, fewer than %d", dsync.ErrNotHeld, left, n)
 	}
 	return err
-}
-
-// sendRelease sends the release script (see core.ReleaseAttempt). A
-// refusal (fewer than n held) leaves the hold as it is: the core keeps
-// its lease, as after a partial release.
-func (s *Semaphore) sendRelease(ctx context.Context, _ *lease.Lease, _ bool, args []any) (wait.Reply, error) {
-	r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)
-	if err == nil && strings.HasPrefix(r.HoldID, "!") {
-		r.HoldID, r.Refused = r.HoldID[1:], true
-	}
-	return r, err
 }

@@ -2,7 +2,6 @@ package semaphore
 
 import (
 	_ "embed"
-	"strings"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/script"
@@ -39,12 +38,5 @@ var (
 // fast path spares Redis defining their functions, each a closure made
 // on every call.
 func newScript(body string) *backend.Script {
-	fast, rest, ok := strings.Cut(body, partsMarker)
-	if !ok {
-		fast, rest = "", body
-	}
-	return script.New(fast, script.Queue, stateLua, rest)
+	return script.New(script.Queue, stateLua, body)
 }
-
-// partsMarker is the line after a script's fast path (see newScript).
-const partsMarker = "-- (library parts: see newScript)\n"

@@ -99,15 +99,12 @@ type Semaphore struct {
 	holders, channel string
 	keys             []string // of every script but renew (see lua/state.lua)
 	hold             core.HoldSpec
-	sendReleaseFn    core.ReleaseAttempt // s.sendRelease, made once
+	releases         core.ReleaseSpec
+	capArg           any // the capacity, as a script argument made once
 
 	// specs holds the acquisition specs of requests for 1 to len(specs)
 	// permits, each made on first use (see spec).
 	specs [16]atomic.Pointer[core.LockSpec]
-
-	// Script arguments that every call passes, made into interface
-	// values once.
-	leaseArg, waiterTOArg, capArg, channelArg any
 
 	mu   sync.Mutex
 	anon []*anonHold // ownerless holds taken through this handle, oldest first
@@ -140,9 +137,10 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 	s.holders = s.h.Companion("holders")
 	s.keys = []string{s.h.Key, s.holders, s.h.Companion("queue"), s.h.Companion("expiry"), s.h.Companion("capacity")}
 	s.channel = s.h.Companion("wake")
-	s.leaseArg, s.waiterTOArg, s.capArg, s.channelArg = core.Ms(cfg.Lease), core.Ms(cfg.WaiterTimeout), capacity, s.channel
+	s.capArg = capacity
 	s.hold = s.holdSpec()
-	s.sendReleaseFn = s.sendRelease
+	s.releases = core.ReleaseSpec{Script: releaseScript, Keys: s.keys, Channel: s.channel, EntryTTL: cfg.WaiterTimeout,
+		Units: true, PlainFields: []int64{capacity}, Args: []any{s.capArg}}
 	return s
 }
 

@@ -4,17 +4,17 @@
 -- free is passed on too: its last term expired, and the head may not know
 -- yet.
 -- KEYS: the election's five (see election_keys).
--- ARGV[1] owner id; ARGV[2] operation id of the campaign; ARGV[3] waiter
--- entry ('' if it never queued); ARGV[4] wake channel base; ARGV[5] fence
--- ttl ms; ARGV[6] the caller's hub id (see hand_off); ARGV[7] observe
--- channel.
--- Reply: {1 if a term was undone, else 0; ''}, followed by the
--- candidate's address, token and owner id if the election was handed on.
+-- ARGV: the header (see codec.lua) of the campaign; ARGV[12] fence ttl
+-- ms; ARGV[13] observe channel.
+-- Reply: {1 if a term was undone, else 0; ''}, followed by the candidate
+-- the election was handed to (see hand_to).
 local k = election_keys()
-local owner, op = ARGV[1], ARGV[2]
-if ARGV[3] ~= '' then
-  dequeue(k.queue, k.expiry, ARGV[3])
-  redis.pcall('HDEL', k.values, ARGV[3])
+local a = header()
+a.fence_ttl, a.observe = ARGV[12], ARGV[13]
+local owner, op = a.owner, a.op
+if a.entry ~= '' then
+  dequeue(k.queue, k.expiry, a.entry)
+  redis.pcall('HDEL', k.values, a.entry)
 end
 local s = load(k.lock)
 if s.foreign then
@@ -31,10 +31,4 @@ if err then
   return {undone, ''} -- the term expires by itself
 end
 s.waiting = true
-local a = {wake = ARGV[4], fence_ttl = ARGV[5], hub = ARGV[6], observe = ARGV[7]}
-local out = {undone, ''}
-local address, token, next_owner = pass_on(k, a, s, rev, last, undone == 1)
-if address then
-  out[3], out[4], out[5] = address, token, next_owner
-end
-return out
+return {undone, '', term_pass_on(k, a, s, rev, last, undone == 1)}

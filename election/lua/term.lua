@@ -121,32 +121,27 @@ local function read_leader(lock, leader)
 end
 
 -- pass_on hands the election on from state s, whose term ends or which
--- is free, to the next live candidate, as hand_off does, announcing the
--- new term with the value the candidate queued with; if nobody is queued
--- and ended is true (a term was on), it announces the lapse. k holds the
--- keys (see election_keys); a the wake channel base, the fence ttl, the
--- caller's hub id and the observe channel (wake, fence_ttl, hub,
--- observe); rev and token are the leader hash's (see leader_rev). It
--- returns the candidate's address, token and owner id, or nothing.
-local function pass_on(k, a, s, rev, token, ended)
+-- is free, to the next live candidate (see pass_on in exclusive.lua),
+-- announcing the new term with the value the candidate queued with; if
+-- nobody is queued and ended is true (a term was on), it announces the
+-- lapse. k holds the keys (see election_keys); a is the header (see
+-- codec.lua), with fence_ttl and observe, the observe channel; rev and
+-- token are the leader hash's (see leader_rev). It returns what hand_to
+-- does.
+local function term_pass_on(k, a, s, rev, token, ended)
   -- The leader hash is the fence: the next token follows its own when
   -- the main key is gone.
   s.token = s.token or token
-  local popped, at
-  local address, granted, owner = hand_off(k.lock, nil, s, a.wake, a.fence_ttl, a.hub, function()
-    local e, now_ms, now_us = pop_head(k.queue, k.expiry)
-    popped, at = e, now_ms
-    return e, now_ms, now_us
-  end)
-  if address then
-    local id, ttl = string.match(popped, '^[^/|]+/([^|]+)|(%d+)|')
-    local value = redis.pcall('HGET', k.values, popped)
+  local w, granted, owner = pass_on(k.lock, s, k.queue, k.expiry, a, nil, a.fence_ttl)
+  if w then
+    local id, _, ttl = parse_entry(w)
+    local value = redis.pcall('HGET', k.values, w)
     if type(value) ~= 'string' then
       value = ''
     end
-    redis.pcall('HDEL', k.values, popped)
-    begin_term(k.leader, a.observe, rev, id, granted, value, at, ttl, a.fence_ttl)
-    return address, granted, owner
+    redis.pcall('HDEL', k.values, w)
+    begin_term(k.leader, a.observe, rev, id, granted, value, now(), ttl, a.fence_ttl)
+    return hand_to(a, w, granted, owner)
   end
   if ended then
     announce_lapse(k.leader, a.observe, rev, s.token, a.fence_ttl)

@@ -1,13 +1,13 @@
 -- inspect: read the fair lock's state.
--- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
+-- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
 -- ARGV[1] owner id whose hold count and queue position to report ('' for
 -- none).
 -- Reply: {held (0/1), that owner's hold count, remaining ms (-2 if free,
--- -1 if no expiry), token (the last one if free, 0 if none), holder's
--- owner id ('' if free), holder's hold count, live waiters queued, that
--- owner's position in the queue (1 at the head, 0 if not queued), the
--- hold's id ('' if free)}.
+-- -1 if no expiry), token (the last one if free, 0 if none or not drawn
+-- yet), holder's owner id ('' if free), holder's hold count, live waiters
+-- queued, that owner's position in the queue (1 at the head, 0 if not
+-- queued), the hold's id ('' if free)}.
 local s = load(KEYS[1])
 if s.foreign then
   return unexpected(KEYS[1], s.foreign)
@@ -26,7 +26,7 @@ if ARGV[1] ~= '' and out[7] > 0 then
     local exp = redis.call('ZSCORE', KEYS[3], w)
     if exp and tonumber(exp) > now_ms then
       pos = pos + 1
-      if string.match(w, '|([^|]*)$') == ARGV[1] then
+      if entry_owner(w) == ARGV[1] then
         out[8] = pos
         break
       end

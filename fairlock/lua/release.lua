@@ -1,55 +1,37 @@
 -- release: undo one hold of the owner; the last one hands the fair lock to
--- the head of the queue (see hand_off, pop_head).
--- KEYS[1] lock key (see load); KEYS[2] queue, KEYS[3] expiry (see
+-- the head of the queue (see pass_on).
+-- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
--- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
--- release, so that a retry after a lost reply does not release twice;
--- ARGV[3] lease ms, restored on a partial release ('0' for a fixed lease,
--- which a release never extends); ARGV[4] wake channel base; ARGV[5] the
--- caller's process id (see hand_off); ARGV[6] the id of the hold to
--- release: another hold of the same owner (a retry landing after the
--- owner's next acquisition) is not released; ARGV[7] its fencing token.
+-- ARGV: the header (see codec.lua), with the hold's id and plain value
+-- (the hold it releases, not another of the same owner, which a retry
+-- landing after the owner's next acquisition would find).
 -- Reply: 0 when the owner's only hold, which nobody queued behind, was
 -- released; otherwise {the owner's remaining hold count, or -1 if the
--- owner holds nothing; the id of the hold ('' if none)}, followed by the
--- waiter's address, token and owner id when the lock was handed to a
--- waiter.
-local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
-local owner, op, id = ARGV[1], ARGV[2], ARGV[6]
--- The common case, a final release of a hold nobody queued behind: one
--- write, which reads the state it replaces. Anything else is put back as
--- it was, expiry included, and handled below. A write the server refused
--- (the key of another type, or out of memory) changed nothing: the key is
--- read again, and the release writes only what it must, which fails then
--- if it still cannot.
-local v = redis.pcall('SET', lock, ARGV[7] .. ' free', 'KEEPTTL', 'GET')
-if v == ARGV[7] .. ' 1 0 ' .. owner .. ' ' .. id .. ' ' .. id then
+-- owner does not hold that hold; the hold's id ('' if none)}, followed by
+-- the waiter handed the lock (see hand_to).
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[4] then
+  -- The common case: a plain hold, which nobody queued behind.
+  redis.call('DEL', KEYS[1])
   return 0
 end
--- (library parts: see newScript)
-if type(v) == 'table' then
-  if refused(v) then
-    v = redis.pcall('GET', lock)
-  end
-elseif type(v) == 'string' then
-  redis.call('SET', lock, v, 'KEEPTTL')
-else
-  redis.call('DEL', lock)
-end
+-- dsync:library
+local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
+local a = header()
 local s = decode(lock, v)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
-if s.owner ~= owner or s.id ~= id then
+if s.owner ~= a.owner or s.id ~= a.id then
   return {-1, ''}
 end
-if seen(s.ops, op) then
+if seen(s.ops, a.op) then
   return {s.count, s.id}
 end
 if s.count > 1 then
   s.count = s.count - 1
-  s.ops = remember(s.ops, op, now_s(), op_memory)
-  store_extending(lock, s, ARGV[3])
+  s.ops = remember(s.ops, a.op, now_s(), op_memory)
+  store_extending(lock, s, a.lease)
   return {s.count, s.id}
 end
-return {0, s.id, hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], function() return pop_head(queue, expiry) end)}
+return {0, s.id, hand_to(a, pass_on(lock, s, queue, expiry, a))}

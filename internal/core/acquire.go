@@ -3,41 +3,60 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 	"github.com/dsyncgo/dsync/observe"
 )
 
-// Attempt is one try of an acquisition: it runs the primitive's acquire
-// script for owner with operation id op. Unless entry is empty, a failure
-// registers the waiter under it; registered says an earlier attempt may
-// have done so, and a success must remove the registration. On success it
-// fills in g.
-type Attempt func(ctx context.Context, owner, op, entry string, registered bool, g *Grant) (wait.Result, error)
-
-// Abandon undoes what the attempts of a failed acquisition may have left
-// on the server: the registration under entry (if not empty), and an
-// acquisition whose reply was lost or a hand-off to the waiter, which it
-// passes on.
-type Abandon func(ctx context.Context, owner, op, entry string) error
-
-// LockSpec describes the acquisitions of a primitive. A primitive makes
-// it once per handle.
+// LockSpec describes the acquisitions of a primitive, as data that the
+// core runs: the scripts, the keys and the arguments they take after the
+// argument header (see package codec), which the core fills in. A
+// primitive makes it once per handle.
 type LockSpec struct {
 	Role      string
 	Channel   string        // the primitive's wake-up channel base
 	Heartbeat time.Duration // longest wait between attempts
 	Handed    time.Duration // the lease of a hold handed to a waiter
-	Try       Attempt
-	Abandon   Abandon
-	Hold      *HoldSpec
+	EntryTTL  time.Duration // how long a waiter's entry lives without an attempt
+
+	// Keys are those of every script, the main key first. Acquire makes
+	// an attempt, and a failed one registers the waiter unless its entry
+	// is empty; Abandon undoes what the attempts of a failed acquisition
+	// may have left on the server: the registration, and an acquisition
+	// whose reply was lost or a hand-off to the waiter, which it passes
+	// on. Both take the header, then Args.
+	Keys             []string
+	Acquire, Abandon *backend.Script
+	Args             []any
+
+	// Fence says that Keys end with the primitive's fence key, which
+	// keeps the last token drawn for the fence ttl (see fence.lua).
+	Fence bool
+
+	// Plain lets the first attempt of an acquisition take the primitive
+	// with one SET NX of the hold's plain value, as the acquire script's
+	// fast path does, through a backend that implements backend.Setter:
+	// for a primitive that anyone may take when it is free, its waiters
+	// notwithstanding (the mutex; see codec.lua).
+	Plain bool
+
+	// Refine, if set, turns an error of the acquire script into the
+	// primitive's own (dsync.ErrUpgrade, ...).
+	Refine func(error) error
+
+	// Fields, if set, are what a waiter's entry asks for (see
+	// codec.EntryOf); the default is the lease of a hold handed to it.
+	// PlainFields follow the owner and the hold id in the hold's plain
+	// value (see codec.PlainValue).
+	Fields, PlainFields []int64
+
+	Hold *HoldSpec
 
 	// Local lets waiters queue behind holds of the session instead of
 	// asking the server (see package mutex): the hold's next release
@@ -48,10 +67,6 @@ type LockSpec struct {
 	// Op names the acquisition in errors: "lock" if empty; a try is
 	// "try" and Op.
 	Op string
-
-	// Entry, if set, makes the entry under which the waiter at address
-	// registers for owner; the default is Entry(address, owner, Handed).
-	Entry func(address, owner string) string
 
 	// Confirm makes every hand-off to a waiter with an owner from ctx
 	// confirmed by an attempt, whose reply names the hold, rather than
@@ -90,24 +105,34 @@ func (h *Handle) keep(s *LockSpec, owner string, anon bool, g Grant) *lease.Leas
 	return l
 }
 
-// Entry returns the waiter entry of a waiter at address for owner, which
-// asks for a hold of the given lease when handed one: the form hand_off
-// reads (see exclusive.lua).
-func Entry(address, owner string, lease time.Duration) string {
-	return address + "|" + strconv.FormatInt(Ms(lease), 10) + "|" + owner
-}
-
-// acquisition is one Lock: what the acquisition loop (package wait) asks
-// of the lock core.
+// acquisition is one Lock or TryLock: what the acquisition loop (package
+// wait) asks of the lock core.
 type acquisition struct {
 	h         *Handle
 	s         *LockSpec
 	owner, op string
 	anon      bool
 	got       Grant
+	sent      bool         // an attempt was sent: the next one asks the script
 	address   string       // the waiter's, once it joined the channel
 	entry     string       // under which the waiter registers
 	behind    *lease.Lease // the hold of the session it is queued behind (Local)
+
+	ownerArg, opArg, plainArg any // made once, for every attempt and the hold's release
+}
+
+func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
+	a := &acquisition{h: h, s: s}
+	a.owner, a.anon = LockOwner(ctx)
+	a.op = a.owner // an ownerless hold's owner is as fresh as an operation id
+	a.ownerArg = a.owner
+	a.opArg = a.ownerArg
+	if !a.anon {
+		a.op = dsync.NewID()
+		a.opArg = a.op
+	}
+	a.plainArg = codec.PlainValue(a.owner, a.op, s.Role, s.PlainFields...)
+	return a
 }
 
 func (a *acquisition) Hub() *hub.Hub { return a.h.Session().Hub }
@@ -115,11 +140,11 @@ func (a *acquisition) Hub() *hub.Hub { return a.h.Session().Hub }
 func (a *acquisition) Try(ctx context.Context, t wait.Try) (wait.Result, error) {
 	if t.Address != "" && a.entry == "" {
 		a.address = t.Address
-		if a.s.Entry != nil {
-			a.entry = a.s.Entry(a.address, a.owner)
-		} else {
-			a.entry = Entry(a.address, a.owner, a.s.Handed)
+		fields := a.s.Fields
+		if fields == nil {
+			fields = []int64{Ms(a.s.Handed)}
 		}
+		a.entry = codec.EntryOf(a.address, a.owner, fields...)
 	}
 	if a.s.Local {
 		// Woken while queued behind a hold here, or a heartbeat later:
@@ -133,20 +158,98 @@ func (a *acquisition) Try(ctx context.Context, t wait.Try) (wait.Result, error) 
 					// then, as a registered one would. The hold's
 					// token is the one the waiter saw: only a
 					// release that began after this registers it,
-					// and hands it a newer one.
+					// and hands it a newer one. A plain hold's token,
+					// not drawn yet, is taken as 1 for the same
+					// reason: the entry reaches the server with that
+					// release, and any grant for it is newer.
 					a.behind = l
-					return wait.Result{RetryIn: max(0, time.Until(l.Deadline())), Token: token}, nil
+					return wait.Result{RetryIn: max(0, time.Until(l.Deadline())), Token: max(token, 1)}, nil
 				}
 			}
 		}
 	}
-	r, err := a.s.Try(ctx, a.owner, a.op, a.entry, t.Prior > 0, &a.got)
+	r, err := a.attempt(ctx, t.Prior > 0)
 	if err == nil && r.Acquired && a.h.late(a.got) {
 		// Ask again at once: the retry, with the same operation id,
 		// confirms the hold and says how long it has left.
 		return wait.Result{RetryIn: 0}, nil
 	}
 	return r, err
+}
+
+// attempt makes one attempt: with one SET NX where the spec allows it and
+// nothing was sent before (an earlier attempt may have taken the hold,
+// which only the script recognises), else with the acquire script.
+// registered says an earlier attempt may have registered the waiter.
+func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result, error) {
+	s, h := a.s, a.h
+	first := !a.sent
+	a.sent = true
+	if first && s.Plain && !h.contended.Load() {
+		if st, ok := h.B.(backend.Setter); ok && !h.reentry(a.owner, a.anon, s.Role) {
+			sent := time.Now()
+			actx, release := wait.AttemptContext(ctx)
+			ok, err := st.SetNX(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease)
+			release()
+			switch {
+			case err != nil:
+				return wait.Result{}, err
+			case ok:
+				a.got = Grant{Count: 1, ID: a.op, Sent: sent, TTL: h.Cfg.Lease, OwnerArg: a.ownerArg, IDArg: a.opArg, PlainArg: a.plainArg}
+				return wait.Result{Acquired: true}, nil
+			case a.anon:
+				// Held by another: a fresh owner cannot hold it.
+				h.contended.Store(true)
+				return wait.Result{RetryIn: -1}, nil
+			}
+			// Held, perhaps by this owner through another backend
+			// value of the process: the script tells.
+		}
+	}
+	var buf [codec.HeaderLen + 4]any
+	args := a.header(buf[:0], registered)
+	args = append(args, s.Args...)
+	sent := time.Now()
+	reply, err := h.Attempt(ctx, s.Acquire, s.Keys, args...)
+	if err != nil {
+		if s.Refine != nil {
+			err = s.Refine(err)
+		}
+		return wait.Result{}, err
+	}
+	r, err := codec.AttemptReply(reply, a.op, h.Cfg.Lease)
+	if err != nil {
+		return wait.Result{}, err
+	}
+	if !r.Acquired {
+		h.contended.Store(true)
+		return wait.Result{RetryIn: r.RetryIn, Token: r.Seen}, nil
+	}
+	if first {
+		h.contended.Store(false)
+	}
+	a.got = Grant{Count: r.Count, Token: r.Token, ID: r.ID, Sent: sent, TTL: r.TTL, OwnerArg: a.ownerArg}
+	if r.ID == a.op {
+		a.got.IDArg, a.got.PlainArg = a.opArg, a.plainArg
+	}
+	return wait.Result{Acquired: true}, nil
+}
+
+// header appends the argument header of an attempt to buf.
+func (a *acquisition) header(buf []any, registered bool) []any {
+	h := a.h
+	return append(buf, a.ownerArg, a.opArg, "", a.plainArg, h.leaseArg, a.s.Channel, h.HubID(),
+		a.entry, Ms(a.s.EntryTTL), FlagArg(registered), h.fenceArg(a.s.Fence))
+}
+
+// reentry reports whether owner holds in role through h's session: its
+// acquisition re-enters that hold, which only the script does.
+func (h *Handle) reentry(owner string, anon bool, role string) bool {
+	if anon {
+		return false
+	}
+	s := h.existing()
+	return s != nil && s.Sched.Holds(h.Key, owner, role)
 }
 
 // unqueue takes the waiter out of the queue behind a hold of the session,
@@ -181,7 +284,7 @@ func (a *acquisition) Granted(token int64, since time.Time) bool {
 		(s.Confirm && !a.anon) || h.Session().Sched.Holds(h.Key, a.owner, s.Role) {
 		return false
 	}
-	a.got = Grant{Count: 1, Token: token, ID: a.op, Sent: since, TTL: s.Handed}
+	a.got = Grant{Count: 1, Token: token, ID: a.op, Sent: since, TTL: s.Handed, OwnerArg: a.ownerArg, IDArg: a.opArg, PlainArg: a.plainArg}
 	return true
 }
 
@@ -192,7 +295,11 @@ func (a *acquisition) Abandon(ctx context.Context) error {
 		// session's waiters queued behind it ask the server.
 		defer a.h.Session().Sched.DropPending(a.h.Key, a.op)
 	}
-	return a.s.Abandon(ctx, a.owner, a.op, a.entry)
+	var buf [codec.HeaderLen + 4]any
+	args := a.header(buf[:0], a.entry != "")
+	args = append(args, a.s.Args...)
+	_, err := a.h.HandOff(ctx, a.s.Channel, a.s.Abandon, a.s.Keys, args...)
+	return err
 }
 
 // Lock acquires a hold of role for ctx's owner (or a fresh ownerless
@@ -213,12 +320,7 @@ func (h *Handle) Lock(ctx context.Context, s *LockSpec) (err error) {
 			waiting = func(delta int) { o.ReportWaiting(observe.Waiters{Primitive: h.Kind, Name: h.Name, Delta: delta}) }
 		}
 	}
-	a := &acquisition{h: h, s: s}
-	a.owner, a.anon = LockOwner(ctx)
-	a.op = a.owner // an ownerless hold's owner is as fresh as an operation id
-	if !a.anon {
-		a.op = dsync.NewID()
-	}
+	a := h.newAcquisition(ctx, s)
 	err = wait.Acquire(ctx, wait.Spec{
 		Channel:   s.Channel,
 		WaiterID:  a.op, // a hand-off counts as the acquisition op
@@ -258,25 +360,20 @@ func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err e
 			done(observe.AcquireResult{Outcome: observe.OutcomeOf(ctx, acquired, err), Wait: time.Since(start), Err: err})
 		}()
 	}
-	owner, anon := LockOwner(ctx)
-	op := owner
-	if !anon {
-		op = dsync.NewID()
-	}
-	var got Grant
-	r, err := s.Try(ctx, owner, op, "", false, &got)
-	for retries := 0; err == nil && r.Acquired && h.late(got); retries++ {
+	a := h.newAcquisition(ctx, s)
+	r, err := a.attempt(ctx, false)
+	for retries := 0; err == nil && r.Acquired && h.late(a.got); retries++ {
 		// As in Lock: a retry with the same operation id confirms the
 		// hold and says how long it has left.
 		if retries == maxLateRetries {
 			err = errLate
 			break
 		}
-		r, err = s.Try(ctx, owner, op, "", false, &got)
+		r, err = a.attempt(ctx, false)
 	}
 	if err != nil {
 		// The attempt may have succeeded with its reply lost.
-		wait.Cleanup(ctx, func(ctx context.Context) { s.Abandon(ctx, owner, op, "") })
+		wait.Cleanup(ctx, func(ctx context.Context) { a.Abandon(ctx) })
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = ctxError(cerr, err)
 		}
@@ -285,7 +382,7 @@ func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err e
 	if !r.Acquired {
 		return false, nil
 	}
-	h.keep(s, owner, anon, got)
+	h.keep(s, a.owner, a.anon, a.got)
 	return true, nil
 }
 
@@ -325,76 +422,6 @@ func (h *Handle) late(g Grant) bool {
 		m = lease.DefaultMargin(g.TTL)
 	}
 	return time.Since(g.Sent) >= g.TTL-min(m, g.TTL/2)
-}
-
-// AcquireReply decodes the reply of an acquire script for operation op,
-// asking for a lease of ttl, sent at sent:
-//
-//	token                                  a new hold, taken by op for ttl
-//	{1, hold count, token, hold id,        acquired (or re-entered)
-//	    remaining ms of the hold}
-//	{0, remaining ms of the holder's claim not acquired
-//	    (-1 unknown), the current token}
-func AcquireReply(reply any, op string, ttl time.Duration, sent time.Time, g *Grant) (wait.Result, error) {
-	if token, ok := reply.(int64); ok {
-		if token < 1 {
-			return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
-		}
-		*g = Grant{Count: 1, Token: token, ID: op, Sent: sent, TTL: ttl}
-		return wait.Result{Acquired: true}, nil
-	}
-	r, err := backend.Array(reply, 3)
-	if err != nil {
-		return wait.Result{}, err
-	}
-	ok, err1 := backend.Int(r[0])
-	n, err2 := backend.Int(r[1])
-	token, err3 := backend.Int(r[2])
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return wait.Result{}, err
-	}
-	if ok == 0 {
-		retry := time.Duration(-1)
-		if n >= 0 {
-			retry = time.Duration(n) * time.Millisecond
-		}
-		return wait.Result{RetryIn: retry, Token: token}, nil
-	}
-	if len(r) < 5 || n < 1 || token < 1 {
-		return wait.Result{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
-	}
-	id, err1 := backend.String(r[3])
-	left, err2 := backend.Int(r[4])
-	if err := errors.Join(err1, err2); err != nil {
-		return wait.Result{}, err
-	}
-	*g = Grant{Count: n, Token: token, ID: id, Sent: sent, TTL: time.Duration(left) * time.Millisecond}
-	return wait.Result{Acquired: true}, nil
-}
-
-// AttemptArgs returns owner and op as script arguments for one attempt,
-// to be kept with the hold it starts (Grant.KeepArgs) for its renewals and
-// release; an ownerless hold's owner is its operation, one value for both.
-func AttemptArgs(owner, op string) (ownerArg, opArg any) {
-	ownerArg = owner
-	opArg = ownerArg
-	if op != owner {
-		opArg = op
-	}
-	return ownerArg, opArg
-}
-
-// KeepArgs keeps in g, the grant of an attempt made with ownerArg and
-// opArg (see AttemptArgs) that the script answered with reply, the
-// arguments its hold's renewals and release pass again.
-func (g *Grant) KeepArgs(ownerArg, opArg, reply any) {
-	g.OwnerArg = ownerArg
-	if op, _ := opArg.(string); op == g.ID {
-		g.IDArg = opArg
-	}
-	if _, fresh := reply.(int64); fresh {
-		g.TokenArg = reply
-	}
 }
 
 // Attempt runs the acquire script s through h's backend for an attempt on

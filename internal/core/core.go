@@ -58,6 +58,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
@@ -93,7 +94,12 @@ type Handle struct {
 	mu     sync.Mutex                      // guards anon
 	anon   map[string][]*lease.Lease       // ownerless holds by role, oldest first
 
-	leaseArg any // Cfg.Lease in ms, as a script argument made once
+	// contended says that the latest attempt through h found the
+	// primitive held: the next acquisition asks its script at once
+	// rather than try a plain SET NX first (see LockSpec.Plain).
+	contended atomic.Bool
+
+	leaseArg, fenceTTLArg any // Cfg.Lease and Cfg.FenceTTL in ms, as script arguments made once
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -109,7 +115,7 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 		h.err = err
 	}
 	h.Key = base
-	h.leaseArg = Ms(cfg.Lease)
+	h.leaseArg, h.fenceTTLArg = Ms(cfg.Lease), Ms(cfg.FenceTTL)
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}
@@ -146,6 +152,20 @@ func (h *Handle) Observer() *observe.Observer {
 	}
 	return observe.For(h.B)
 }
+
+// fenceArg returns the fence ttl of the argument header (see
+// codec.FenceTTL): h's, for a script whose keys end with the fence key.
+func (h *Handle) fenceArg(fence bool) any {
+	if !fence {
+		return zeroArg
+	}
+	if h.fenceTTLArg == nil {
+		return Ms(h.Cfg.FenceTTL)
+	}
+	return h.fenceTTLArg
+}
+
+var zeroArg any = "0"
 
 // Companion returns the key of the companion suffix of the main key.
 func (h *Handle) Companion(suffix string) string { return h.Key + ":" + suffix }
@@ -264,10 +284,10 @@ type Grant struct {
 	Sent  time.Time
 	TTL   time.Duration // the hold's lease left on the server after the acquisition
 
-	// OwnerArg, IDArg and TokenArg, if a primitive sets them, are the
-	// owner, the hold id and the token as the script arguments it made
-	// (see lease.Spec).
-	OwnerArg, IDArg, TokenArg any
+	// OwnerArg, IDArg and PlainArg, if set, are the owner, the hold id
+	// and the hold's plain value as the script arguments the acquisition
+	// made (see lease.Spec).
+	OwnerArg, IDArg, PlainArg any
 }
 
 // HoldSpec is what Keep needs to keep a hold alive. A primitive makes it
@@ -278,6 +298,13 @@ type HoldSpec struct {
 	Renew   *backend.Script // the batched renewal script (see lease.Spec)
 	Keys    []string        // of one hold, for Renew
 	Extra   []any           // of one hold, for Renew, after its owner, lease ms and hold id
+
+	// Token, if set, draws the fencing token of a hold that has none yet
+	// (a plain hold, see codec.lua), with TokenKeys (the main key first,
+	// the fence key last) and the argument header; TokenScript is the
+	// exclusive hold's.
+	Token     *backend.Script
+	TokenKeys []string
 }
 
 // Keep records a successful acquisition of units (1, or a semaphore's
@@ -297,7 +324,7 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int6
 
 		OwnerArg: g.OwnerArg,
 		IDArg:    g.IDArg,
-		TokenArg: g.TokenArg,
+		PlainArg: g.PlainArg,
 
 		Renew:  hs.Renew,
 		Keys:   hs.Keys,
@@ -332,25 +359,40 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int6
 	return l
 }
 
+// ForceSpec describes a primitive's force script, which frees it
+// whoever holds it and passes it on: it takes the argument header (of
+// which the channel, the hub id and the entry ttl count), then the fencing
+// token of the hold to take (” for whichever), then Args, and replies
+// {the holds it took, 0 if none; their ids, space-separated, ...} with the
+// waiters it handed the primitive to (see codec.HandOffReply).
+type ForceSpec struct {
+	Script   *backend.Script
+	Keys     []string
+	Channel  string
+	EntryTTL time.Duration
+	Args     []any
+	Fence    bool // Keys end with the fence key (see LockSpec.Fence)
+}
+
 // ForceUnlockToken is ForceUnlock for the hold with the given fencing
 // token only; a token that no hold can have is ErrNotHeld, before any I/O.
-func (h *Handle) ForceUnlockToken(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
+func (h *Handle) ForceUnlockToken(ctx context.Context, token int64, f *ForceSpec) (bool, error) {
 	if token <= 0 {
 		if err := h.Check(); err != nil {
 			return false, err
 		}
 		return false, h.Wrap("force unlock", fmt.Errorf("%w: fencing token %d", dsync.ErrNotHeld, token))
 	}
-	return h.ForceUnlock(ctx, token, send)
+	return h.ForceUnlock(ctx, token, f)
 }
 
-// ForceUnlock runs a primitive's force script through send, with token
-// (0 for whichever hold) as its condition, and reports whether it took a
-// hold. ForceUnlockToken is the form with a token that must be given. The
-// lease of the hold it took, if a session of this process keeps it, ends
-// as lost at once: its holder learns it even on a fixed lease that no
+// ForceUnlock runs a primitive's force script, with token (0 for
+// whichever hold) as its condition, and reports whether it took a hold.
+// ForceUnlockToken is the form with a token that must be given. The lease
+// of the hold it took, if a session of this process keeps it, ends as
+// lost at once: its holder learns it even on a fixed lease that no
 // renewal would check.
-func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx context.Context, token string) (wait.Reply, error)) (bool, error) {
+func (h *Handle) ForceUnlock(ctx context.Context, token int64, f *ForceSpec) (bool, error) {
 	if err := h.Begin("force unlock", ctx); err != nil {
 		return false, err
 	}
@@ -358,14 +400,19 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, send func(ctx con
 	if token > 0 {
 		cond = strconv.FormatInt(token, 10)
 	}
-	r, err := send(ctx, cond)
+	args := make([]any, 0, codec.HeaderLen+1+len(f.Args))
+	args = append(args, "", "", "", "", "0", f.Channel, h.HubID(), "", Ms(f.EntryTTL), "0", h.fenceArg(f.Fence), cond)
+	args = append(args, f.Args...)
+	r, err := h.HandOff(ctx, f.Channel, f.Script, f.Keys, args...)
 	if err != nil {
 		return false, h.Wrap("force unlock", err)
 	}
-	if r.N == 1 {
-		h.LoseHold(r.HoldID, "taken by ForceUnlock")
+	if r.N > 0 {
+		for _, id := range strings.Fields(r.HoldID) {
+			h.LoseHold(id, "taken by ForceUnlock")
+		}
 	}
-	return r.N == 1, nil
+	return r.N > 0, nil
 }
 
 // LoseHold ends as lost, in every session of the process, the lease of
@@ -403,18 +450,39 @@ func (h *Handle) QueueLocally(role, channel string, handed time.Duration) {
 func (h *Handle) HubID() any { return h.Session().Hub.IDArg() }
 
 // Token returns the fencing token of the hold of role that ctx refers to
-// (see Current), without I/O.
-func (h *Handle) Token(ctx context.Context, role string) (int64, error) {
+// (see Current). A hold whose token was not drawn yet (a plain hold, see
+// codec.lua) has it drawn by hs.Token, one round trip the first time;
+// otherwise Token does no I/O.
+func (h *Handle) Token(ctx context.Context, hs *HoldSpec) (int64, error) {
 	if err := h.Check(); err != nil {
 		return 0, err
 	}
-	_, l := h.Current(ctx, role)
+	_, l := h.Current(ctx, hs.Role)
 	switch {
 	case l == nil:
 		return 0, h.Wrap("token", dsync.ErrNotHeld)
 	case l.Lost():
 		return 0, h.Wrap("token", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost))
 	}
+	if t := l.Token(); t > 0 || hs.Token == nil {
+		return t, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, h.Wrap("token", err)
+	}
+	owner, id, plain := l.Args()
+	reply, err := h.B.Eval(ctx, hs.Token, hs.TokenKeys, owner, "", id, plain, "0", "", "", "", "0", "0", h.fenceArg(true))
+	if err != nil {
+		return 0, h.Wrap("token", err)
+	}
+	t, err := backend.Int(reply)
+	switch {
+	case err != nil:
+		return 0, h.Wrap("token", err)
+	case t == 0:
+		return 0, h.Wrap("token", fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone))
+	}
+	l.SetToken(t)
 	return l.Token(), nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -32,13 +35,40 @@ var errGone = errors.New("it is no longer on the server")
 // of a release call that returned before the release's outcome was known.
 var errBackground = errors.New("the release goes on in the background")
 
-// ReleaseAttempt sends a primitive's release script once, for the hold l,
-// on the context given, with args, the same on every retry (the release's
-// operation id among them; first is true for the first attempt), and
-// returns its reply: the owner's holds left on the server (-1 if it holds
-// none of that hold) and the hold's id. A primitive makes it once per
-// handle.
-type ReleaseAttempt func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error)
+// ReleaseSpec describes the releases of a primitive, as data that the
+// core runs: the release script, called with Keys, the argument header
+// (with the hold's owner, id and plain value, a fresh operation id and the
+// lease a partial release restores) and Args. It replies with the owner's
+// holds left on the server (-1 if it holds none of that hold) and the
+// hold's id, prefixed with "!" if it refused the release and changed
+// nothing (see codec.HandOffReply). A primitive makes it once per handle.
+type ReleaseSpec struct {
+	Script   *backend.Script
+	Keys     []string
+	Channel  string
+	EntryTTL time.Duration
+	Args     []any
+	Fence    bool // Keys end with the fence key (see LockSpec.Fence)
+
+	// Local makes the first attempt of a release carry, after Args, the
+	// entries of the session's waiters queued behind the hold (see
+	// LockSpec.Local), which the script registers.
+	Local bool
+
+	// Units, for a primitive whose holds count units (a semaphore's
+	// permits), passes the units released as the script's first own
+	// argument, before Args, and makes the plain value in the header the
+	// one a plain hold of those units has (see LockSpec.PlainFields): the
+	// units, then PlainFields. A release of all that a plain hold holds
+	// finds it equal.
+	Units       bool
+	PlainFields []int64
+}
+
+// releaseAttempt sends a release script once, for the hold l, on the
+// context given, with args, the same on every retry (first is true for
+// the first attempt), and returns its reply.
+type releaseAttempt func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error)
 
 // ReleaseOp returns a fresh operation id for a release, as a script
 // argument: 63 random bits, which the scripts take as a string of decimal
@@ -66,7 +96,7 @@ var ErrRefused = errors.New("release refused")
 // server. leaseAt is the index in args of the lease a partial release
 // restores (RestoredLeaseArg), or -1: a retry made once l ended restores
 // none (see RestoredLease).
-func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt ReleaseAttempt, args []any, leaseAt int) (int64, error) {
+func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt releaseAttempt, args []any, leaseAt int) (int64, error) {
 	l.BeginRelease()
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
@@ -106,14 +136,14 @@ func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attem
 type release struct {
 	l         *lease.Lease
 	units     int64
-	attempt   ReleaseAttempt
+	attempt   releaseAttempt
 	args      []any
-	buf       [10]any           // args, unless more
-	call      wait.DeadlineOnly // the context of an attempt: the caller's values, a deadline
-	bound     time.Time         // past it, the release fails
-	first     bool              // no attempt sent yet
-	leaseAt   int               // args' restored lease, or -1
-	ambiguous bool              // an attempt failed: it may have been applied
+	buf       [codec.HeaderLen + 8]any // args, unless more
+	call      wait.DeadlineOnly        // the context of an attempt: the caller's values, a deadline
+	bound     time.Time                // past it, the release fails
+	first     bool                     // no attempt sent yet
+	leaseAt   int                      // args' restored lease, or -1
+	ambiguous bool                     // an attempt failed: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
 }
@@ -205,14 +235,10 @@ func (h *Handle) RestoredLeaseArg(l *lease.Lease) any {
 	return ms
 }
 
-// Releaser runs one release of owner's hold l through the handle, usually
-// with Handle.Release, and returns the owner's holds left.
-type Releaser func(ctx context.Context, owner string, l *lease.Lease) (int64, error)
-
 // Unlock releases one hold of role that ctx refers to (see Take) with
-// release. It reports whether there was no hold at all to release, in
-// which case it did no I/O.
-func (h *Handle) Unlock(ctx context.Context, role string, release Releaser) (err error, none bool) {
+// the release rs. It reports whether there was no hold at all to release,
+// in which case it did no I/O.
+func (h *Handle) Unlock(ctx context.Context, role string, rs *ReleaseSpec) (err error, none bool) {
 	if err := h.Check(); err != nil {
 		return err, false
 	}
@@ -225,15 +251,15 @@ func (h *Handle) Unlock(ctx context.Context, role string, release Releaser) (err
 	}
 	// A hold whose lease ran out less than the expiry margin ago may still
 	// be on the server: releasing it spares the others the wait.
-	_, err = release(ctx, owner, l)
+	_, err = h.ReleaseHold(ctx, l, 1, rs)
 	return h.Wrap("unlock", err), false
 }
 
 // MustUnlock is the sync.Locker form of Unlock, for the oldest ownerless
 // hold: it panics on an invalid handle or when there is no hold to release,
 // as sync.Mutex does, and logs any other failure, a lost hold included.
-func (h *Handle) MustUnlock(role string, release Releaser) {
-	err, none := h.Unlock(context.Background(), role, release)
+func (h *Handle) MustUnlock(role string, rs *ReleaseSpec) {
+	err, none := h.Unlock(context.Background(), role, rs)
 	if cerr := h.Check(); cerr != nil {
 		panic("dsync/" + h.Kind + ": Unlock: " + cerr.Error())
 	}
@@ -243,4 +269,51 @@ func (h *Handle) MustUnlock(role string, release Releaser) {
 	if err != nil {
 		h.Cfg.Logger.Warn("dsync: unlock failed", "name", h.Name, "error", err)
 	}
+}
+
+// ReleaseHold releases units (1, or a semaphore's permits) of the hold l
+// with the release rs (see Release), and returns what the owner holds on
+// the server after it. With rs.Local, the waiters of the session queued
+// behind the hold are registered by its first attempt.
+func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, rs *ReleaseSpec) (left int64, err error) {
+	var queued []string
+	if rs.Local {
+		var mine bool
+		queued, mine = l.TakeQueued()
+		if mine {
+			defer func() {
+				if left > 0 {
+					l.Reopen()
+				}
+			}()
+		}
+	}
+	var buf [codec.HeaderLen + 8]any
+	owner, id, plain := l.Args()
+	if rs.Units {
+		plain = codec.PlainValue(l.Owner(), l.ID(), l.Role(), append([]int64{units}, rs.PlainFields...)...)
+	}
+	args := append(buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), rs.Channel, h.HubID(), "", Ms(rs.EntryTTL), "0", h.fenceArg(rs.Fence))
+	if rs.Units {
+		args = append(args, units)
+	}
+	args = append(args, rs.Args...)
+	fixed := len(args)
+	for _, e := range queued {
+		args = append(args, e)
+	}
+	attempt := func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error) {
+		if !first {
+			args = args[:fixed]
+		}
+		r, err := h.HandOff(ctx, rs.Channel, rs.Script, rs.Keys, args...)
+		if first && len(args) > fixed {
+			l.Carried()
+		}
+		if err == nil && strings.HasPrefix(r.HoldID, "!") {
+			r.HoldID, r.Refused = r.HoldID[1:], true
+		}
+		return r, err
+	}
+	return h.Release(ctx, l, units, attempt, args, codec.Lease)
 }

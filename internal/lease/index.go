@@ -105,6 +105,7 @@ func (s *Scheduler) Pending(key, owner, role, id, channel string, token int64, t
 		return // kept already (or retired: nothing to queue behind)
 	}
 	l := &Lease{spec: Spec{Key: key, Owner: owner, Role: role, ID: id, Channel: channel, Token: token}, s: s, index: -1, state: pending}
+	l.token.Store(token)
 	l.deadline = time.Now().Add(ttl)
 	s.indexLocked(l)
 }

@@ -34,9 +34,11 @@ package lease
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 )
 
 const (
@@ -69,12 +71,17 @@ type Spec struct {
 	Name    string // for log messages
 	Channel string // the primitive's wake-up channel, for waiters queued behind the hold
 	TTL     time.Duration
-	Token   int64
 
-	// OwnerArg, IDArg and TokenArg, if not nil, are Owner, ID and Token
-	// as script arguments, made once for the acquisition: renewals and
-	// releases pass them without making them again.
-	OwnerArg, IDArg, TokenArg any
+	// Token is the hold's fencing token, or 0 if it was not drawn yet (a
+	// plain hold, see codec.lua): the first call that needs it draws it
+	// (see Lease.SetToken).
+	Token int64
+
+	// OwnerArg and IDArg, if not nil, are Owner and ID as script
+	// arguments, made once for the acquisition, and PlainArg the hold's
+	// plain value (see codec.PlainValue): renewals and releases pass them
+	// without making them again.
+	OwnerArg, IDArg, PlainArg any
 
 	// Initial, if positive and shorter than TTL, is the hold's expiry on
 	// the server when acquired: a hold handed to a waiter starts on a
@@ -148,8 +155,9 @@ const (
 
 // Lease is a hold being kept alive.
 type Lease struct {
-	spec Spec
-	s    *Scheduler
+	spec  Spec
+	s     *Scheduler
+	token atomic.Int64 // spec.Token, or the one drawn since (see SetToken)
 
 	// Guarded by s.mu.
 	done      chan struct{} // made by the first Done, closed at the end
@@ -198,22 +206,26 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// Token returns the fencing token the hold was granted with.
-func (l *Lease) Token() int64 { return l.spec.Token }
+// Token returns the hold's fencing token, or 0 if it was not drawn yet.
+func (l *Lease) Token() int64 { return l.token.Load() }
 
-// Args returns the hold's owner, id and token as script arguments.
-func (l *Lease) Args() (owner, id, token any) {
-	owner, id, token = l.spec.OwnerArg, l.spec.IDArg, l.spec.TokenArg
+// SetToken records the fencing token drawn for the hold since it was
+// kept, unless it has one.
+func (l *Lease) SetToken(token int64) { l.token.CompareAndSwap(0, token) }
+
+// Args returns the hold's owner, id and plain value as script arguments.
+func (l *Lease) Args() (owner, id, plain any) {
+	owner, id, plain = l.spec.OwnerArg, l.spec.IDArg, l.spec.PlainArg
 	if owner == nil {
 		owner = l.spec.Owner
 	}
 	if id == nil {
 		id = l.spec.ID
 	}
-	if token == nil {
-		token = l.spec.Token
+	if plain == nil {
+		plain = codec.PlainValue(l.spec.Owner, l.spec.ID, l.spec.Role)
 	}
-	return owner, id, token
+	return owner, id, plain
 }
 
 // Renewed reports whether the watchdog renews the lease (it is not
@@ -228,6 +240,9 @@ func (l *Lease) ID() string { return l.spec.ID }
 
 // Owner returns the owner id of the hold.
 func (l *Lease) Owner() string { return l.spec.Owner }
+
+// Role returns what the owner holds (see Spec.Role).
+func (l *Lease) Role() string { return l.spec.Role }
 
 // Key returns the main key of the hold's primitive.
 func (l *Lease) Key() string { return l.spec.Key }
@@ -319,7 +334,7 @@ func (l *Lease) Enqueue(entry string) (token int64, ok bool) {
 		return 0, false
 	}
 	l.queued = append(l.queued, entry)
-	return l.spec.Token, true
+	return l.token.Load(), true
 }
 
 // Dequeue takes entry out of the queue behind the hold. If a release took

@@ -81,6 +81,7 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 	p := s.byIDLocked(spec.Key, spec.Owner, spec.Role, spec.ID)
 	if l := p; l != nil && l.state == active {
 		l.held += units
+		l.SetToken(spec.Token)
 		if ttl > 0 && l.until(sent, ttl).After(l.deadline) {
 			l.renewedLocked(sent, ttl)
 			if l.index >= 0 {
@@ -92,6 +93,7 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 		return l
 	}
 	l := &Lease{spec: spec, s: s, index: -1, held: units}
+	l.token.Store(spec.Token)
 	if old := s.findLocked(spec.Key, spec.Owner, spec.Role); old != nil {
 		s.endLocked(old, released, "")
 	}
@@ -100,6 +102,7 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 		// with the waiters queued behind it.
 		l = p
 		l.spec, l.held, l.state, l.deadline = spec, units, active, time.Time{}
+		l.token.Store(spec.Token)
 	} else {
 		s.indexLocked(l)
 	}

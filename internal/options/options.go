@@ -50,6 +50,12 @@ type Common struct {
 	// Observer, if set, hears of this handle's acquisitions, holds and
 	// waiters instead of its backend's observer (see package observe).
 	Observer *observe.Observer
+
+	// HandoffAfter is how long the waiter at the head of a mutex's queue
+	// may wait before releases hand the mutex to it rather than free it
+	// for whoever asks first (see package mutex); negative means the
+	// default.
+	HandoffAfter time.Duration
 }
 
 // Defaults returns the documented defaults: prefix "dsync", a 30s lease
@@ -64,7 +70,18 @@ func Defaults() Common {
 		FenceTTL: DefaultFenceTTL,
 
 		ExpiryMargin: -1,
+		HandoffAfter: -1,
 	}
+}
+
+// SetHandoffAfter sets how long a mutex's head waiter may wait before
+// releases hand the mutex to it.
+func (c *Common) SetHandoffAfter(d time.Duration) {
+	if d < 0 {
+		c.fail(fmt.Errorf("%w: hand-off threshold %v (it must not be negative)", dsync.ErrInvalidLease, d))
+		return
+	}
+	c.HandoffAfter = d.Truncate(time.Millisecond)
 }
 
 // SetExpiryMargin sets how long before a hold's expiry on the server its

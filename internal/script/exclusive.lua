@@ -1,98 +1,86 @@
--- The state of an exclusive hold (mutex, fairlock) is one string at the
--- primitive's main key, so that taking or freeing it is one SET with its
--- expiry. While held it reads
+-- What an exclusive hold does (mutex, fairlock, the election's term): its
+-- acquisition, re-entry, release, hand-off and renewal, over the state
+-- that codec.lua writes and reads, and a FIFO queue of waiters (queue.lua).
+
+-- take starts the hold of the attempt a (see header) on lock, whose state
+-- s is free, in the full form, for a.lease ms; waiting says whether
+-- waiters may be queued behind it.
+local function take(lock, s, a, waiting, now_us)
+  local t = {token = draw(s.token, now_us), count = 1, waiting = waiting, owner = a.owner, id = a.op, ops = a.op}
+  store(lock, t, a.lease)
+  return t
+end
+
+-- enter applies the attempt a of the owner of the hold s at lock: a
+-- re-entry, a retry whose first reply was lost (its operation id is
+-- seen), or the attempt of a waiter the hold was handed to. A re-entry of
+-- a plain hold draws its token.
+local function enter(lock, s, a)
+  if s.plain and a.op == s.id then
+    expire_at_least(lock, a.lease)
+    return
+  end
+  if not seen(s.ops, a.op) then
+    s.count = s.count + 1
+  end
+  s.ops = remember(s.ops, a.op, now_s(), acquisition_memory(a.lease))
+  store_extending(lock, s, a.lease)
+end
+
+-- flag_waiting records in the hold s at lock that a waiter registered
+-- behind it, so that its release looks at the queue; a plain hold draws
+-- its token then, which the waiter is told.
+local function flag_waiting(lock, s)
+  if s.waiting then
+    return
+  end
+  s.waiting = true
+  store(lock, s)
+end
+
+-- pass_on frees the exclusive hold s at lock (or the free primitive, s
+-- without an owner) and passes it to the live waiter at the head of
+-- queue, if any, in one of two modes:
 --
---   "<token> <count> <waiting> <owner> <hold id> <ops>"
+--   hand-off   the head's hold begins here, with the next token, for the
+--              lease its entry asks, and its wake-up carries the grant;
+--   wake-up    while the head has waited less than after ms (the mutex's
+--              threshold; nil hands off always), the primitive is left
+--              free with a marker (see codec.lua) that keeps plain
+--              acquisitions out and the last token in, for the waiters'
+--              entry ttl (a.entry_ttl), and the head is woken to try:
+--              whoever reaches the server first takes it.
 --
--- token: the hold's fencing token (see fence.lua); count: the owner's hold
--- count; waiting: 0 only if no waiter can be registered (the hold was taken
--- on a key freed by a release that found none, and nobody registered
--- since), which spares its release a look at the waiters, else 1; owner:
--- the owner id; hold id: the id of the acquisition that started the hold,
--- unique across servers, which tells a process's handles on different
--- servers apart; ops: the recent operation ids (see seen).
---
--- Freed, it reads "<token> free": the last token handed out, so that the
--- next one is one more without another read, for the rest of the
--- released hold's lease (or, were a primitive to keep a fence key, for
--- the fence ttl; none does), after which its next token is seeded from
--- the server clock (see next_token). Anything else there was not written
--- by dsync, and is left alone.
-
--- decode reads the state at lock from v, the reply of a GET of it (by
--- pcall): a table with token (a string), count, waiting, owner, id and ops
--- while held, with token alone while free, empty when the key is missing,
--- and with foreign set when the key holds something else (see
--- unexpected).
-local function decode(lock, v)
-  if type(v) == 'table' then
-    return {foreign = v.err}
+-- Without a live waiter the key is deleted, or left with only the last
+-- token for fence_ttl ms if given. A hold that no waiter registered behind
+-- (waiting false) is freed without a look at the queue. It returns the
+-- head's entry, the grant ('' for a wake-up) and the owner that now holds,
+-- or nothing (see hand_to).
+local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
+  if not (s.owner and not s.waiting) then
+    local now_ms, now_us = now()
+    local w, since = head(queue, expiry, now_ms)
+    while w do
+      local op, owner, ttl = parse_entry(w)
+      if op then
+        if after and now_ms - math.floor(since) < after then
+          mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
+          return w, '', ''
+        end
+        dequeue(queue, expiry, w)
+        local token = draw(s.token, now_us)
+        -- More waiters may be left: the next release looks again.
+        store(lock, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
+        return w, token, owner
+      end
+      dequeue(queue, expiry, w) -- not a waiter's entry: drop it
+      w, since = head(queue, expiry, now_ms)
+    end
   end
-  if not v then
-    return {}
-  end
-  local token, count, waiting, owner, id, ops = string.match(v, '^(%d+) (%d+) ([01]) (%S+) (%S+) ?(.*)$')
-  if token then
-    return {token = token, count = tonumber(count), waiting = waiting == '1', owner = owner, id = id, ops = ops}
-  end
-  token = string.match(v, '^(%d+) free$')
-  if token then
-    return {token = token}
-  end
-  -- Releases before the free marker left the bare token, always with an
-  -- expiry; a bare number without one is someone else's.
-  if string.match(v, '^%d+$') and redis.call('PTTL', lock) > 0 then
-    return {token = v}
-  end
-  return {foreign = 'not a dsync state'}
-end
-
--- load reads the state at lock (see decode).
-local function load(lock)
-  return decode(lock, redis.pcall('GET', lock))
-end
-
--- store writes the held state s, expiring after ttl ms, or keeping the
--- key's expiry if ttl is nil.
-local function store(lock, s, ttl)
-  local v = s.token .. ' ' .. string.format('%d', s.count) .. ' ' .. (s.waiting and '1' or '0') .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
-  if ttl then
-    redis.call('SET', lock, v, 'PX', ttl)
-  else
-    redis.call('SET', lock, v, 'KEEPTTL')
-  end
-end
-
--- store_extending writes s like store, with its expiry set to ttl ms
--- unless it already expires later: a re-entry or partial release through
--- a handle with a shorter lease must not cut short a hold that its owner
--- keeps alive on a longer one.
-local function store_extending(lock, s, ttl)
-  if tonumber(ttl) > redis.call('PTTL', lock) then
-    store(lock, s, ttl)
-  else
-    store(lock, s)
-  end
-end
-
--- grant writes the new hold s, expiring after ttl ms, and records its
--- token at fence, if the primitive has one, for fence_ttl ms.
-local function grant(lock, fence, s, ttl, fence_ttl)
-  store(lock, s, ttl)
-  if fence then
-    record_token(fence, s.token, fence_ttl)
-  end
-end
-
--- free leaves only the last token of state s at lock: for fence_ttl ms, or
--- without one for as long as the key had left.
-local function free(lock, s, fence_ttl)
-  if not s.token then
-    redis.call('DEL', lock)
-  elseif fence_ttl then
+  if fence_ttl and s.token then
     redis.call('SET', lock, s.token .. ' free', 'PX', fence_ttl)
   else
-    redis.call('SET', lock, s.token .. ' free', 'KEEPTTL')
+    redis.call('DEL', lock)
   end
 end
 
@@ -118,42 +106,4 @@ local function renew_holds()
     end
   end
   return out
-end
-
--- hand_off frees the primitive, whose state is s, and hands it to the
--- next waiter that pop (a function returning an entry, the server time in
--- ms and µs, or false) yields, if any: the main key becomes that waiter's
--- hold, with the next fencing token, for as long as the waiter asked. It
--- returns the waiter's address, token and owner id, or nothing. The waiter
--- learns it holds the primitive from its wake-up alone, without another
--- round trip: the caller wakes a waiter of its own hub (id hub) when the
--- reply arrives; a waiter elsewhere is woken by a message carrying the
--- token. If the wake-up is lost, the waiter's next
--- attempt finds the hold already its own. Without waiters only the token
--- is left (see free). A hold that no waiter registered behind (waiting 0)
--- is freed without a look at the waiters.
---
--- A waiter's entry is "<hubid>/<operation id>|<ttl ms>|<owner id>": the
--- hold it is handed counts as the acquisition with that operation id, so
--- that the waiter's retry, or its abandon, recognises it.
-local function hand_off(lock, fence, s, channel, fence_ttl, hub, pop)
-  if s.owner and not s.waiting then
-    free(lock, s, fence_ttl)
-    return
-  end
-  local w, _, now_us = pop()
-  while w do
-    local op, ttl, owner = string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
-    if op then
-      local token = next_token(s.token, fence, now_us)
-      -- More waiters may be left: the next release looks again.
-      grant(lock, fence, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl, fence_ttl)
-      if not local_to(w, hub) then
-        wake(channel, w, token)
-      end
-      return string.match(w, '^[^|]+'), token, owner
-    end
-    w, _, now_us = pop() -- not a waiter's entry: skip it
-  end
-  free(lock, s, fence_ttl)
 end

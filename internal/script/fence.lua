@@ -1,17 +1,16 @@
--- Fencing tokens. Every hold of a primitive gets a token one above the
--- last one handed out, in the script that grants the hold, which finds
--- the last token at the primitive's main key: while held, and after a
--- release for as long as the primitive keeps it there (see the
--- primitive's state). A primitive may also keep it in a fence key, for the
--- fence ttl after each grant, which outlives a hold whose lease runs out,
--- a deleted main key and a server clock that steps back (a failover to a
--- replica that lags); none does now, as a key written on every grant is
--- too dear for what it buys (see package fairlock). When neither is
--- there, the next token is seeded
--- from the server clock in microseconds, which is greater than every
--- earlier token unless the clock stepped back by more than the time since
--- that token was handed out: tokens grow by one per hold, and no two
--- holds start within a microsecond.
+-- Fencing tokens. A hold's token is drawn by the first script that needs
+-- it (the one that grants the hold, or for a plain hold, see codec.lua,
+-- the first that reads, flags or re-enters it), as one more than the last
+-- token drawn for the primitive. The last token is known while the main
+-- key holds a hold or a free marker, and in the primitive's fence key
+-- (see draw), which each draw writes, for the fence ttl after it (the
+-- election keeps it in its leader hash). When neither knows it, the next
+-- token is seeded from the server clock in microseconds, which is greater
+-- than every earlier token unless the clock stepped back by more than the
+-- time since that token was drawn: tokens grow by one per draw, and no two
+-- draws are within a microsecond. A plain hold, which draws no token,
+-- writes nothing but its own key: the cheapest acquisition pays nothing
+-- for fencing until a token is asked for.
 
 -- next_token returns the token that follows last (a string or nil, the
 -- last token the main key knows), reading the fence key (if not nil) when
@@ -38,4 +37,18 @@ end
 -- record_token keeps token at fence for fence_ttl ms.
 local function record_token(fence, token, fence_ttl)
   redis.call('SET', fence, token, 'PX', fence_ttl)
+end
+
+-- draw returns the token that follows last (see next_token), for a script
+-- called with the header (see codec.lua): with a fence ttl there, the
+-- fence key, the last of KEYS, seeds it when last is nil and keeps it.
+local function draw(last, now_us)
+  local ttl = ARGV[11]
+  if ttl == nil or ttl == '0' or ttl == '' then
+    return next_token(last, nil, now_us)
+  end
+  local fence = KEYS[#KEYS]
+  local token = next_token(last, fence, now_us)
+  record_token(fence, token, ttl)
+  return token
 end

@@ -19,34 +19,9 @@ local function expire_at_least(key, ttl)
   end
 end
 
--- A waiter's entry starts with its address ("hubid/waiterid", see package
--- hub), which a primitive may follow with '|' and what it needs to hand
--- itself to that waiter.
-
 -- listed reports whether id is one of the space-separated ids of list.
 local function listed(list, id)
   return id ~= nil and string.find(' ' .. list .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
-end
-
--- local_to reports whether the waiter of entry belongs to the hub with
--- the given id: the caller of a script that hands a primitive to waiters
--- wakes its own hub's waiters itself, from the reply, and the script
--- publishes to the others only.
-local function local_to(entry, hub)
-  return string.sub(entry, 1, #hub + 1) == hub .. '/'
-end
-
--- wake publishes a wake-up for the waiter of entry on its process's
--- channel, channel_base/hubid; grant, unless nil, tells the waiter what
--- was handed to it.
-local function wake(channel_base, entry, grant)
-  local hub, id = string.match(entry, '^([^/|]+)/([^|]+)')
-  if hub then
-    if grant then
-      id = id .. ' ' .. grant
-    end
-    redis.call('PUBLISH', channel_base .. '/' .. hub, id)
-  end
 end
 
 -- unexpected is the error reply for a key that holds something dsync did

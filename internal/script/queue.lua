@@ -1,8 +1,11 @@
--- FIFO waiter queues (fairlock; later semaphore and rwlock writers): two
--- sorted sets of waiter entries,
+-- FIFO waiter queues (mutex, fairlock, semaphore, rwlock writers, the
+-- election's candidates): two sorted sets of waiter entries,
 --
---   queue    scored by arrival: one above the last entry's score when the
---            entry joined, taken from the server, never a client clock;
+--   queue    scored by arrival: the server time in ms when the entry
+--            joined, or a little above the last entry's score if that is
+--            not less (a clock that stepped back, or many arrivals within a
+--            ms), so that scores only grow; the head's score tells how long
+--            it has waited (see head)
 --   expiry   scored by the time the entry expires, in ms, which each
 --            attempt of its waiter (its heartbeat) pushes back.
 --
@@ -15,11 +18,13 @@
 local function enqueue(queue, expiry, entry, now_ms, ttl)
   if not redis.call('ZSCORE', queue, entry) then
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
-    local seq = 1
-    if last[2] then
-      seq = tonumber(last[2]) + 1
+    local at = now_ms
+    if last[2] and tonumber(last[2]) >= at then
+      -- A 1024th of a ms apart: above the precision a score of 2^41 ms
+      -- keeps, 4096ths.
+      at = tonumber(last[2]) + 1 / 1024
     end
-    redis.call('ZADD', queue, seq, entry)
+    redis.call('ZADD', queue, at, entry)
   end
   redis.call('ZADD', expiry, now_ms + tonumber(ttl), entry)
   expire_at_least(queue, ttl)
@@ -45,19 +50,21 @@ local function purge(queue, expiry, now_ms)
   end
 end
 
--- head returns the first live entry, or false. Two commands when the
--- head is alive, whatever the queue's length; a dead head costs a purge
--- of every expired entry at once. Each round drops the head it looked at
--- unless it returns it, so the loop ends.
+-- head returns the first live entry and the server time in ms it joined
+-- the queue at (its score), or false. Two commands when the head is alive,
+-- whatever the queue's length; a dead head costs a purge of every expired
+-- entry at once. Each round drops the head it looked at unless it returns
+-- it, so the loop ends.
 local function head(queue, expiry, now_ms)
   while true do
-    local h = redis.call('ZRANGE', queue, 0, 0)[1]
+    local r = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+    local h = r[1]
     if not h then
       return false
     end
     local exp = redis.call('ZSCORE', expiry, h)
     if exp and tonumber(exp) > now_ms then
-      return h
+      return h, tonumber(r[2])
     end
     purge(queue, expiry, now_ms)
     if not exp then

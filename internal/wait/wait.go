@@ -22,13 +22,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/observe"
 )
@@ -352,7 +351,7 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 			// attempt, which finds the hold the waiter's if it still
 			// stands, or queues.
 			if g := w.Grant(); g != "" {
-				if token, ok := GrantToken(g); ok && last > 0 && token > seen && acq.Granted(token, refused) {
+				if token, ok := codec.GrantToken(g); ok && last > 0 && token > seen && acq.Granted(token, refused) {
 					return nil
 				}
 			}
@@ -361,13 +360,6 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 			return ctxError(ctx.Err(), lastErr)
 		}
 	}
-}
-
-// GrantToken returns the fencing token a grant starts with.
-func GrantToken(grant string) (int64, bool) {
-	word, _, _ := strings.Cut(grant, " ")
-	t, err := strconv.ParseInt(word, 10, 64)
-	return t, err == nil && t > 0
 }
 
 func ctxError(cerr, last error) error {
@@ -421,14 +413,10 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Reply is the reply of a script that may hand a primitive to waiters:
-//
-//	{n, hold id, address, grant, owner, address, grant, owner, ...}
-//
-// n and the hold id mean what the script says (a release replies with the
-// owner's remaining holds and the id of the hold it released); each
-// triple names a waiter it handed the primitive to, the grant it was
-// woken with and the owner that now holds it.
+// Reply is the head of the reply of a script that may hand a primitive
+// to waiters (see codec.HandOffReply): n and the hold id mean what the
+// script says (a release replies with the owner's remaining holds and the
+// id of the hold it released).
 type Reply struct {
 	N      int64
 	HoldID string
@@ -462,46 +450,35 @@ func HandOff(ctx context.Context, b backend.Backend, h *hub.Hub, channel string,
 // clean-up passes the hold on.
 type Handed func(id, owner string, token int64, gone bool)
 
-// Deliver decodes reply as a Reply, wakes the waiters of h it names with
-// their grants, and returns its head. handed, if not nil, is told of each
-// hand-off to a waiter of h before the waiter is woken, and told again,
-// with gone true, if the waiter had left. A reply that is a bare integer
-// is a Reply with that n and no waiter.
+// Deliver decodes reply (see codec.HandOffReply), wakes the waiters of h
+// it names, with their grants, and returns its head. handed, if not nil,
+// is told of each hand-off to a waiter of h before the waiter is woken,
+// and told again, with gone true, if the waiter had left; a wake-up
+// without a grant hands nothing.
 func Deliver(b backend.Backend, h *hub.Hub, channel string, handed Handed, reply any) (Reply, error) {
-	if n, ok := reply.(int64); ok {
-		return Reply{N: n}, nil
-	}
-	r, err := backend.Array(reply, 2)
-	if err != nil || (len(r)-2)%3 != 0 {
-		h.WakeAll(channel)
-		return Reply{}, errors.Join(err, fmt.Errorf("%w: hand-off reply %v", dsync.ErrUnexpectedReply, reply))
-	}
-	n, err1 := backend.Int(r[0])
-	id, err2 := backend.String(r[1])
-	if err := errors.Join(err1, err2); err != nil {
+	var buf [1]codec.Handed
+	n, id, ws, err := codec.HandOffReply(reply, buf[:0])
+	if err != nil {
 		h.WakeAll(channel)
 		return Reply{}, err
 	}
-	for i := 2; i < len(r); i += 3 {
-		address, err1 := backend.String(r[i])
-		grant, err2 := backend.String(r[i+1])
-		owner, err3 := backend.String(r[i+2])
-		if err := errors.Join(err1, err2, err3); err != nil {
-			h.WakeAll(channel)
-			return Reply{}, err
-		}
+	for _, w := range ws {
 		delivered := false
-		if wid, ok := h.Local(address); ok {
-			token, _ := GrantToken(grant)
-			if handed != nil {
-				handed(wid, owner, token, false)
-			}
-			delivered = h.Deliver(channel, wid, grant)
-			if !delivered && handed != nil {
-				handed(wid, owner, token, true)
+		if wid, ok := h.Local(w.Address); ok {
+			if w.Grant == "" {
+				delivered = h.Deliver(channel, wid, "")
+			} else {
+				token, _ := codec.GrantToken(w.Grant)
+				if handed != nil {
+					handed(wid, w.Owner, token, false)
+				}
+				delivered = h.Deliver(channel, wid, w.Grant)
+				if !delivered && handed != nil {
+					handed(wid, w.Owner, token, true)
+				}
 			}
 		}
-		if o := observe.For(b); o != nil {
+		if o := observe.For(b); o != nil && w.Grant != "" {
 			o.ReportHandedOff(observe.HandOff{Channel: channel, Local: delivered})
 		}
 	}

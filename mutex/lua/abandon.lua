@@ -1,34 +1,36 @@
 -- abandon: clean up after an acquisition that failed or was given up:
--- leave the waiter set, and undo the acquisition if its reply was lost or
--- the mutex was handed to this waiter, passing the mutex on. A mutex found
+-- leave the queue, and undo the acquisition if its reply was lost or the
+-- mutex was handed to this waiter, passing the mutex on. A mutex found
 -- free is passed on too: its last hold expired, and the waiters may not
 -- know yet.
--- KEYS[1] lock key (see load); KEYS[2] waiter set.
--- ARGV[1] owner id; ARGV[2] operation id of the acquisition;
--- ARGV[3] waiter entry; ARGV[4] wake channel base; ARGV[5] the caller's
--- hub id (see hand_off).
+-- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
+-- queue.lua).
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] the
+-- hand-off threshold ms.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
--- waiter's address, token and owner id if the mutex was handed to a
--- waiter.
-local lock, waiters = KEYS[1], KEYS[2]
-local owner, op = ARGV[1], ARGV[2]
-local pop = function() return pop_waiter(waiters) end
-redis.call('ZREM', waiters, ARGV[3])
+-- waiter handed the mutex or woken (see hand_to).
+local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
+local a = header()
+if a.entry ~= '' then
+  dequeue(queue, expiry, a.entry)
+end
 local s = load(lock)
 if s.foreign then
   return {0, ''}
 end
-if s.owner == owner and seen(s.ops, op) then
+if s.owner == a.owner and seen(s.ops, a.op) then
   if s.count > 1 then
     -- Forgetting the id keeps a retried abandon from undoing another hold.
     s.count = s.count - 1
-    s.ops = forget(s.ops, op)
+    s.ops = forget(s.ops, a.op)
     store(lock, s)
     return {1, ''}
   end
-  return {1, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
+  s.waiting = true
+  return {1, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[12])))}
 end
 if not s.owner then
-  return {0, '', hand_off(lock, nil, s, ARGV[4], nil, ARGV[5], pop)}
+  s.waiting = true
+  return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[12])))}
 end
 return {0, ''}

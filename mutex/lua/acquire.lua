@@ -1,58 +1,65 @@
 -- acquire: take or re-enter the mutex.
--- KEYS[1] lock key (see load); KEYS[2] waiter set.
--- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
--- acquisition, so that a retry after a lost reply does not count twice;
--- ARGV[3] lease ms; ARGV[4] waiter entry (see hand_off), '' not to
--- register on failure; ARGV[5] waiter entry ttl ms; ARGV[6] '1' if an
--- earlier attempt registered the waiter, to remove it.
--- Reply: the fencing token of a new hold that the operation took for the
--- lease asked; {1, hold count, token, hold id, remaining ms of the hold}
--- when held by the owner otherwise; {0, remaining ms of the current hold
--- (-1 if it has no expiry), its token} when held by another.
-local lock, waiters = KEYS[1], KEYS[2]
-local owner, op, entry, registered = ARGV[1], ARGV[2], ARGV[4], ARGV[6] == '1'
-local v = redis.pcall('GET', lock)
-if type(v) == 'string' and not registered then
-  -- The common case, a mutex freed by a release that found no waiter:
-  -- one read, one write, before the library is even defined.
-  local last = string.match(v, '^(%d+) free$')
-  if last then
-    local token = tonumber(last) + 1
-    redis.call('SET', lock, string.format('%d 1 0 %s %s %s', token, owner, op, op), 'PX', ARGV[3])
-    return token
-  end
+-- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
+-- queue.lua).
+-- ARGV: the header (see codec.lua); ARGV[12] the hand-off threshold ms
+-- (see pass_on).
+-- Reply: an attempt's (see codec.lua).
+--
+-- Anyone takes a free mutex, unless the waiter at the head of the queue
+-- has waited past the threshold: then the mutex is handed to that waiter
+-- here, as a release would have (so that a head that died holds it up for
+-- its hand-off lease at most), and the newcomer queues behind it.
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+  -- The common case: a free mutex nobody waits for, taken as a plain
+  -- SET does.
+  return 0
 end
 -- dsync:library
-local s = decode(lock, v)
+local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
+local a = header()
+local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)
 end
-local ttl = tonumber(ARGV[3])
+if s.owner == a.owner then
+  enter(lock, s, a)
+  if a.registered then
+    dequeue(queue, expiry, a.entry)
+  end
+  return acquired(lock, s)
+end
+local now_ms, now_us = now()
 if not s.owner then
-  -- A waiter that registered was likely not alone, and waiters of a hold
-  -- whose key went missing may be left unflagged: the release looks.
-  s = {token = next_token(s.token), count = 1, waiting = registered or not s.token, owner = owner, id = op, ops = op}
-  grant(lock, nil, s, ARGV[3])
-elseif s.owner == owner then
-  -- A re-entry, a retry whose first reply was lost, or a waiter's attempt
-  -- after a hand-off to it (see hand_off).
-  if not seen(s.ops, op) then
-    s.count = s.count + 1
-  end
-  s.ops = remember(s.ops, op, now_s(), acquisition_memory(ARGV[3]))
-  store_extending(lock, s, ARGV[3])
-  ttl = redis.call('PTTL', lock)
-else
-  if entry ~= '' then
-    register(waiters, entry, now(), ARGV[5])
-    if not s.waiting then
-      s.waiting = true
-      store(lock, s)
+  local h, since = head(queue, expiry, now_ms)
+  if not h or h == a.entry or now_ms - math.floor(since) < tonumber(ARGV[12]) then
+    if a.registered then
+      dequeue(queue, expiry, a.entry)
     end
+    -- Waiters may be left behind it (or a marker says so): its release
+    -- looks.
+    return tonumber(take(lock, s, a, h ~= false or s.token ~= nil, now_us).token)
   end
-  return {0, redis.call('PTTL', lock), s.token}
+  s.waiting = true
+  local w, grant = pass_on(lock, s, queue, expiry, a, 0)
+  if not w then
+    -- The head was not a waiter's entry, and nobody else is queued.
+    if a.registered then
+      dequeue(queue, expiry, a.entry)
+    end
+    return tonumber(take(lock, s, a, false, now_us).token)
+  end
+  -- Published whatever the waiter's hub: the caller learns of it only
+  -- from its own attempt's reply, which says nothing of it.
+  wake(a.channel, w, grant)
+  s = load(lock)
 end
-if registered then
-  redis.call('ZREM', waiters, entry)
+if a.entry ~= '' then
+  enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
+  if s.owner then
+    flag_waiting(lock, s)
+  end
 end
-return {1, s.count, s.token, s.id, ttl}
+if not s.owner then
+  return not_acquired(-1, s.token)
+end
+return not_acquired(redis.call('PTTL', lock), s.token)

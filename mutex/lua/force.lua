@@ -1,11 +1,13 @@
--- force: free the mutex whoever holds it, and hand it to the next waiter.
--- KEYS[1] lock key (see load); KEYS[2] waiter set.
--- ARGV[1] wake channel base; ARGV[2] the caller's hub id (see hand_off);
--- ARGV[3] the fencing token of the hold to take, or '' for whichever.
+-- force: free the mutex whoever holds it, and pass it to the waiters.
+-- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
+-- queue.lua).
+-- ARGV: the header (see codec.lua), of which the channel, the hub id and
+-- the entry ttl count; ARGV[12] the fencing token of the hold to take, or
+-- '' for whichever; ARGV[13] the hand-off threshold ms.
 -- Reply: {1 if a hold was taken, else 0; its hold id, or the current
 -- holder's owner id if it was kept because its token differs}, followed
--- by the waiter's address, token and owner id if it was handed to a
--- waiter.
+-- by the waiter handed the mutex or woken (see hand_to).
+local a = header()
 local s = load(KEYS[1])
 if s.foreign then
   return unexpected(KEYS[1], s.foreign)
@@ -13,10 +15,9 @@ end
 if not s.owner then
   return {0, ''}
 end
-if ARGV[3] ~= '' and s.token ~= ARGV[3] then
+if ARGV[12] ~= '' and s.token ~= ARGV[12] then
   return {0, s.owner}
 end
-local id = s.id
--- The recovery tool looks at the waiter set whatever the flag says.
+-- The recovery tool looks at the queue whatever the flag says.
 s.waiting = true
-return {1, id, hand_off(KEYS[1], nil, s, ARGV[1], nil, ARGV[2], function() return pop_waiter(KEYS[2]) end)}
+return {1, s.id, hand_to(a, pass_on(KEYS[1], s, KEYS[2], KEYS[3], a, tonumber(ARGV[13])))}

@@ -4,14 +4,14 @@
 -- of writers is passed on too: its last hold expired, and a waiter may not
 -- know yet.
 -- KEYS: see rw.lua.
--- ARGV[1] 'r' for a read acquisition, 'w' for a write one; ARGV[2] owner
--- id; ARGV[3] operation id of the acquisition; ARGV[4] waiter entry (''
--- if it never registered); ARGV[5] wake channel base; ARGV[6] the
--- caller's process id; ARGV[7] 'r' if readers are preferred, else 'w'.
--- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
--- address, token and owner id of each waiter the lock was handed to.
-local role, owner, op, entry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local a = {channel = ARGV[5], process = ARGV[6], prefer = ARGV[7]}
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] 'r' if
+-- readers are preferred, else 'w'; ARGV[13] 'r' for a read acquisition,
+-- 'w' for a write one.
+-- Reply: {1 if an acquisition was undone, else 0; ''}, followed by each
+-- waiter the lock was handed to (see hand_to).
+local a = header()
+local role, owner, op, entry = ARGV[13], a.owner, a.op, a.entry
+a.prefer = ARGV[12]
 if entry ~= '' then
   if role == 'w' then
     dequeue(WQ, WX, entry)
@@ -35,7 +35,8 @@ if role == 'w' and s.kind == 'write' and s.owner == owner and seen(s.ops, op) th
     store(W, s)
     return out
   end
-  rw_vacate(s.token)
+  s.token = rw_vacate(s.token)
+  a.last = s.token
   pass_and_settle(out, true, a, now_ms, now_us)
   return out
 end
@@ -47,7 +48,7 @@ if role == 'r' and s.kind == 'read' then
       s.ops = forget(s.ops, op)
       redis.call('SET', W, lone_read_value(s), 'KEEPTTL')
     else
-      redis.call('SET', W, s.token .. ' free', 'KEEPTTL')
+      redis.call('DEL', W)
     end
   end
   return out

@@ -1,10 +1,11 @@
 -- force: free the lock of every hold, write and read, whoever holds them,
 -- and pass it on (see pass_on).
 -- KEYS: see rw.lua.
--- ARGV[1] wake channel base; ARGV[2] the caller's process id; ARGV[3] 'r'
--- if readers are preferred, else 'w'.
--- Reply: {holds taken; their hold ids, space-separated}, followed by the
--- address, token and owner id of each waiter the lock was handed to.
+-- ARGV: the header (see codec.lua), of which the channel and the hub id
+-- count; ARGV[12] unused (a token to match: the read-write lock has no
+-- ForceUnlockToken); ARGV[13] 'r' if readers are preferred, else 'w'.
+-- Reply: {holds taken; their hold ids, space-separated}, followed by each
+-- waiter the lock was handed to (see hand_to).
 local s = rw_decode(redis.pcall('GET', W))
 if s.foreign then
   return unexpected(W, s.foreign)
@@ -14,7 +15,7 @@ purge_readers(now_ms)
 local ids = {}
 if s.kind == 'write' or s.kind == 'read' then
   ids[#ids + 1] = s.id
-  rw_vacate(s.token)
+  s.token = rw_vacate(s.token)
 end
 -- A reader counts only with its expiry entry: one left without it (the
 -- rexpiry key vanished) was lost, and its holder told at its renewal.
@@ -28,6 +29,8 @@ end
 redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
-  pass_and_settle(out, true, {channel = ARGV[1], process = ARGV[2], prefer = ARGV[3], last = s.token}, now_ms, now_us)
+  local a = header()
+  a.prefer, a.last = ARGV[13], s.token
+  pass_and_settle(out, true, a, now_ms, now_us)
 end
 return out

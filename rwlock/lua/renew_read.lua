@@ -1,7 +1,7 @@
 -- renew_read: extend many read holds in one call (the lease scheduler's
 -- batch).
 -- KEYS: per hold, its lock's W, readers hash and read expiry set (see
--- rw.lua).
+-- rw.lua, whose functions are given W of the first hold: rw_decode only).
 -- ARGV[1] keys per hold (3); ARGV[2] args per hold; then per hold its
 -- owner id, lease ms (0: only check the hold, as for a fixed lease) and
 -- hold id.
@@ -16,9 +16,10 @@ for i = 1, #KEYS / nkeys do
   local owner, lease, id = ARGV[base + 1], tonumber(ARGV[base + 2]), ARGV[base + 3]
   out[i] = 0
   local v = redis.pcall('GET', w)
+  local s = rw_decode(v)
   local lone, lone_id
-  if type(v) == 'string' then
-    lone, lone_id = string.match(v, '^%d+ r %d+ (%S+) (%S+)')
+  if s.kind == 'read' then
+    lone, lone_id = s.owner, s.id
   end
   if lone then
     -- A lone read hold is W itself (see rw.lua).
@@ -36,7 +37,7 @@ for i = 1, #KEYS / nkeys do
       end
       expire_at_least(readers, lease)
       expire_at_least(rexpiry, lease)
-      if type(v) == 'string' and string.match(v, '^%d+ shared$') then
+      if s.kind == 'shared' then
         -- W lives as long as every read hold.
         expire_at_least(w, lease)
       end

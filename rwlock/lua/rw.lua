@@ -12,32 +12,32 @@
 --
 -- W is one string, in one of these forms:
 --
---   "<token> <count> <waiting> <owner> <hold id> <ops>"
---       a write hold, in the exclusive state of exclusive.lua, expiring
---       with its lease; waiting 0 promises that nothing else is there: no
---       read hold (its owner's included) and no waiter
---   "<token> r <count> <owner> <hold id> <ops>"
---       a lone read hold, expiring with its lease, and nothing else
+--   "<owner> <hold id>", "<token> <count> <waiting> <owner> <hold id> <ops>"
+--       a write hold, in the exclusive state of codec.lua (plain or full),
+--       expiring with its lease; plain, or waiting 0, promises that
+--       nothing else is there: no read hold (its owner's included) and no
+--       waiter
+--   "<owner> <hold id> r", "<token> r <count> <owner> <hold id> <ops>"
+--       a lone read hold, plain (taken by one SET NX: count 1, no token
+--       drawn) or full, expiring with its lease, and nothing else
 --   "<token> shared"
 --       no write hold; read holds in R and RX, or waiters, or both; it
 --       expires no sooner than any of them
---   "<token> free"
---       nothing held and nobody waiting, for the rest of the last hold's
---       lease
 --
 -- or missing: nothing held and nobody waiting, or the key of a hold that
 -- ended without a release (or was deleted) with read holds or waiters left
 -- behind, which a script that finds them writes back as "<token> shared".
--- So a lone writer or a lone reader takes a free lock with one read and one
--- write, and frees it with one write, as the mutex (see exclusive.lua);
--- anything else is on the other keys, which every other case reads.
+-- So a lone writer or a lone reader takes a lock that nothing else is on
+-- with one SET NX, and frees it with one DEL, as the mutex does; anything
+-- else is on the other keys, which every other case reads. ("<token>
+-- free", which W held once a lone holder was gone, is read as missing.)
 --
--- Tokens come from one sequence, kept in W whatever its form: a write
--- hold, and a read hold handed to a waiter, draw the next one (a waiter
--- refuses a grant whose token it has seen before, see package wait); a
--- read hold taken directly starts with the last one. A write hold's token
--- is thus above that of every hold before it, read or write. When W is
--- missing the next token is seeded from the server clock (see fence.lua).
+-- Tokens come from one sequence (see fence.lua), kept in W while it knows
+-- the last one: a write hold, and a read hold handed to a waiter, draw the
+-- next one (a waiter refuses a grant whose token it has seen before, see
+-- package wait); a read hold taken directly starts with the last one, or
+-- draws one if W has none. A write hold's token is thus above that of
+-- every hold before it, read or write.
 local W, R, RX, WQ, WX, RW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 -- rw_decode reads v, the reply of a GET of W by pcall: a table with kind
@@ -50,6 +50,10 @@ local function rw_decode(v)
     if token then
       return {kind = 'read', token = token, count = tonumber(count), owner = owner, id = id, ops = ops}
     end
+    owner, id = string.match(v, '^(%x+) (%x+) r$')
+    if owner then
+      return {kind = 'read', count = 1, owner = owner, id = id, ops = id, plain = true}
+    end
     token = string.match(v, '^(%d+) shared$')
     if token then
       return {kind = 'shared', token = token}
@@ -57,13 +61,18 @@ local function rw_decode(v)
   end
   local s = decode(W, v)
   if not s.foreign then
-    s.kind = s.owner and 'write' or (s.token and 'free' or 'missing')
+    s.kind = s.owner and 'write' or 'missing'
   end
   return s
 end
 
--- lone_read_value returns W's value for the lone read hold s.
+-- lone_read_value returns W's value for the lone read hold s, in the full
+-- form: a plain one draws its token then.
 local function lone_read_value(s)
+  if not s.token then
+    s.token = draw(nil)
+  end
+  s.plain = nil
   return s.token .. ' r ' .. string.format('%d', s.count) .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
 end
 
@@ -125,6 +134,9 @@ end
 local function rw_unfold(s, now_ms)
   redis.call('ZRANGE', RX, 0, 0)
   redis.call('HLEN', R)
+  if not s.token then
+    s.token = draw(nil)
+  end
   local pt = redis.call('PTTL', W)
   if pt > 0 then
     store_reader(s.owner, s, now_ms + pt, now_ms)
@@ -136,9 +148,12 @@ end
 -- rw_vacate ends the hold that W holds, write or lone read hold of token
 -- token, before the lock is passed on: W becomes "<token> shared" for as
 -- long as it had left, so that a script failing later (a key of the wrong
--- type) leaves no hold behind, and the others look at the other keys.
+-- type) leaves no hold behind, and the others look at the other keys. A
+-- plain hold, whose token is nil, draws one. It returns the token.
 local function rw_vacate(token)
+  token = token or draw(nil)
   redis.call('SET', W, token .. ' shared', 'KEEPTTL')
+  return token
 end
 
 -- rw_busy reports whether a read hold or a waiter is left at now_ms, the
@@ -152,16 +167,13 @@ end
 -- rw_settle writes W for a lock whose write hold is free, with token the
 -- last token handed out (nil if W did not know it): "<token> shared",
 -- expiring with the longest-lived of the other keys, while a read hold or
--- a waiter is left; else "<token> free" for the rest of W's expiry. A
--- shared lock whose token was lost takes one seeded from the server clock
--- (now_us). It returns the token, '0' if none.
+-- a waiter is left; else it deletes W. A shared lock whose token was lost
+-- draws one (see fence.lua). It returns the token, '0' if none.
 local function rw_settle(token, now_ms, now_us)
   if rw_busy(now_ms) then
-    token = token or string.format('%d', now_us)
+    token = token or draw(nil, now_us)
     local ttl = math.max(redis.call('PTTL', RX), redis.call('PTTL', WX), redis.call('PTTL', RW), 1)
     redis.call('SET', W, token .. ' shared', 'PX', ttl)
-  elseif token and redis.call('PTTL', W) > 0 then
-    redis.call('SET', W, token .. ' free', 'KEEPTTL')
   else
     redis.call('DEL', W)
   end
@@ -180,22 +192,14 @@ local function rw_keep(s, ttl, now_ms, now_us)
   return rw_settle(s.token, now_ms, now_us)
 end
 
--- parse_entry splits a waiter's entry "<hubid>/<op>|<ttl ms>|<owner>".
-local function parse_entry(w)
-  return string.match(w, '^[^/|]+/([^|]+)|(%d+)|(.*)$')
-end
-
--- announce wakes the waiter of entry w with its grant (the token; '' for
--- a wake-up without one), unless it is in the caller's process (which
--- delivers it from the reply), and appends the waiter's address, grant and
--- owner to out.
-local function announce(out, w, token, owner, channel, process)
-  if not local_to(w, process) then
-    wake(channel, w, token ~= '' and token or nil)
-  end
-  out[#out + 1] = string.match(w, '^[^|]+')
-  out[#out + 1] = token
-  out[#out + 1] = owner
+-- announce appends to out the waiter of entry w, handed the grant (the
+-- token; '' for a wake-up without one) and now held by owner, and wakes it
+-- unless it is in the caller's hub (see hand_to).
+local function announce(out, a, w, token, owner)
+  local address, grant, o = hand_to(a, w, token, owner)
+  out[#out + 1] = address
+  out[#out + 1] = grant
+  out[#out + 1] = o
 end
 
 -- pass_on hands the lock, whose write hold is free (W still holds a
@@ -209,8 +213,9 @@ end
 --   - else, once no read hold is left, the writer at the head of the
 --     queue.
 --
--- a holds the caller's channel base, process id and preference, and last,
--- the last token handed out (nil if unknown). It returns the last token
+-- a is the header (see codec.lua), with prefer, the preference ('r' if
+-- readers are preferred), and last, the last token handed out (nil if
+-- unknown). It returns the last token
 -- handed out now, and whether W now holds a writer's hold; if not, the
 -- caller settles W (see rw_settle).
 local function pass_on(out, after_write, a, now_ms, now_us)
@@ -221,7 +226,7 @@ local function pass_on(out, after_write, a, now_ms, now_us)
     local handed = false
     local w = pop_waiter(RW)
     while w do
-      local op, ttl, owner = parse_entry(w)
+      local op, owner, ttl = parse_entry(w)
       if op then
         local r = load_reader(owner, now_ms)
         if r then
@@ -234,11 +239,11 @@ local function pass_on(out, after_write, a, now_ms, now_us)
           r.count = r.count + 1
           r.ops = remember(r.ops, op, math.floor(now_ms / 1000), acquisition_memory(ttl))
           store_reader(owner, r, math.max(r.exp, now_ms + tonumber(ttl)), now_ms)
-          announce(out, w, '', owner, a.channel, a.process)
+          announce(out, a, w, '', owner)
         else
-          token = next_token(token, nil, now_us)
+          token = draw(token, now_us)
           store_reader(owner, {token = token, count = 1, id = op, ops = op}, now_ms + tonumber(ttl), now_ms)
-          announce(out, w, token, owner, a.channel, a.process)
+          announce(out, a, w, token, owner)
         end
         handed = true
       end
@@ -252,19 +257,19 @@ local function pass_on(out, after_write, a, now_ms, now_us)
     return token, false
   end
   dequeue(WQ, WX, h)
-  local op, ttl, owner = parse_entry(h)
+  local op, owner, ttl = parse_entry(h)
   while not op do -- not a waiter's entry: skip it
     h = head(WQ, WX, now_ms)
     if not h then
       return token, false
     end
     dequeue(WQ, WX, h)
-    op, ttl, owner = parse_entry(h)
+    op, owner, ttl = parse_entry(h)
   end
-  token = next_token(token, nil, now_us)
+  token = draw(token, now_us)
   -- More waiters may be left: the release looks again.
   store(W, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
-  announce(out, h, token, owner, a.channel, a.process)
+  announce(out, a, h, token, owner)
   return token, true
 end
 

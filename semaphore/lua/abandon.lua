@@ -2,15 +2,15 @@
 -- leave the queue, and undo the acquisition if its reply was lost or
 -- permits were handed to this waiter, handing them on.
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
--- ARGV[1] owner id; ARGV[2] operation id of the acquisition; ARGV[3]
--- permits n; ARGV[4] waiter entry ('' if it never queued); ARGV[5] wake
--- channel base; ARGV[6] the caller's process id (see hand_off).
--- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
--- address, grant and owner id of every waiter handed permits.
+-- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] permits n;
+-- ARGV[13] the handle's capacity.
+-- Reply: {1 if an acquisition was undone, else 0; ''}, followed by every
+-- waiter handed permits (see hand_to).
 local k = sem_keys()
-local owner, op, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if ARGV[4] ~= '' then
-  dequeue(k.queue, k.expiry, ARGV[4])
+local a = header()
+local owner, op, n = a.owner, a.op, tonumber(ARGV[12])
+if a.entry ~= '' then
+  dequeue(k.queue, k.expiry, a.entry)
 end
 local v = redis.pcall('GET', k.hash)
 if type(v) == 'string' then
@@ -24,12 +24,12 @@ if type(v) == 'string' then
   end
   s.permits = s.permits - math.min(n, s.permits)
   if s.permits == 0 then
-    s.held = nil
+    redis.call('DEL', k.hash)
   else
     -- Forgetting the id keeps a retried abandon from undoing it twice.
     s.ops = forget(s.ops, op)
+    sem_single_store(k, s)
   end
-  sem_single_store(k, s)
   return {1, ''}
 end
 local st = sem_open(k, v, nil)
@@ -54,6 +54,6 @@ if h and seen(h.ops, op) then
     sem_store(k, h)
   end
 end
-sem_dispatch(k, st, sem_limit(st, 0), now_ms, now_us, ARGV[5], ARGV[6], '', reply)
+sem_dispatch(k, st, sem_limit(st, 0), now_ms, now_us, a, '', reply)
 sem_save(k, st, now_ms)
 return reply

@@ -1,39 +1,30 @@
 -- acquire: take n permits for an owner, in turn.
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
--- ARGV[1] owner id; ARGV[2] operation id, the same on every retry of one
--- acquisition, so that a retry after a lost reply does not count twice;
--- ARGV[3] permits n; ARGV[4] lease ms; ARGV[5] waiter entry (see
--- state.lua), '' not to queue on failure; ARGV[6] waiter timeout ms;
--- ARGV[7] '1' if an earlier attempt queued the waiter; ARGV[8] the
--- handle's capacity; ARGV[9] wake channel base.
--- Reply: the grant counter of a new hold of the n permits that the
--- operation started for the lease asked; {1, the owner's permits, grant
--- counter, hold id, remaining ms of the owner's lease} when acquired
--- otherwise (or found acquired: a retry, or a hand-off to this waiter);
--- {0, ms until the earliest holder's lease ends or the place of the first
--- waiter queued before this one does, whichever comes first (-1 if
--- neither), grant counter ('0' if none)} when not. An error reply "DSYNC
--- capacity mismatch" when the state's capacity differs from the handle's
--- and none was set at runtime; "DSYNC invalid permits" when n exceeds the
--- capacity in force.
+-- ARGV: the header (see codec.lua); ARGV[12] permits n; ARGV[13] the
+-- handle's capacity.
+-- Reply: an attempt's (see codec.lua), with the grant counter for a token
+-- and the owner's permits for a count; when not acquired, the ms until the
+-- earliest holder's lease ends or the place of the first waiter queued
+-- before this one does, whichever comes first (-1 if neither). An error
+-- reply "DSYNC capacity mismatch" when the state's capacity differs from
+-- the handle's and none was set at runtime; "DSYNC invalid permits" when n
+-- exceeds the capacity in force.
 --
 -- Waiters that fit are served from the head first, by this script too
 -- (their permits freed by an expired lease, say): the request is granted
 -- only when no live waiter is queued before it.
-local owner, op, n, lease, entry = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local registered, hcap = ARGV[7] == '1', tonumber(ARGV[8])
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'string' and not registered then
-  -- The common case, a semaphore left free by a lone holder: one read,
-  -- one write (see state.lua).
-  local last = string.match(v, '^(%d+) free$')
-  if last then
-    local grant = tonumber(last) + 1
-    redis.call('SET', KEYS[1], string.format('%d %s %s %s %s %s', grant, ARGV[8], ARGV[3], owner, op, op), 'PX', lease)
-    return grant
-  end
+if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) == 0 and
+    redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+  -- The common case: a free semaphore, with nobody queued and no capacity
+  -- set at runtime, taken by a plain SET (n never exceeds the handle's
+  -- capacity).
+  return 0
 end
--- (library parts: see newScript)
+-- dsync:library
+local a = header()
+local owner, op, n, lease, entry = a.owner, a.op, tonumber(ARGV[12]), a.lease, a.entry
+local registered, hcap = a.registered, tonumber(ARGV[13])
+local v = redis.pcall('GET', KEYS[1])
 local k = sem_keys()
 local s = type(v) == 'string' and sem_single(v)
 local override = sem_override(k)
@@ -58,7 +49,7 @@ if s or not v then
     if registered then
       dequeue(k.queue, k.expiry, entry)
     end
-    return {1, s.permits, s.grant, s.id, left}
+    return {1, s.permits, s.grant or '0', s.id, left}
   end
   if not head(k.queue, k.expiry, now_ms) then
     if not s.held then
@@ -70,10 +61,10 @@ if s or not v then
       if registered then
         dequeue(k.queue, k.expiry, entry)
       end
-      local grant = s.grant and tonumber(s.grant) + 1 or now_us
-      sem_single_store(k, {grant = string.format('%d', grant), held = true, cap = hcap, override = override ~= nil,
+      local grant = next_token(s.grant, nil, now_us)
+      sem_single_store(k, {grant = grant, held = true, cap = hcap, override = override ~= nil,
         permits = n, owner = owner, id = op, ops = op}, lease)
-      return grant
+      return tonumber(grant)
     end
     if s.owner == owner and s.permits + n <= limit then
       -- A re-entry, which adds to the owner's permits.
@@ -88,10 +79,10 @@ if s or not v then
       return {1, s.permits, s.grant, s.id, left}
     end
     if entry == '' and s.permits + n > limit then
-      return {0, redis.call('PTTL', k.hash), s.grant}
+      return not_acquired(redis.call('PTTL', k.hash), s.grant)
     end
   end
-  if not s.grant then
+  if not s.grant and not s.held then
     s = nil
   end
 end
@@ -109,7 +100,7 @@ if n > limit then
   return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
 end
 sem_purge(k, st, now_ms)
-sem_dispatch(k, st, limit, now_ms, now_us, ARGV[9], '', entry, nil)
+sem_dispatch(k, st, limit, now_ms, now_us, {channel = a.channel, hub = ''}, entry, nil)
 local h = sem_holder(k, owner)
 local till
 if h and seen(h.ops, op) then
@@ -129,7 +120,7 @@ if h then
   return {1, h.permits, st.grant or '1', h.id, till - now_ms}
 end
 if entry ~= '' then
-  enqueue(k.queue, k.expiry, entry, now_ms, ARGV[6])
+  enqueue(k.queue, k.expiry, entry, now_ms, a.entry_ttl)
   st.queued = true
 end
 sem_save(k, st, now_ms)
@@ -149,4 +140,4 @@ if hd and hd ~= entry then
     retry = exp
   end
 end
-return {0, retry, st.grant or '0'}
+return not_acquired(retry, st.grant)

@@ -3,9 +3,9 @@
 -- KEYS: see state.lua (state, holders, queue, expiry, capacity).
 -- ARGV[1] the new capacity, '0' to clear the runtime capacity; ARGV[2] the
 -- handle's capacity, which the state takes when cleared; ARGV[3] wake
--- channel base; ARGV[4] the caller's process id (see hand_off).
--- Reply: {the capacity in force, ''}, followed by the address, grant and
--- owner id of every waiter handed permits.
+-- channel base; ARGV[4] the caller's hub id (see hand_to).
+-- Reply: {the capacity in force, ''}, followed by every waiter handed
+-- permits (see hand_to).
 local k = sem_keys()
 local c = tonumber(ARGV[1])
 local v = redis.pcall('GET', k.hash)
@@ -41,7 +41,7 @@ local reply = {limit, ''}
 if st.cap then
   local now_ms, now_us = now()
   sem_purge(k, st, now_ms)
-  sem_dispatch(k, st, limit, now_ms, now_us, ARGV[3], ARGV[4], '', reply)
+  sem_dispatch(k, st, limit, now_ms, now_us, {channel = ARGV[3], hub = ARGV[4]}, '', reply)
   sem_save(k, st, now_ms)
 end
 return reply

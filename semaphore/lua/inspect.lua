@@ -53,7 +53,7 @@ if owner ~= '' and out[5] > 0 then
     local exp = redis.call('ZSCORE', k.expiry, w)
     if exp and tonumber(exp) > now_ms then
       pos = pos + 1
-      if string.match(w, '|([^|]*)$') == owner then
+      if entry_owner(w) == owner then
         out[6] = pos
         break
       end

@@ -24,8 +24,8 @@ for i = 1, #KEYS / nk do
       out[i] = 1
     end
   elseif type(v) == 'table' then
-    v = redis.pcall('HGET', hash, owner)
-    if type(v) == 'string' and string.match(v, '^%d+ (%S+)') == id then
+    local ok, h = pcall(sem_holder, {hash = hash}, owner)
+    if ok and h and h.id == id then
       now_ms = now_ms or now()
       local d = redis.pcall('ZSCORE', holders, owner)
       if type(d) == 'string' and tonumber(d) > now_ms then

@@ -5,33 +5,32 @@
 --   KEYS[1] the state, in one of two forms (below)
 --   KEYS[2] holders: the shared form's leases
 --   KEYS[3] queue, KEYS[4] expiry: the FIFO waiter queue (see queue.lua),
---       entries "<hubid>/<op>|<permits>|<lease ms>|<owner id>"
+--       entries asking for "<permits>|<lease ms>" (see codec.lua)
 --   KEYS[5] capacity: the capacity set at runtime (SetCapacity), if any;
 --       it has no expiry and overrides every handle's
 --
 -- The single form, while at most one owner holds permits and no waiter is
--- queued, is one string at KEYS[1], so that a lone holder takes and frees
--- the semaphore with one write each, as the mutex does (see
--- exclusive.lua):
+-- queued, is one string at KEYS[1], so that a lone holder takes the
+-- semaphore with one SET NX and frees it with one DEL, as the mutex does:
 --
+--   "<owner> <hold id> <permits> <cap>"  the plain form (see codec.lua),
+--       held by owner for one acquisition, taken by a SET NX while none of
+--       KEYS[2], KEYS[3] and KEYS[5] was there; its grant counter is not
+--       drawn yet
 --   "<grant> <cap> <permits> <owner> <hold id> <ops>"  held by owner; the
 --       key expires with the owner's lease, so that its end needs no
 --       server time; cap is the capacity of the handles that made the
 --       state, or 'o' while a capacity set at runtime is in force
---   "<grant> free", "<grant> free o"  free, for the rest of the last
---       holder's lease, keeping the grant counter; ' o' while a capacity
---       set at runtime is in force
+--   ("<grant> free", "<grant> free o"  free, as earlier versions left it)
 --
--- A missing KEYS[1] is free too. The single form promises that no live
--- waiter is queued, and without 'o' that no capacity is set at runtime:
--- every waiter that queues turns it into the shared form first, and
--- SetCapacity marks it. So "<grant> free" is taken with one read and one
--- write. (A capacity key written by anything but SetCapacity is seen when
--- the state next leaves that form.)
+-- A missing KEYS[1] is free. The single form promises that no live waiter
+-- is queued, and without 'o' or the plain form that no capacity is set at
+-- runtime: every waiter that queues turns it into the shared form first,
+-- and SetCapacity marks it. (A capacity key written by anything but
+-- SetCapacity is seen when the state next leaves that form.)
 --
 -- The shared form, from when a second owner holds or a waiter queues
--- until every permit is free again, when the single form's free marker
--- takes its place:
+-- until every permit is free again, when the keys are deleted:
 --
 --   KEYS[1] hash:
 --       cap    the capacity of the handles that created the state
@@ -47,10 +46,9 @@
 -- The hash and holders expire no sooner than the latest lease, so that
 -- they vanish when every holder died.
 --
--- The grant counter grows by one with every grant, so that a waiter can
--- tell a hand-off newer than its last failed attempt (see package wait);
--- it is seeded from the server clock in microseconds when no state keeps
--- it.
+-- The grant counter grows with every grant, so that a waiter can tell a
+-- hand-off newer than its last failed attempt (see package wait); it is
+-- drawn as a fencing token is (see fence.lua).
 
 local function sem_keys()
   return {hash = KEYS[1], holders = KEYS[2], queue = KEYS[3], expiry = KEYS[4], cap = KEYS[5]}
@@ -81,10 +79,14 @@ local function sem_override(k)
 end
 
 -- sem_single decodes v, the string at KEYS[1], as the single form: a
--- table with grant (a string), override (true if marked 'o') and, when
--- held, held = true, cap (nil if 'o'), permits, owner, id and ops; nil
--- if v is not a semaphore's.
+-- table with grant (a string, nil in the plain form), override (true if
+-- marked 'o') and, when held, held = true, cap (nil if 'o'), permits,
+-- owner, id and ops; nil if v is not a semaphore's.
 local function sem_single(v)
+  local owner, id, p, c = string.match(v, '^(%x+) (%x+) (%d+) (%d+)$')
+  if owner then
+    return {held = true, cap = tonumber(c), permits = tonumber(p), owner = owner, id = id, ops = id, plain = true}
+  end
   local g, c, p, owner, id, ops = string.match(v, '^(%d+) (%w+) (%d+) (%S+) (%S+) ?(.*)$')
   if g and (c == 'o' or string.match(c, '^%d+$')) then
     return {grant = g, held = true, cap = tonumber(c), override = c == 'o', permits = tonumber(p), owner = owner, id = id, ops = ops}
@@ -100,8 +102,10 @@ local function sem_single(v)
   return nil
 end
 
--- sem_single_value returns the string of the single form s.
+-- sem_single_value returns the string of the single form s, a plain one
+-- drawing its grant counter.
 local function sem_single_value(s)
+  s.grant = s.grant or next_token(nil)
   if not s.held then
     return s.grant .. (s.override and ' free o' or ' free')
   end
@@ -151,6 +155,7 @@ local function sem_open(k, v, s, hcap, now_ms)
     return {used = 0, grant = s.grant}
   end
   local cap = s.cap or tonumber(hcap)
+  s.grant = s.grant or next_token(nil)
   redis.call('HSET', k.hash, 'cap', cap, 'used', s.permits, 'grant', s.grant,
     s.owner, string.format('%d', s.permits) .. ' ' .. s.id .. ' ' .. s.ops)
   redis.call('ZADD', k.holders, now_ms + pt, s.owner)
@@ -273,11 +278,7 @@ end
 
 -- sem_next_grant moves the grant counter on and returns it.
 local function sem_next_grant(st, now_us)
-  if st.grant and tonumber(st.grant) then
-    st.grant = string.format('%d', tonumber(st.grant) + 1)
-  else
-    st.grant = string.format('%d', now_us)
-  end
+  st.grant = next_token(tonumber(st.grant) and st.grant or nil, nil, now_us)
   return st.grant
 end
 
@@ -306,57 +307,48 @@ end
 -- those behind it, however small their requests (no starvation of large
 -- requests). A head asking for more than the capacity is dropped and woken
 -- to learn it at its attempt. Each waiter granted permits is woken with the
--- new grant counter, unless it is in the caller's process (process, see
--- hand_off) or is the caller itself (self); when out is not nil, its
+-- new grant counter, unless it is in the caller's hub (a.hub, '' for none:
+-- see hand_to) or is the caller itself (self); when out is not nil, its
 -- address, grant and owner are appended to it, as wait.HandOff reads them.
-local function sem_dispatch(k, st, limit, now_ms, now_us, channel, process, self, out)
+local function sem_dispatch(k, st, limit, now_ms, now_us, a, self, out)
   while true do
     local w = head(k.queue, k.expiry, now_ms)
     st.queued = w ~= false
     if not w then
       return
     end
-    local address, n, ttl, owner = string.match(w, '^([^|]+)|(%d+)|(%d+)|(.+)$')
-    local op = address and string.match(address, '/(.+)$')
-    if not op then
+    local op, owner, n, ttl = parse_entry(w)
+    if not op or not ttl then
       dequeue(k.queue, k.expiry, w) -- not a waiter's entry
+    elseif n > limit then
+      dequeue(k.queue, k.expiry, w)
+      wake(a.channel, w)
+    elseif st.used + n > limit then
+      return
     else
-      n = tonumber(n)
-      if n > limit then
-        dequeue(k.queue, k.expiry, w)
-        wake(channel, w)
-      elseif st.used + n > limit then
-        return
-      else
-        dequeue(k.queue, k.expiry, w)
-        local g = sem_next_grant(st, now_us)
-        sem_grant(k, st, owner, op, n, ttl, now_ms)
-        if w ~= self and (process == '' or not local_to(w, process)) then
-          wake(channel, w, g)
-        end
-        if out then
-          out[#out + 1] = address
-          out[#out + 1] = g
-          out[#out + 1] = owner
-        end
+      dequeue(k.queue, k.expiry, w)
+      local g = sem_next_grant(st, now_us)
+      sem_grant(k, st, owner, op, n, ttl, now_ms)
+      if w ~= self and (a.hub == '' or not local_to(w, a.hub)) then
+        wake(a.channel, w, g)
+      end
+      if out then
+        out[#out + 1] = entry_address(w)
+        out[#out + 1] = g
+        out[#out + 1] = owner
       end
     end
   end
 end
 
 -- sem_save writes the counters back or, when no permit is held and no
--- live waiter queued, returns to the single form: the free marker, for as
--- long as the hash had left.
+-- live waiter queued, deletes the state: the semaphore is free.
 local function sem_save(k, st, now_ms)
   if st.queued == nil then
     st.queued = head(k.queue, k.expiry, now_ms) ~= false
   end
   if st.used <= 0 and not st.queued then
-    local pt = redis.call('PTTL', k.hash)
     redis.call('DEL', k.hash, k.holders)
-    if st.grant and pt > 0 then
-      redis.call('SET', k.hash, sem_single_value({grant = st.grant, override = st.override ~= nil}), 'PX', pt)
-    end
     return
   end
   if st.grant then

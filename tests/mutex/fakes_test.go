@@ -157,7 +157,7 @@ func catchPanic(f func()) (p any) {
 
 func uniqueName(prefix string) string { return prefix + "-" + dsync.NewID()[:12] }
 
-// vanishOnRelease runs the first 2-key script called after armed is set
+// vanishOnRelease runs the first 4-key script called after armed is set
 // (the release), then deletes the lock key, as ForceUnlock or a flush
 // would, and holds the reply for pause.
 type vanishOnRelease struct {
@@ -170,7 +170,7 @@ type vanishOnRelease struct {
 }
 
 func (v *vanishOnRelease) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if len(keys) == 2 && v.armed.CompareAndSwap(true, false) {
+	if len(keys) == 4 && v.armed.CompareAndSwap(true, false) {
 		reply, err := v.Backend.Eval(ctx, s, keys, args...)
 		v.srv.Del(v.key)
 		v.fired.Store(true)

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/tests/fake"
@@ -42,34 +44,42 @@ func queue(t *testing.T, ctx context.Context, m *mutex.Mutex) <-chan error {
 	return got
 }
 
+// greedyLoop has a client release and re-lock name every millisecond
+// until stop is closed, and closes done then: a client that would win
+// every race against a woken waiter, which has a round trip to make
+// first. It returns the token of its first hold.
+func greedyLoop(t *testing.T, srv *miniredis.Miniredis, name string, stop, done chan struct{}, opts ...mutex.Option) int64 {
+	greedy := mutex.New(fake.FakeBackend(t, srv), name, opts...)
+	greedy.Lock()
+	first, _ := greedy.Token(context.Background())
+	go func() {
+		defer close(done)
+		for {
+			time.Sleep(time.Millisecond)
+			greedy.Unlock()
+			greedy.Lock()
+			select {
+			case <-stop:
+				greedy.Unlock()
+				return
+			default:
+			}
+		}
+	}()
+	return first
+}
+
 func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
-		// A client that releases and re-locks at once would win every
-		// race against a woken waiter, which has a round trip to make
-		// first. A hand-off leaves no race to win.
-		greedy := mutex.New(fake.FakeBackend(t, srv), "hot")
-		greedy.Lock()
-		first, _ := greedy.Token(ctx)
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				time.Sleep(time.Millisecond)
-				greedy.Unlock()
-				greedy.Lock()
-				select {
-				case <-stop:
-					greedy.Unlock()
-					return
-				default:
-				}
-			}
-		}()
+		// With hand-offs at every release, a greedy client cannot win:
+		// the release hands the mutex to the waiter with its wake-up.
+		handOff := mutex.WithHandoffAfter(0)
+		stop, done := make(chan struct{}), make(chan struct{})
+		first := greedyLoop(t, srv, "hot", stop, done, handOff)
 		wb := &counting{Backend: fake.FakeBackend(t, srv), delay: 200 * time.Microsecond}
-		waiter := mutex.New(wb, "hot")
+		waiter := mutex.New(wb, "hot", handOff)
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -100,11 +110,55 @@ func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 	})
 }
 
+// The bound of the two modes: a waiter among clients that release and
+// retake the mutex in a tight loop acquires within the hand-off threshold
+// plus one hand-off. Until then each release frees the mutex and wakes it,
+// and the greedy client's next Lock gets there first.
+func TestFakeTimeStarvingWaiterIsHandedTheMutex(t *testing.T) {
+	for _, after := range []time.Duration{mutex.DefaultHandoffAfter, 20 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fake.Fake(t)
+				ctx := context.Background()
+				opt := mutex.WithHandoffAfter(after)
+				stop, done := make(chan struct{}), make(chan struct{})
+				first := greedyLoop(t, srv, "hot", stop, done, opt)
+				wb := &counting{Backend: fake.FakeBackend(t, srv), delay: 200 * time.Microsecond}
+				waiter := mutex.New(wb, "hot", opt)
+				start := time.Now()
+				wctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				err := waiter.LockContext(wctx)
+				waited, calls := time.Since(start), wb.calls.Load()
+				if err != nil {
+					t.Fatalf("waiter starved for %v: %v", waited, err)
+				}
+				if token, err := waiter.Token(ctx); err != nil || token <= first {
+					t.Errorf("token %d, %v; want above the greedy client's first, %d", token, err, first)
+				}
+				close(stop)
+				waiter.Unlock()
+				<-done
+				// The greedy client releases every 1ms: the first release
+				// after the threshold hands the mutex over.
+				if waited < after || waited > after+2*time.Millisecond {
+					t.Errorf("waiter got the mutex %v after asking; want past the %v threshold, within one more release", waited, after)
+				}
+				// An attempt per release that woke it, and no more.
+				if max := int64(after/time.Millisecond) + 3; calls > max {
+					t.Errorf("waiter made %d calls to acquire, want at most %d", calls, max)
+				}
+				t.Logf("threshold %v: acquired after %v, %d calls", after, waited, calls)
+			})
+		})
+	}
+}
+
 func TestFakeTimeHandedHoldIsRenewedToFullLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
-		holder := mutex.New(fake.FakeBackend(t, srv), "renew")
+		holder := mutex.New(fake.FakeBackend(t, srv), "renew", mutex.WithHandoffAfter(0))
 		holder.Lock()
 		waiter := mutex.New(fake.FakeBackend(t, srv), "renew")
 		got := queue(t, ctx, waiter)
@@ -200,12 +254,19 @@ func TestFakeTimeHandOffToDeadWaiterLapses(t *testing.T) {
 		ctx := context.Background()
 		holder := mutex.New(fake.FakeBackend(t, srv), "y")
 		holder.Lock()
-		// The entry a waiter leaves when its process dies (see
-		// lua/handoff.lua): it expires in 15s, and asks for a 2s lease.
-		// Its registration flagged the hold.
+		if _, err := holder.Token(ctx); err != nil { // the hold in the full form
+			t.Fatal(err)
+		}
+		// The entry a waiter leaves when its process dies: it expires in
+		// 15s, asks for a 2s lease, and has waited past the hand-off
+		// threshold. Its registration flagged the hold.
 		markWaiting(t, srv, "dsync:mutex:{y}")
+		arrived := float64(time.Now().Add(-time.Second).UnixMilli())
 		expires := float64(time.Now().Add(15 * time.Second).UnixMilli())
-		if _, err := srv.ZAdd("dsync:mutex:{y}:waiters", expires, "deadhub/deadop|2000|deadowner"); err != nil {
+		if _, err := srv.ZAdd("dsync:mutex:{y}:queue", arrived, "deadhub/deadop|2000|deadowner"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.ZAdd("dsync:mutex:{y}:expiry", expires, "deadhub/deadop|2000|deadowner"); err != nil {
 			t.Fatal(err)
 		}
 		released := time.Now()

@@ -34,9 +34,12 @@ func TestFakeTimeQueuedBehindLocalHoldInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
+		// Hand-offs at every release: each queued waiter's acquisition is
+		// the release that hands it over.
 		b := &counting{Backend: fake.FakeBackend(t, srv)}
-		holder := mutex.New(b, "local")
-		waiters := []*mutex.Mutex{mutex.New(b, "local"), mutex.New(b, "local"), mutex.New(b, "local")}
+		handOff := mutex.WithHandoffAfter(0)
+		holder := mutex.New(b, "local", handOff)
+		waiters := []*mutex.Mutex{mutex.New(b, "local", handOff), mutex.New(b, "local", handOff), mutex.New(b, "local", handOff)}
 		warm(t, ctx, holder, waiters[0])
 
 		holder.Lock()
@@ -57,7 +60,7 @@ func TestFakeTimeQueuedBehindLocalHoldInOrder(t *testing.T) {
 		if n := b.calls.Load() - calls; n != 0 {
 			t.Errorf("queued waiters made %d calls, want 0", n)
 		}
-		if srv.Exists("dsync:mutex:{local}:waiters") {
+		if srv.Exists("dsync:mutex:{local}:queue") {
 			t.Error("waiters registered on the server while queued here")
 		}
 		holder.Unlock()
@@ -164,7 +167,7 @@ type stalling struct {
 }
 
 func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
-	if len(args) > 8 { // a release carrying queued waiters
+	if len(args) > 12 { // a release carrying queued waiters (after the header and the threshold)
 		close(s.stalled)
 		<-s.release
 	}

@@ -22,7 +22,7 @@ func TestLateGrantRefused(t *testing.T) {
 		// The holder's lease is 2.5s, so the waiter's retry timer (the
 		// holder's remaining TTL) has it try again at 2.5s.
 		holder := mutex.New(elsewhere{fake.FakeBackend(t, srv)}, name,
-			mutex.WithWatchdog(2500*time.Millisecond))
+			mutex.WithWatchdog(2500*time.Millisecond), mutex.WithHandoffAfter(0))
 		holder.Lock()
 		// The waiter is told of the hand-off 3s late.
 		wb := &slowWake{Backend: fake.FakeBackend(t, srv), delay: 3 * time.Second, stop: make(chan struct{})}

@@ -48,7 +48,11 @@ func TestWriteTokenAboveHandedReadTokensAfterFenceLoss(t *testing.T) {
 		for range 3 {
 			r.RUnlock()
 		}
+		// With the fence key lost and nothing held, the next token is
+		// seeded from the server clock (fence.lua), which has moved on
+		// since the read holds drew theirs: in fake time, a millisecond.
 		srv.Del("dsync:rwlock:{fence}:fence")
+		time.Sleep(time.Millisecond)
 		if err := w.LockContext(o); err != nil {
 			t.Fatal(err)
 		}

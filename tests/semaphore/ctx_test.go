@@ -29,7 +29,7 @@ type hooked struct {
 }
 
 func (h *hooked) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	hit := strings.Contains(s.Source(), "\n"+h.prefix) && h.calls.Add(1) == h.k.Load()
+	hit := strings.Contains("\n"+s.Source(), "\n"+h.prefix) && h.calls.Add(1) == h.k.Load()
 	if hit && !h.after {
 		h.hook()
 	}

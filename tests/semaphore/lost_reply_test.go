@@ -36,7 +36,7 @@ func (d *dropper) arm(prefix string, times int64, meanwhile func()) {
 
 func (d *dropper) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
 	reply, err := d.Backend.Eval(ctx, s, keys, args...)
-	if p := d.armed.Load(); err == nil && p != nil && strings.Contains(s.Source(), "\n"+*p) && d.times.Add(-1) >= 0 {
+	if p := d.armed.Load(); err == nil && p != nil && strings.Contains("\n"+s.Source(), "\n"+*p) && d.times.Add(-1) >= 0 {
 		d.dropped.Add(1)
 		if d.times.Load() <= 0 {
 			d.armed.Store(nil)

@@ -1,0 +1,174 @@
+// Package codec is the Go half of the formats that dsync's scripts and
+// its Go code share: the argument header every script for an owner takes,
+// the exclusive hold's plain value, the waiter entry, the grant a wake-up
+// carries, and the replies of attempts and of scripts that hand a
+// primitive on. Its Lua half is internal/script/codec.lua, which documents
+// each format; a change to one touches these two files.
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// The positions in the argument header (ARGV[i+1] in Lua).
+const (
+	Owner      = iota // owner id
+	Op                // operation id
+	HoldID            // id of the hold a release names; "" in an attempt
+	Plain             // the hold's plain value (see PlainValue)
+	Lease             // ms: asked by an attempt, restored by a partial release
+	Channel           // the primitive's wake channel base
+	Hub               // the caller's hub id
+	Entry             // waiter entry, "" for none
+	EntryTTL          // ms the waiter entry lives without an attempt
+	Registered        // "1" if an earlier attempt registered the waiter
+	FenceTTL          // ms the fence key, the last of KEYS, keeps the last token; "0" for none
+	HeaderLen         // the first of the primitive's own arguments
+)
+
+// PlainValue returns what a plain acquisition (one SET NX) stores at a
+// primitive's main key for the hold id of owner in role: the plain form
+// of the exclusive state; for role "r", the read-write lock's read hold,
+// its own (see rwlock/lua/rw.lua); with fields, those of a primitive that
+// counts what it holds (the semaphore's permits and capacity).
+func PlainValue(owner, id, role string, fields ...int64) string {
+	v := owner + " " + id
+	if role == "r" {
+		v += " r"
+	}
+	for _, f := range fields {
+		v += " " + strconv.FormatInt(f, 10)
+	}
+	return v
+}
+
+// EntryOf returns the waiter entry of the waiter at address (see package
+// hub) for owner, asking for fields (say, the lease of a hold handed to
+// it, in ms, and before it a semaphore's permits).
+func EntryOf(address, owner string, fields ...int64) string {
+	var b strings.Builder
+	b.Grow(len(address) + len(owner) + 24*len(fields) + 2)
+	b.WriteString(address)
+	for _, f := range fields {
+		b.WriteByte('|')
+		b.WriteString(strconv.FormatInt(f, 10))
+	}
+	b.WriteByte('|')
+	b.WriteString(owner)
+	return b.String()
+}
+
+// EntryAddress returns the address a waiter entry starts with.
+func EntryAddress(entry string) string {
+	if i := strings.IndexByte(entry, '|'); i >= 0 {
+		return entry[:i]
+	}
+	return entry
+}
+
+// GrantToken returns the fencing token a grant starts with.
+func GrantToken(grant string) (int64, bool) {
+	word, _, _ := strings.Cut(grant, " ")
+	t, err := strconv.ParseInt(word, 10, 64)
+	return t, err == nil && t > 0
+}
+
+// Attempt is what the reply of an attempt says.
+type Attempt struct {
+	Acquired bool
+
+	// Of an acquisition: the owner's hold count, the hold's token (0 if
+	// not drawn yet), its id and how long it has left on the server.
+	Count int64
+	Token int64
+	ID    string
+	TTL   time.Duration
+
+	// Of a failure: how long the current hold lasts (negative if
+	// unknown), and the current or last token (0 if none is known).
+	RetryIn time.Duration
+	Seen    int64
+}
+
+// AttemptReply decodes the reply of an attempt made for operation op,
+// asking for a lease of ttl (see codec.lua, "The replies"): 0, a plain
+// hold; a positive token, a new hold; or an array.
+func AttemptReply(reply any, op string, ttl time.Duration) (Attempt, error) {
+	if token, ok := reply.(int64); ok {
+		if token < 0 {
+			return Attempt{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
+		}
+		return Attempt{Acquired: true, Count: 1, Token: token, ID: op, TTL: ttl}, nil
+	}
+	r, err := backend.Array(reply, 3)
+	if err != nil {
+		return Attempt{}, err
+	}
+	ok, err1 := backend.Int(r[0])
+	n, err2 := backend.Int(r[1])
+	token, err3 := backend.Int(r[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Attempt{}, err
+	}
+	if ok == 0 {
+		retry := time.Duration(-1)
+		if n >= 0 {
+			retry = time.Duration(n) * time.Millisecond
+		}
+		return Attempt{RetryIn: retry, Seen: token}, nil
+	}
+	if len(r) < 5 || n < 1 || token < 0 {
+		return Attempt{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
+	}
+	id, err1 := backend.String(r[3])
+	left, err2 := backend.Int(r[4])
+	if err := errors.Join(err1, err2); err != nil {
+		return Attempt{}, err
+	}
+	return Attempt{Acquired: true, Count: n, Token: token, ID: id, TTL: time.Duration(left) * time.Millisecond}, nil
+}
+
+// Handed is one waiter that a script handed a primitive to, or woke to
+// try (Grant "").
+type Handed struct {
+	Address, Grant, Owner string
+}
+
+// HandOffReply decodes the reply of a script that may hand a primitive to
+// waiters: a bare integer n, or {n, hold id, address, grant, owner, ...}.
+// It appends the waiters named to handed and returns n, the hold id and
+// handed.
+func HandOffReply(reply any, handed []Handed) (n int64, id string, _ []Handed, err error) {
+	if n, ok := reply.(int64); ok {
+		return n, "", handed, nil
+	}
+	r, err := backend.Array(reply, 2)
+	if err == nil && (len(r)-2)%3 != 0 {
+		err = fmt.Errorf("%w: hand-off reply %v", dsync.ErrUnexpectedReply, reply)
+	}
+	if err != nil {
+		return 0, "", handed, err
+	}
+	n, err1 := backend.Int(r[0])
+	id, err2 := backend.String(r[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, "", handed, err
+	}
+	for i := 2; i < len(r); i += 3 {
+		address, err1 := backend.String(r[i])
+		grant, err2 := backend.String(r[i+1])
+		owner, err3 := backend.String(r[i+2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return 0, "", handed, err
+		}
+		handed = append(handed, Handed{Address: address, Grant: grant, Owner: owner})
+	}
+	return n, id, handed, nil
+}
