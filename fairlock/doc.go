@@ -16,8 +16,8 @@
 // # Order
 //
 // A waiter joins the queue when its attempt reaches the server and finds
-// the lock held, or free with others queued: its place is one past the
-// last entry's, taken by the server, never from a client clock. The final
+// the lock held, or free with others queued: its place is after the last
+// entry's, by the server's clock, never a client's. The final
 // release hands the lock to the head of the queue in the same script, with
 // a fresh fencing token, and wakes that waiter alone: a release costs the
 // same few commands and one message whatever the queue's length. Nobody
@@ -42,40 +42,42 @@
 //
 // # When to pick fairlock
 //
-// Pick fairlock over mutex when no waiter may be overtaken: when tail
-// latency matters more than throughput, or a client that unlocks and locks
-// again in a loop must not keep the lock from the others. A mutex waiter
-// is served roughly in order too, but not promised, and the mutex's
-// queueing within a process makes a contended acquisition cheaper. The
-// price of the order is a queue of two sorted sets per lock on the server,
-// and a few more commands per contended acquisition (an uncontended one
-// costs what the mutex's does); bench/README.md measures it.
+// Pick fairlock over mutex when no waiter may be overtaken: when the order
+// of acquisitions must be the order of arrival, or a client that unlocks
+// and locks again in a loop must never get the lock ahead of one that
+// waits. The mutex works as Go's sync.Mutex does (see "Two modes under
+// contention" in package mutex): a release frees it and a newcomer may
+// take it ahead of the woken waiter, until that waiter has waited past a
+// threshold (5ms by default); that keeps the mutex busy when holds are
+// short, at the cost of order, with every waiter still served within the
+// threshold plus the holds queued before it. fairlock hands the lock over
+// at every release, so between two holders it sits idle for a wake-up,
+// which costs throughput when holds are short. bench/README.md measures
+// both.
 //
 // # Fencing tokens
 //
-// Tokens are kept as package mutex keeps them: by the lock key, while held
-// and once freed for the rest of the released hold's lease; a lock whose
-// key is gone seeds its next token from the server clock in microseconds.
-// There is no fence key (and no WithFenceTTL): one more key written on
-// every grant bought only the case of a server clock that steps back while
-// the lock is free, which the clock seed leaves as it is for the mutex.
+// Tokens are drawn and kept as package mutex draws and keeps them: an
+// uncontended acquisition takes the lock with one plain SET (when nobody
+// is queued) and its token is drawn by the first Token, and the fence key
+// keeps the last one for an hour after it was drawn.
 //
 // # Keys
 //
 // The lock "reports" under the default prefix uses
 //
 //	dsync:fairlock:{reports}          string: the hold, as in package mutex;
-//	                                  freed, only the last token, for the
-//	                                  rest of the released hold's lease
+//	                                  gone when the lock is free
 //	dsync:fairlock:{reports}:queue    sorted set: waiters by arrival
 //	dsync:fairlock:{reports}:expiry   sorted set: waiters by expiry
+//	dsync:fairlock:{reports}:fence    the last token drawn, for an hour
 //	dsync:fairlock:{reports}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The queue keys vanish with their last
-// waiter, or expire a waiter timeout after its last beat. A lock freed by
-// a release that found nobody queued is taken with one read and one write
-// on the server, and a hold nobody queued behind is freed with one write,
-// as the mutex's: the queue is read only when a waiter joined it.
+// waiter, or expire a waiter timeout after its last beat. A free lock that
+// nobody is queued for is taken by a script that checks the queue key and
+// runs one SET, and a hold nobody queued behind is freed with a GET and a
+// DEL, as the mutex's: the queue is read only when a waiter joined it.
 //
 // # Errors
 //

@@ -81,52 +81,70 @@
 //
 // A lease is not a mutex: a holder paused (GC, swap, a slow network) past
 // its lease can still act while another process holds the mutex. Every
-// acquisition therefore gets a fencing token, returned by Token: a number
-// that strictly increases from one hold to the next, whoever takes it, and
+// hold therefore has a fencing token, returned by Token: a number that
+// strictly increases from one hold to the next, whoever takes it, and
 // stays the same on re-entry. Pass it with every write to the protected
 // resource, and have the resource reject a write whose token is lower than
 // the highest it has seen:
 //
 //	UPDATE orders SET ..., fence = $token WHERE id = 42 AND fence <= $token
 //
-// Tokens are taken in the same script that grants the hold, and each is
-// the previous one plus one. The last token is kept at the lock key while
-// held and, once released, for the rest of the released hold's lease. A
-// mutex whose key is gone (unused for longer, a hold that expired, a key
-// deleted or evicted) starts again from the server time in microseconds,
-// which is above every earlier token unless the server's clock stepped
-// back by more than the time since that token was handed out. Keeping the
-// token in a key of its own would survive that too, at the price of a
-// write on every acquisition; the hot path is kept to one read and one
-// write per acquisition, and one write per release.
+// A hold's token is drawn by the first script that needs it, each one more
+// than the last drawn for the name. An uncontended Lock takes the mutex
+// with one plain SET and draws no token: the first Token of such a hold
+// costs one round trip (later calls, and holds handed over or re-entered,
+// which draw theirs in their scripts, cost none). The last token is kept
+// in the mutex's fence key for an hour after it was drawn (the fence ttl),
+// so tokens keep increasing across holds that expired, keys deleted or
+// evicted, and a server clock that steps back. Once the fence key is gone
+// too, the next token starts from the server time in microseconds, which
+// is above every earlier one unless the clock stepped back by more than
+// the time since the last was drawn.
+//
+// # Two modes under contention
+//
+// The mutex works as Go's sync.Mutex does, across processes. In normal
+// mode a release frees the mutex and wakes the waiter at the head of the
+// queue, and whichever attempt reaches the server first takes it: a
+// newcomer, or the releaser's own next Lock, may get there before the
+// woken waiter, which then keeps its place at the head. That keeps the
+// mutex busy: no holder waits for a wake-up to travel before the next can
+// go. Once the head waiter has waited longer than the hand-off threshold
+// (WithHandoffAfter; DefaultHandoffAfter, 5ms, by default), the mutex is in
+// hand-off mode: the next release hands it to that waiter in the same
+// script, with its wake-up, and newcomers queue behind it; an acquisition
+// that finds the mutex free with such a waiter at the head hands it over
+// too. So no waiter waits longer than the threshold plus the holds of the
+// waiters before it and one hold of a newcomer. WithHandoffAfter(0) hands
+// over at every release: the strict turn-taking of earlier versions, with
+// the shortest tail and the lowest throughput when holds are short. Each
+// release wakes one waiter, never the herd. Package fairlock hands over at
+// every release and never lets a newcomer in ahead of a waiter: pick it
+// when the order of acquisitions must be the order of arrival.
 //
 // # Waiting
 //
-// A blocked LockContext does not poll. A waiter registers on the server
-// and waits for a wake-up on the mutex's channel (one subscription per
-// backend, shared by all local waiters), for the holder's lease to run out,
-// or for its heartbeat (5s), whichever comes first. The final unlock hands
-// the mutex to a waiter in the same script, with a fresh fencing token, and
-// wakes it; the waiter returns without another round trip, so a client
-// that unlocks and locks again in a loop cannot starve the others. A grant
-// is accepted only if it is newer than every hold the waiter saw, the one
-// its latest attempt found included, and is otherwise confirmed by one more
-// attempt: a wake-up delayed past the hold's expiry is refused. A hold
-// handed to a waiter starts on a lease of at most 2s, which the waiter's
-// watchdog extends at its first renewal, so a waiter that died holds the
-// mutex for only that long; the other waiters, who are not woken by a
-// hand-off to someone else, notice at their next attempt: within their
-// heartbeat (5s) of the hand-off. A waiter that gives up passes on a hold
-// handed to it.
+// A blocked LockContext does not poll. A waiter queues on the server, in
+// arrival order, and waits for a wake-up on the mutex's channel (one
+// subscription per backend, shared by all local waiters), for the holder's
+// lease to run out, or for its heartbeat (5s), whichever comes first. A
+// hand-off carries the hold in the wake-up, and the waiter returns without
+// another round trip. A grant is accepted only if it is newer than every
+// hold the waiter saw, the one its latest attempt found included, and is
+// otherwise confirmed by one more attempt: a wake-up delayed past the
+// hold's expiry is refused. A hold handed to a waiter starts on a lease of
+// at most 2s, which the waiter's watchdog extends at its first renewal, so
+// a waiter that died holds the mutex for only that long; the other
+// waiters, who are not woken by a hand-off to someone else, notice at
+// their next attempt: within their heartbeat (5s) of the hand-off. A
+// waiter that gives up passes on a hold handed to it.
 //
-// The waiter handed the mutex is the one that has gone longest without an
-// attempt: usually the longest waiting, but the order is not promised
-// (package fairlock grants strictly in arrival order). Goroutines of one
-// process that contend for a mutex held in the same process queue in the
-// process first (behind a hold taken through the same backend value), and
-// the release registers them on the server: a contended acquisition within
-// a process usually costs one round trip, and waiters of other processes
-// that registered meanwhile go first.
+// Goroutines of one process that contend for a mutex held in the same
+// process queue in the process first (behind a hold taken through the
+// same backend value), and the release registers them on the server. A
+// plain acquisition (one SET) does not look at the queue: after the lock
+// key was lost (deleted, evicted, a failover), a waiter registered behind
+// the lost hold finds the mutex at its next attempt, within its heartbeat.
 //
 // While the server cannot be reached, Lock keeps trying with capped
 // backoff and logs at Warn, once and then every minute.
@@ -135,24 +153,29 @@
 //
 // The mutex "orders:42" under the default prefix uses
 //
-//	dsync:mutex:{orders:42}            string: the hold (token, count,
-//	                                   owner, hold id, recent operation
-//	                                   ids); expires with the lease. Freed,
-//	                                   only the last token, for the rest
-//	                                   of the released hold's lease
-//	dsync:mutex:{orders:42}:waiters    sorted set of waiters; expires 15s
-//	                                   after the last registration
+//	dsync:mutex:{orders:42}            string: the hold (owner and hold id;
+//	                                   with waiters or a drawn token, also
+//	                                   the token, the count and recent
+//	                                   operation ids); expires with the
+//	                                   lease. Free, it is gone, or, while
+//	                                   a woken waiter is due, a marker
+//	dsync:mutex:{orders:42}:queue      waiters in arrival order, and
+//	dsync:mutex:{orders:42}:expiry     their expiry; 15s after the last
+//	                                   registration
+//	dsync:mutex:{orders:42}:fence      the last token drawn, for an hour
 //	dsync:mutex:{orders:42}:wake/<id>  pub/sub channel of one backend value
 //
-// all in one Redis Cluster slot. Once the mutex is free only the lock key
-// holding the last token is left, about 50 bytes, and not for longer than
-// the lease. A value at the lock key that dsync did not write, or a key of
-// another type, is reported as dsync.ErrUnexpectedReply and left
-// untouched. The scripts need Redis 6.2 or later (SET ... KEEPTTL GET).
+// all in one Redis Cluster slot. A value at the lock key that dsync did
+// not write, or a key of another type, is reported as
+// dsync.ErrUnexpectedReply and left untouched. The scripts need Redis 6.2
+// or later.
 //
-// An uncontended Lock and Unlock cost two round trips and five server
-// commands: one script call each, a read and a write in the first, one
-// write in the second.
+// An uncontended Lock and Unlock cost two round trips and four server
+// commands, as a lock taken with SET NX and released by a script that
+// compares and deletes does: a SET, and a script that runs a GET and a
+// DEL. With a backend that does not implement backend.Setter, the SET is
+// the fast path of the acquire script, which costs the server one script
+// call more.
 //
 // # Errors
 //

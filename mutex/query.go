@@ -11,9 +11,11 @@ import (
 // Token returns the fencing token of the hold of ctx's owner taken
 // through m's backend value (or of the newest ownerless hold taken through
 // m). Tokens strictly increase from one hold of the mutex to the next,
-// whoever takes it; re-entering returns the same token. It does no I/O,
-// and returns an error matching dsync.ErrNotHeld if there is no such hold
-// or it was lost.
+// whoever takes it; re-entering returns the same token. The first Token
+// of a hold taken with one plain SET draws its token on the server, one
+// round trip bounded by ctx; otherwise it does no I/O (see "Fencing
+// tokens" in the package documentation). It returns an error matching
+// dsync.ErrNotHeld if there is no such hold or it was lost.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	return m.h.Token(ctx, &m.hold)
 }

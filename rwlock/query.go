@@ -12,9 +12,11 @@ import (
 // Token returns the fencing token of the write hold of ctx's owner (or of
 // the newest ownerless write hold taken through m). A write hold's token
 // is above that of every hold before it, read or write, whoever took it;
-// re-entering returns the same token. It does no I/O, and returns an
-// error matching dsync.ErrNotHeld if there is no such hold or it was
-// lost. A reader has nothing to fence, as readers share the lock, and a
+// re-entering returns the same token. The first Token of a write hold
+// taken with one plain SET (a lone writer's) draws its token on the
+// server, one round trip bounded by ctx; otherwise it does no I/O. It
+// returns an error matching dsync.ErrNotHeld if there is no such hold or
+// it was lost. A reader has nothing to fence, as readers share the lock, and a
 // read hold's token is not exported.
 func (m *RWMutex) Token(ctx context.Context) (int64, error) {
 	return m.h.Token(ctx, &m.writeHold)
