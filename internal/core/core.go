@@ -167,6 +167,17 @@ func (h *Handle) fenceArg(fence bool) any {
 
 var zeroArg any = "0"
 
+// QueryArgs returns the arguments of a primitive's inspect script for
+// owner: the argument header (see codec), with the owner and the fence ttl
+// (its keys end with the fence key), then args. An inspection draws the
+// token of a plain hold, so that the state it reports names the hold by
+// its token (see ForceUnlockToken).
+func (h *Handle) QueryArgs(owner string, args ...any) []any {
+	a := make([]any, 0, codec.HeaderLen+len(args))
+	a = append(a, owner, "", "", "", "0", "", "", "", "0", "0", h.fenceArg(true))
+	return append(a, args...)
+}
+
 // Companion returns the key of the companion suffix of the main key.
 func (h *Handle) Companion(suffix string) string { return h.Key + ":" + suffix }
 
