@@ -26,6 +26,7 @@ type Result struct {
 	Commands     int64           // sent by the clients
 	RoundTrips   int64           // commands whose reply the client awaited
 	ServerCalls  int64           // INFO commandstats delta, script calls included
+	HandOffs     int64           // dsync: acquisitions handed over by a release (see handOffObserver)
 	PubSubConns  int             // on the server, sampled mid-run
 	Goroutines   int             // in this process, sampled mid-run
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
@@ -43,6 +44,7 @@ func (r *Result) add(o Result) {
 	r.Commands += o.Commands
 	r.RoundTrips += o.RoundTrips
 	r.ServerCalls += o.ServerCalls
+	r.HandOffs += o.HandOffs
 	r.GiveUps += o.GiveUps
 	r.Waits = sorted(append(r.Waits, o.Waits...))
 	r.IdlePings = sorted(append(r.IdlePings, o.IdlePings...))
@@ -174,6 +176,7 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		GiveUps:      giveUps,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
+		HandOffs:     m.handOffsSince(),
 	}
 	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
 	return r, err
