@@ -18,7 +18,9 @@ func impl(t *testing.T, name string) Impl {
 // The hand-offs of dsync's releases are counted, whether the contenders
 // are goroutines of this process or processes that report them: with
 // WithHandoffAfter(0) and a 1ms hold every release finds a waiter and
-// hands over, so most acquisitions are hand-offs; a peer hands nothing.
+// hands over, so every acquisition but the first is a hand-off (those made
+// by releases after the run's end, to acquisitions that do not count, are
+// left out); a peer hands nothing.
 func TestHandOffsCounted(t *testing.T) {
 	addr := redisAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -31,8 +33,9 @@ func TestHandOffsCounted(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mode.name, err)
 		}
-		if r.Acquisitions < 20 || r.HandOffs < r.Acquisitions/2 || r.HandOffs > r.Acquisitions+3 {
-			t.Errorf("%s: %d hand-offs for %d acquisitions; want at least half of them, at most all (and the releases after the end)",
+		t.Logf("%s: %d hand-offs for %d acquisitions", mode.name, r.HandOffs, r.Acquisitions)
+		if r.Acquisitions < 20 || r.HandOffs < r.Acquisitions*4/5 || r.HandOffs > r.Acquisitions+3 {
+			t.Errorf("%s: %d hand-offs for %d acquisitions; want nearly all of them but the first, and none counted after the end",
 				mode.name, r.HandOffs, r.Acquisitions)
 		}
 		p, err := Contended(ctx, addr, impl(t, "redsync"), 3, time.Millisecond, 200*time.Millisecond, 0, mode.spawn)

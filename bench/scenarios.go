@@ -164,6 +164,10 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	if wait.Sleep(ctx, l.sample()) {
 		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
 	}
+	// Hand-offs count until the deadline, as acquisitions do: the
+	// releases after it hand over to acquisitions that do not count.
+	l.wait(ctx)
+	handOffs := m.handOffsSince()
 	waits, giveUps, err := finish()
 	if err != nil {
 		return Result{}, err
@@ -176,7 +180,7 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		GiveUps:      giveUps,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
-		HandOffs:     m.handOffsSince(),
+		HandOffs:     handOffs,
 	}
 	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
 	return r, err

@@ -124,10 +124,12 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 		goroutines = runtime.NumGoroutine()
 	}
 	l.wait(ctx)
+	// Hand-offs count until the deadline, as acquisitions do.
+	handedOff := c.handOffs.Load() - handOffs
 	r := <-done
 	r.Acquired = l.acquired.Load()
 	r.Commands, r.RoundTrips = c.commands.Load()-cmds, c.roundTrips.Load()-rtts
-	r.HandOffs = c.handOffs.Load() - handOffs
+	r.HandOffs = handedOff
 	r.Goroutines = goroutines
 	return r
 }
