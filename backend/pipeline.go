@@ -132,6 +132,7 @@ type pending struct {
 	deadline time.Time // the caller's, or zero
 	gone     atomic.Bool
 	done     chan struct{} // receives once the reply is in
+	timer    *time.Timer   // for a deadline without Done, made once
 
 	reply   any
 	results []Result // of batch
@@ -244,10 +245,16 @@ func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error
 func (p *Pipeline) await(ctx context.Context, pd *pending) error {
 	var expired <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
-		// A deadline that nothing cancels: a timer, not a goroutine.
-		t := time.NewTimer(time.Until(dl))
-		defer t.Stop()
-		expired = t.C
+		// A deadline that nothing cancels: a timer, not a goroutine,
+		// kept with pd for its next use (a stopped timer sends nothing
+		// stale since Go 1.23).
+		if pd.timer == nil {
+			pd.timer = time.NewTimer(time.Until(dl))
+		} else {
+			pd.timer.Reset(time.Until(dl))
+		}
+		defer pd.timer.Stop()
+		expired = pd.timer.C
 	}
 	select {
 	case <-pd.done:
@@ -290,7 +297,8 @@ func (p *Pipeline) release() {
 // place in busy then.
 func (p *Pipeline) run() {
 	defer p.goroutines.Done()
-	var batch []*pending
+	var one [1]*pending // a lone call's batch, without an allocation
+	batch := one[:0]
 	var calls []Call
 	for {
 		p.mu.Lock()
