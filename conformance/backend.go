@@ -97,6 +97,8 @@ func (s *suite) backendTests(t *testing.T) {
 	s.test(t, "CloseKeepsCallersClient", false, s.testCloseKeepsClient)
 	s.test(t, "CloseLeavesNothing", true, s.testCloseLeavesNothing)
 	s.test(t, "IdlePubSubStaysOneConnection", true, s.testIdlePubSub)
+	s.sharingTests(t)
+	s.setterTests(t)
 }
 
 var infoStatsScript = backend.NewScript(`-- KEYS: none. Reply: INFO stats.
