@@ -45,8 +45,10 @@ type PipelineConfig struct {
 	Timeout time.Duration
 
 	// Conns is how many round trips may be in flight at once: calls sent
-	// on their callers' goroutines and batches. The default, 2, lets one
-	// batch be written while the replies of another are read.
+	// on their callers' goroutines and batches. The default, 1, keeps the
+	// calls in order (see Pipeline); more let a batch be written while the
+	// replies of another are read, which a slow link may want, and give
+	// up the order.
 	Conns int
 
 	// Off turns sharing off: every call is sent on its own, on its
@@ -64,18 +66,26 @@ const maxBatch = 512
 // half: concurrent calls through one backend share round trips. An
 // adapter's Eval calls Do, and its Close calls Close.
 //
-// Calls are batched naturally: while the round trips in flight (Conns of
-// them) are on the wire, new calls queue; as soon as one returns, every
-// call queued meanwhile goes out as the next batch, written at once and
-// read in order, each reply to its own caller. A batch therefore grows
-// with the load and costs nothing to wait for: no timer, no minimum size.
-// A call made while fewer than Conns round trips are in flight and none is
-// queued is sent on the caller's goroutine, as without a Pipeline, when
-// its context allows (CallContext: one that can never be cancelled, with
-// a deadline the client honours or no deadline); so a lone caller pays
-// two uncontended mutex operations and no hand-off. Other calls, and all
-// calls under load, are sent by a goroutine of the Pipeline, which lives
-// while there is a queue and exits when there is none.
+// Calls are batched naturally: while a round trip is on the wire, new
+// calls queue; as soon as it returns, every call queued meanwhile goes out
+// as the next batch, written at once and read in order, each reply to its
+// own caller. A batch therefore grows with the load and costs nothing to
+// wait for: no timer, no minimum size. A call made while nothing is in
+// flight or queued is sent on the caller's goroutine, as without a
+// Pipeline, when its context allows (CallContext: one that can never be
+// cancelled, with a deadline the client honours or no deadline); so a
+// lone caller pays two uncontended mutex operations and no hand-off.
+// Other calls, and all calls under load, are sent by a goroutine of the
+// Pipeline, which lives while there is a queue and exits when there is
+// none.
+//
+// One round trip at a time also keeps the calls in order, which a pool
+// of connections does not: the server runs them in the order they were
+// queued, and a call made after another's caller returned runs after that
+// one, if it runs at all (it is not sent if its caller left before it
+// was). dsync relies on it where a caller that gives up withdraws what its
+// abandoned call may have done: the withdrawal cannot overtake the call.
+// (On a cluster, the order holds per node. Conns above 1 gives it up.)
 //
 // What the Pipeline keeps of the package's rules (7, 8 and 10):
 //
@@ -119,7 +129,7 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.Conns <= 0 {
-		cfg.Conns = 2
+		cfg.Conns = 1
 	}
 	return &Pipeline{cfg: cfg}
 }

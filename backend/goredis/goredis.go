@@ -37,11 +37,25 @@
 // backend.Pipeline: while a call is on the wire, the calls made meanwhile
 // queue, and go out together as one go-redis pipeline (which a cluster
 // client splits per node, sending to the nodes in parallel) as soon as it
-// returns; at most two round trips are in flight at once. A call made
-// while nothing is queued, and whose context allows (see below), runs on
-// the caller's goroutine as without pipelining, at the cost of two
-// uncontended mutex operations. Figures are in the dsync README; turn it
-// off with WithPipelining(false). WithReplicaAck turns it off too: each
+// returns. One round trip at a time keeps the calls in order (see
+// backend.Pipeline). A call made while nothing is in flight, and whose
+// context allows (see below), runs on the caller's goroutine as without
+// pipelining, at the cost of two uncontended mutex operations. Measured
+// with go test -bench Pipelining ./backend/goredis/ (a script returning 1,
+// a context with a deadline and no Done, a client with
+// ContextTimeoutEnabled, one local redis-server 7.0, a 2-vCPU VM shared
+// with other work at load average 7-8; the range of three runs, six for
+// one goroutine):
+//
+//	                                pipelining       WithPipelining(false)
+//	1 goroutine    time per call    42-79µs          37-146µs
+//	16 goroutines  time per call    9.7-16µs         26-43µs
+//	64 goroutines  time per call    6.2-7.4µs        28-40µs
+//	               server reads     0.04 per call    1 per call
+//	               Redis CPU        2.1-2.4µs/call   10-13µs/call
+//	               allocations      3 per call       6 per call
+//
+// WithPipelining(false) turns it off; WithReplicaAck does too, since each
 // call then waits for its own acknowledgement.
 //
 // Contexts: go-redis interrupts a call at the context's deadline only when

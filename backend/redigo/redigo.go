@@ -13,32 +13,35 @@
 //
 // Concurrent calls through one Backend share round trips, through a
 // backend.Pipeline: while a call is on the wire, the calls made meanwhile
-// queue, and go out together as one batch on one pooled connection
-// (Send, Flush, then one Receive per call) as soon as it returns; at most
-// two round trips are in flight at once. A call made while nothing is
-// queued, whose context can never be cancelled (context.Background, or a
-// deadline without Done, as dsync's primitives pass), is sent on the
-// caller's goroutine with a read deadline (see WithTimeout), as without
-// pipelining; the Pipeline adds about 50ns and no allocation to it. A
-// call whose context can be cancelled is sent by a goroutine of the
-// Pipeline (redigo gives up a call mid-way only on a goroutine of its
-// own), and its caller returns as soon as the context ends.
+// queue, and go out together as one batch on one pooled connection (Send,
+// Flush, then one Receive per call) as soon as it returns. One round trip
+// at a time keeps the calls in order (see backend.Pipeline). A call made
+// while nothing is in flight, whose context can never be cancelled
+// (context.Background, or a deadline without Done, as dsync's primitives
+// pass), is sent on the caller's goroutine with a read deadline (see
+// WithTimeout), as without pipelining: the Pipeline adds about 50ns and no
+// allocation to it. A call whose context can be cancelled is sent by a
+// goroutine of the Pipeline (redigo gives up a call mid-way only on a
+// goroutine of its own), and its caller returns as soon as the context
+// ends.
 //
 // Measured with go test -bench Pipelining ./backend/redigo/ (a script
-// returning 1, a context with a deadline and no Done; one local
-// redis-server 7.0 on a 2-vCPU VM at load average 7-9, three runs each):
+// returning 1, a context with a deadline and no Done, one local
+// redis-server 7.0, a 2-vCPU VM shared with other work at load average
+// 5-8; the range of three runs):
 //
-//	                                 pipelining      WithPipelining(false)
-//	1 goroutine      time per call   48-78µs         35-88µs
-//	64 goroutines    time per call   4.6-4.7µs       30-38µs
-//	                 server reads    0.05 per call   1 per call
-//	                 Redis CPU       1.8µs per call  10-15µs per call
-//	                 allocations     3 per call      5 per call
+//	                                pipelining       WithPipelining(false)
+//	1 goroutine    time per call    54-102µs         45-92µs
+//	16 goroutines  time per call    15-16µs          25-32µs
+//	64 goroutines  time per call    5.3-7.0µs        23-26µs
+//	               server reads     0.04 per call    1 per call
+//	               Redis CPU        1.9-2.3µs/call   10-12µs/call
+//	               allocations      3 per call       5 per call
 //
 // A lone caller's time is the same within the noise of a shared machine
-// (backend's BenchmarkPipelineLoneCaller isolates the Pipeline's own
-// cost). WithPipelining(false) gives every call a pooled connection of its
-// own, as before there was a Pipeline.
+// (package backend's BenchmarkPipelineLoneCaller isolates what the
+// Pipeline adds). WithPipelining(false) gives every call a pooled
+// connection of its own, as before there was a Pipeline.
 //
 // Close releases the pub/sub connection and its goroutine; the pool stays
 // the caller's to close.
