@@ -119,9 +119,15 @@ func (c *echoClient) counts() (sends, batches int) {
 	return c.sends, len(c.batches)
 }
 
-func (c *echoClient) pipeline(cfg backend.PipelineConfig) *backend.Pipeline {
+// pipeline returns a Pipeline over c, closed when t ends, after the round
+// trips a failed test left held have been let go.
+func (c *echoClient) pipeline(t *testing.T, cfg backend.PipelineConfig) *backend.Pipeline {
 	cfg.Send, cfg.Batch, cfg.Honours = c.send, c.batch, true
 	p := backend.NewPipeline(cfg)
+	t.Cleanup(p.Close)
+	if c.permits != nil {
+		t.Cleanup(func() { close(c.permits) })
+	}
 	return p
 }
 
@@ -165,8 +171,7 @@ func awaitQueued(t *testing.T, p *backend.Pipeline, n int) {
 func TestPipelineRepliesReachTheirCallers(t *testing.T) {
 	c := newEchoClient(false)
 	c.latency = 200 * time.Microsecond
-	p := c.pipeline(backend.PipelineConfig{})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{})
 	const callers, calls = 200, 20
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -208,8 +213,7 @@ func TestPipelineRepliesReachTheirCallers(t *testing.T) {
 // the wire go out together, as one batch, once it returns.
 func TestPipelineBatchesWhatQueued(t *testing.T) {
 	c := newEchoClient(true)
-	p := c.pipeline(backend.PipelineConfig{Conns: 1})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 1})
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() {
@@ -275,8 +279,7 @@ func leave(p *backend.Pipeline, ctx context.Context, token string) chan outcome 
 // and the others get their own replies.
 func TestPipelineQueuedCallerLeaves(t *testing.T) {
 	c := newEchoClient(true)
-	p := c.pipeline(backend.PipelineConfig{Conns: 1})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 1})
 	bg := context.Background()
 	wire := leave(p, bg, "on the wire")
 	c.began(t)
@@ -314,8 +317,7 @@ func TestPipelineQueuedCallerLeaves(t *testing.T) {
 // others of the batch get their own replies.
 func TestPipelineCallerLeavesMidFlight(t *testing.T) {
 	c := newEchoClient(true)
-	p := c.pipeline(backend.PipelineConfig{Conns: 1})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 1})
 	bg := context.Background()
 	leave(p, bg, "first")
 	c.began(t)
@@ -349,16 +351,49 @@ func TestPipelineCallerLeavesMidFlight(t *testing.T) {
 	}
 }
 
+// TestPipelineKeepsOrder: a call made after the caller of another left,
+// while that one is on the wire, is sent only once that round trip has
+// returned, so that the server runs it after the abandoned one (as dsync's
+// withdrawal of an abandoned acquisition needs).
+func TestPipelineKeepsOrder(t *testing.T) {
+	c := newEchoClient(true)
+	p := c.pipeline(t, backend.PipelineConfig{})
+	bg := context.Background()
+	first := leave(p, bg, "first")
+	c.began(t)
+	mid, cancel := context.WithCancel(bg)
+	abandoned := leave(p, mid, "abandoned")
+	awaitQueued(t, p, 1)
+	c.end(t)   // the first call
+	c.began(t) // the abandoned call is on the wire
+	cancel()
+	recv(t, abandoned)
+	recv(t, first)
+	after := leave(p, bg, "after")
+	awaitQueued(t, p, 1)
+	time.Sleep(20 * time.Millisecond) // time is what is tested: nothing else goes out meanwhile
+	if n := len(c.entered); n != 0 || backend.Queued(p) != 1 {
+		t.Fatalf("a call made after another's caller left was sent while that one was on the wire (%d round trips began)", n)
+	}
+	c.end(t)  // the abandoned call
+	c.step(t) // the one after
+	if o := recv(t, after); o.err != nil {
+		t.Error(o.err)
+	}
+	if sends, batches := c.counts(); sends != 3 || batches != 0 {
+		t.Errorf("%d calls sent alone, batches %v; want three alone, in order", sends, c.batches)
+	}
+}
+
 // TestPipelineBatchFails: a batch that fails as a whole fails each of its
 // calls with the client's error, wrapped for its caller: no context error
 // while the caller's context lives. The next calls go through.
 func TestPipelineBatchFails(t *testing.T) {
 	c := newEchoClient(true)
 	c.err = io.ErrUnexpectedEOF
-	p := c.pipeline(backend.PipelineConfig{Conns: 1, Wrap: func(ctx context.Context, err error) error {
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 1, Wrap: func(ctx context.Context, err error) error {
 		return backend.TransportError(ctx, "echo", err)
 	}})
-	defer p.Close()
 	bg := context.Background()
 	first := leave(p, bg, "first")
 	c.began(t)
@@ -391,7 +426,7 @@ func TestPipelineBatchFails(t *testing.T) {
 // for the round trip in flight, and makes later calls fail with ErrClosed.
 func TestPipelineClose(t *testing.T) {
 	c := newEchoClient(true)
-	p := c.pipeline(backend.PipelineConfig{Conns: 1})
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 1})
 	bg := context.Background()
 	// A context that can be cancelled: the call goes through the
 	// Pipeline's goroutine, which Close waits for. (One sent on its
@@ -435,8 +470,7 @@ func TestPipelineClose(t *testing.T) {
 func TestPipelineOff(t *testing.T) {
 	c := newEchoClient(false)
 	c.latency = 200 * time.Microsecond
-	p := c.pipeline(backend.PipelineConfig{Off: true})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{Off: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -502,8 +536,7 @@ func TestPipelineLoneCaller(t *testing.T) {
 
 func TestPipelineEvalBatch(t *testing.T) {
 	c := newEchoClient(false)
-	p := c.pipeline(backend.PipelineConfig{})
-	defer p.Close()
+	p := c.pipeline(t, backend.PipelineConfig{})
 	calls := []backend.Call{call("a", false), call("b", true), call("c", false)}
 	cctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
