@@ -256,14 +256,13 @@ func (p *Pipeline) await(ctx context.Context, pd *pending) error {
 	var expired <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		// A deadline that nothing cancels: a timer, not a goroutine,
-		// kept with pd for its next use (a stopped timer sends nothing
-		// stale since Go 1.23).
+		// kept with pd for its next use.
 		if pd.timer == nil {
 			pd.timer = time.NewTimer(time.Until(dl))
 		} else {
 			pd.timer.Reset(time.Until(dl))
 		}
-		defer pd.timer.Stop()
+		defer stop(pd.timer)
 		expired = pd.timer.C
 	}
 	select {
@@ -275,6 +274,18 @@ func (p *Pipeline) await(ctx context.Context, pd *pending) error {
 	case <-expired:
 		pd.gone.Store(true)
 		return context.DeadlineExceeded
+	}
+}
+
+// stop stops t and drains a tick it may have sent: a program whose main
+// module predates Go 1.23 keeps the old timers, whose channel can hold a
+// stale tick that the timer's next use would take for its own.
+func stop(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
 	}
 }
 
