@@ -17,9 +17,10 @@ type PipelineConfig struct {
 	// Send sends one call, on the calling goroutine, and returns its
 	// normalized reply (NormalizeReply) or its error as the client gave
 	// it (Wrap classifies it). A script call falls back from EVALSHA to
-	// EVAL on NOSCRIPT. ctx can never be cancelled; its deadline, which
-	// it always has, bounds the call when Honours is true, and otherwise
-	// the client's own read timeout does.
+	// EVAL on NOSCRIPT. ctx can never be cancelled. When Honours is true
+	// it has a deadline, which the call must keep; otherwise it may have
+	// one, which the client ignores, and its own read timeout bounds the
+	// call (the caller, waiting on its own, keeps the deadline).
 	Send func(ctx context.Context, c Call) (any, error)
 
 	// Batch sends calls at once, on one connection (or one per node of a
