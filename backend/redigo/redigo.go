@@ -180,7 +180,7 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	line := c.CommandLine(false)
 	reply, err := redis.DoWithTimeout(conn, timeout, line[0].(string), line[1:]...)
 	if c.Script != nil && isNoScript(err) {
-		line[0], line[1] = "EVAL", c.Script.Source()
+		line[1] = c.Script.Source()
 		reply, err = redis.DoWithTimeout(conn, timeout, "EVAL", line[1:]...)
 	}
 	return normalize(reply, err)
