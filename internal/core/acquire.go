@@ -114,6 +114,7 @@ type acquisition struct {
 	anon      bool
 	got       Grant
 	sent      bool         // an attempt was sent: the next one asks the script
+	try       bool         // a TryLock: its one attempt must know what it holds
 	address   string       // the waiter's, once it joined the channel
 	entry     string       // under which the waiter registers
 	behind    *lease.Lease // the hold of the session it is queued behind (Local)
