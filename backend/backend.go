@@ -90,8 +90,10 @@ type Call struct {
 	// Command, when Script is nil, is a plain command to send instead,
 	// as Command, Keys..., Args... (SET key value NX PX ms, for
 	// Setter.SetNX): an adapter's Pipeline sends such calls. EvalBatch is
-	// never given one.
+	// never given one. Line, if set, is that whole command line, made by
+	// the caller, which CommandLine returns as it is.
 	Command string
+	Line    []any
 }
 
 // CommandLine returns the call as the arguments of one command, its name
@@ -100,6 +102,9 @@ type Call struct {
 // Script hashes and sources are interface values made once (see
 // Script.HashArg).
 func (c Call) CommandLine(source bool) []any {
+	if c.Script == nil && c.Line != nil {
+		return c.Line
+	}
 	line := make([]any, 0, 3+len(c.Keys)+len(c.Args))
 	switch {
 	case c.Script == nil:

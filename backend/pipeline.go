@@ -219,7 +219,7 @@ func (p *Pipeline) SetNX(ctx context.Context, key, value string, ttl time.Durati
 	if err != nil {
 		return false, err
 	}
-	return SetReply(p.Do(ctx, Call{Command: "SET", Keys: []string{key}, Args: []any{value, "NX", "PX", ms}}))
+	return SetReply(p.Do(ctx, Call{Command: "SET", Line: []any{"SET", key, value, "NX", "PX", ms}}))
 }
 
 // EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:

@@ -232,6 +232,9 @@ func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
 // normalize normalizes a reply, and makes an error reply a
 // *backend.ServerError.
 func normalize(reply any, err error) (any, error) {
+	if err == nil {
+		return backend.NormalizeReply(reply, serverError)
+	}
 	var re redis.Error
 	switch {
 	case errors.As(err, &re):
@@ -243,6 +246,9 @@ func normalize(reply any, err error) (any, error) {
 }
 
 func isNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT")
 }
