@@ -211,17 +211,21 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			case ok:
 				a.got = Grant{Count: 1, ID: a.op, Sent: sent, TTL: h.Cfg.Lease, OwnerArg: a.ownerArg, IDArg: a.opArg, PlainArg: a.plainArg}
 				return wait.Result{Acquired: true}, nil
-			case a.anon && !a.try:
+			case a.anon && !a.try && a.entry == "":
 				// Held by another: a fresh owner cannot hold it, unless
 				// this very SET took it and its reply was lost to a
 				// client that retried it (see backend.Setter), which
-				// the next attempt, the script's, finds.
+				// the next attempt, the script's, finds. That one
+				// comes at once: the waiter joins the channel first.
 				h.contended.Store(true)
 				return wait.Result{RetryIn: -1}, nil
 			}
 			// Held, perhaps by this owner (through another backend
 			// value of the process, or by this SET, retried by the
-			// client after a lost reply): the script tells.
+			// client after a lost reply): the script tells, and
+			// registers a waiter that has joined the channel already,
+			// whom nothing else would wake.
+			h.contended.Store(true)
 		}
 	}
 	args := a.header(a.buf[:0], registered)
