@@ -1,6 +1,7 @@
 package waitgroup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -17,22 +18,15 @@ import (
 // dsync.ErrInvalidPermits, without I/O. When the call fails, nothing is
 // left added: an Add whose reply was lost is undone.
 func (g *WaitGroup) Add(ctx context.Context, n int64) error {
-	if err := g.h.Check(); err != nil {
-		return err
-	}
-	if n < 1 {
-		return g.h.Wrap("add", fmt.Errorf("%w: %d units", dsync.ErrInvalidPermits, n))
-	}
 	if err := g.h.Begin("add", ctx); err != nil {
 		return err
+	} else if n < 1 {
+		return g.h.Wrap("add", fmt.Errorf("%w: %d units", dsync.ErrInvalidPermits, n))
 	}
 	op, sent := dsync.NewID(), time.Now()
-	reply, err := g.h.Attempt(ctx, addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), g.ttlArg)...)
-	var r codec.Attempt
-	if err == nil {
-		r, err = codec.AttemptReply(reply, op, g.h.Cfg.Lease)
-	}
-	if err != nil {
+	reply, err := g.h.Attempt(ctx, addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), core.Ms(g.h.Cfg.WaiterTimeout))...)
+	r, rerr := codec.AttemptReply(reply, op, g.h.Cfg.Lease)
+	if err = cmp.Or(err, rerr); err != nil {
 		wait.Cleanup(ctx, func(ctx context.Context) {
 			g.h.HandOff(ctx, g.channel, doneScript, g.keys, append(g.header(core.ReleaseOp(), ""), n, op)...)
 		})
@@ -57,15 +51,12 @@ func (g *WaitGroup) Add(ctx context.Context, n int64) error {
 // deadline plus 100ms; if it fails, g's remaining units are left to their
 // lease, at whose end they are abandoned.
 func (g *WaitGroup) Done(ctx context.Context) error {
-	if err := g.h.Check(); err != nil {
-		return err
-	}
 	g.mu.Lock()
 	l := g.l
 	switch {
 	case l == nil || g.pending == 0:
 		g.mu.Unlock()
-		return g.h.Wrap("done", fmt.Errorf("%w: no unit pending through this handle", dsync.ErrNotHeld))
+		return cmp.Or(g.h.Check(), g.h.Wrap("done", fmt.Errorf("%w: no unit pending through this handle", dsync.ErrNotHeld)))
 	case !l.Releasable():
 		g.l, g.pending = nil, 0
 		g.mu.Unlock()

@@ -1,11 +1,15 @@
 package waitgroup
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/wait"
@@ -49,11 +53,8 @@ func (w *waiter) Try(ctx context.Context, t wait.Try) (wait.Result, error) {
 		w.entry = codec.EntryOf(t.Address, w.g.owner)
 	}
 	reply, err := w.g.h.Attempt(ctx, waitScript, w.g.keys, append(w.g.header(w.op, w.entry), w.gen, "0")...)
-	if err != nil {
-		return wait.Result{}, err
-	}
-	r, err := codec.AttemptReply(reply, w.op, 0)
-	if err != nil || r.Acquired {
+	r, rerr := codec.AttemptReply(reply, w.op, 0)
+	if err = cmp.Or(err, rerr); err != nil || r.Acquired {
 		return wait.Result{Acquired: r.Acquired}, err
 	}
 	if w.entry != "" {
@@ -67,9 +68,48 @@ func (w *waiter) Granted(token int64, _ time.Time) bool {
 }
 
 func (w *waiter) Abandon(ctx context.Context) error {
-	if w.entry == "" {
-		return nil
-	}
 	_, err := w.g.h.B.Eval(ctx, waitScript, w.g.keys, append(w.g.header(w.op, w.entry), w.gen, "1")...)
 	return err
+}
+
+// State is a snapshot of a wait group on the server.
+type State struct {
+	Count     int64           // units pending, abandoned ones aside
+	Owners    []Owner         // the owners of those units, the earliest lease end first
+	Abandoned *AbandonedError // the first abandonment of the units pending, or nil
+	Waiters   int             // waiters registered and alive
+}
+
+// Owner is an owner's share of a group's count.
+type Owner struct {
+	Owner string
+	Units int64
+	Lease time.Duration // left on the server; 0 or less: ended, in a group that keeps abandoned units
+}
+
+// State reads the group's state in one round trip. Units whose lease ended
+// count as abandoned, whether or not a script has found them yet.
+func (g *WaitGroup) State(ctx context.Context) (State, error) {
+	if err := g.h.Begin("state", ctx); err != nil {
+		return State{}, err
+	}
+	reply, err := g.h.B.Eval(ctx, inspectScript, g.keys)
+	r, rerr := backend.Array(reply, 4)
+	if err = cmp.Or(err, rerr); err == nil && (len(r)-4)%3 != 0 {
+		err = fmt.Errorf("%w: state reply %v", dsync.ErrUnexpectedReply, reply)
+	}
+	if err != nil {
+		return State{}, g.h.Wrap("state", err)
+	}
+	var errs []error
+	str := func(v any) string { s, err := backend.String(v); errs = append(errs, err); return s }
+	num := func(v any) int64 { n, err := backend.Int(v); errs = append(errs, err); return n }
+	st := State{Count: num(r[0]), Waiters: int(num(r[3]))}
+	if o := str(r[1]); o != "" {
+		st.Abandoned = &AbandonedError{o, num(r[2])}
+	}
+	for i := 4; i < len(r); i += 3 {
+		st.Owners = append(st.Owners, Owner{str(r[i]), num(r[i+1]), time.Duration(num(r[i+2])) * time.Millisecond})
+	}
+	return st, g.h.Wrap("state", errors.Join(errs...))
 }

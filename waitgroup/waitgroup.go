@@ -1,6 +1,7 @@
 package waitgroup
 
 import (
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,15 +14,13 @@ import (
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/script"
 	"github.com/dsyncgo/dsync/observe"
 )
 
 // DefaultWaiterTimeout is how long a waiter's registration outlives its
 // last heartbeat unless WithWaiterTimeout says otherwise.
 const DefaultWaiterTimeout = 5 * time.Second
-
-// role is the lease role of an owner's units.
-const role = "u"
 
 // ErrVanished reports a Wait whose group's state vanished from the server
 // (deleted, or evicted under maxmemory) while it had units pending: the
@@ -109,13 +108,12 @@ func WithLogger(l *slog.Logger) Option {
 // safe for concurrent use, and any number of WaitGroup values, in any
 // number of processes, may refer to the same name.
 type WaitGroup struct {
-	h                core.Handle
-	owner, channel   string
-	keys             []string
-	keep             bool
-	hold             core.HoldSpec
-	done             core.ReleaseSpec
-	leaseArg, ttlArg any // the lease and the waiter timeout in ms, as script arguments
+	h              core.Handle
+	owner, channel string
+	keys           []string
+	keep           bool
+	hold           core.HoldSpec
+	done           core.ReleaseSpec
 
 	mu      sync.Mutex
 	l       *lease.Lease // of the units added through the handle
@@ -137,8 +135,7 @@ func New(b backend.Backend, name string, opts ...Option) *WaitGroup {
 	g.h.Init(b, "waitgroup", name, s.Common)
 	g.keys = []string{g.h.Key, g.h.Companion("holders"), g.h.Companion("waiters"), g.h.Companion("done")}
 	g.channel = g.h.Companion("wake")
-	g.leaseArg, g.ttlArg = core.Ms(s.Lease), core.Ms(s.WaiterTimeout)
-	g.hold = core.HoldSpec{Role: role, Channel: g.channel, Renew: renewScript, Keys: g.keys[:2], Extra: []any{g.ttlArg}}
+	g.hold = core.HoldSpec{Role: "u", Channel: g.channel, Renew: renewScript, Keys: g.keys[:2], Extra: []any{core.Ms(s.WaiterTimeout)}}
 	g.done = core.ReleaseSpec{Script: doneScript, Keys: g.keys, Channel: g.channel, EntryTTL: s.WaiterTimeout, Units: true, Args: []any{""}}
 	return g
 }
@@ -153,23 +150,40 @@ func (g *WaitGroup) Owner() string { return g.owner }
 // header returns the argument header (see package codec) of a script g
 // runs itself, for the operation op and the waiter entry.
 func (g *WaitGroup) header(op any, entry string) []any {
-	return []any{g.owner, op, "", "", g.leaseArg, g.channel, g.h.HubID(), entry, g.ttlArg, "0", "0"}
+	return []any{g.owner, op, "", "", core.Ms(g.h.Cfg.Lease), g.channel, g.h.HubID(), entry, core.Ms(g.h.Cfg.WaiterTimeout), "0", "0"}
 }
 
 // scriptError makes the wait script's error replies an *AbandonedError or
 // ErrVanished.
 func scriptError(err error) error {
 	var se *backend.ServerError
-	if !errors.As(err, &se) {
-		return err
-	}
-	if rest, ok := strings.CutPrefix(se.Message, "DSYNC abandoned "); ok {
+	switch {
+	case !errors.As(err, &se):
+	case strings.HasPrefix(se.Message, "DSYNC vanished"):
+		return ErrVanished
+	case strings.HasPrefix(se.Message, "DSYNC abandoned "):
 		a := &AbandonedError{}
-		fmt.Sscan(rest, &a.Owner, &a.Units)
+		fmt.Sscan(strings.TrimPrefix(se.Message, "DSYNC abandoned "), &a.Owner, &a.Units)
 		return a
 	}
-	if strings.HasPrefix(se.Message, "DSYNC vanished") {
-		return ErrVanished
-	}
 	return err
+}
+
+//go:embed lua/*.lua
+var lua embed.FS
+
+var (
+	addScript     = newScript("add")
+	doneScript    = newScript("done")
+	waitScript    = newScript("wait")
+	inspectScript = newScript("inspect")
+	renewScript   = script.New(source("renew"))
+)
+
+// newScript builds a wait group script on its state (lua/state.lua).
+func newScript(name string) *backend.Script { return script.New(source("state"), source(name)) }
+
+func source(name string) string {
+	b, _ := lua.ReadFile("lua/" + name + ".lua")
+	return string(b)
 }

@@ -81,8 +81,8 @@ func TestWaitEndsAtTheLastDone(t *testing.T) {
 		workers = append(workers, g)
 	}
 	probe := open(srv.NewBackend(t), p)
-	if n, err := probe.Count(ctx); err != nil || n != 3 {
-		t.Fatalf("count %d, %v; want 3", n, err)
+	if st, err := probe.State(ctx); err != nil || st.Count != 3 {
+		t.Fatalf("state %+v, %v; want 3 units", st, err)
 	}
 	var waits []<-chan result
 	for range 2 {
@@ -149,8 +149,8 @@ func TestUnitsOfOneHandle(t *testing.T) {
 			t.Fatalf("Done %d: %v", i, err)
 		}
 	}
-	if n, err := g.Count(ctx); err != nil || n != 0 {
-		t.Fatalf("count %d, %v; want 0", n, err)
+	if st, err := g.State(ctx); err != nil || st.Count != 0 {
+		t.Fatalf("state %+v, %v; want 0 units", st, err)
 	}
 	if ks := keysUnder(t, srv, p); len(ks) != 0 {
 		t.Errorf("keys left with nobody waiting: %v", ks)

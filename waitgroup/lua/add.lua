@@ -9,29 +9,25 @@
 -- Reply: an attempt's (see codec.lua): {1, the owner's units, the phase's
 -- generation, the owner's hold id, ms its lease has left}.
 local a = header()
-local k = wg_keys()
-local n = tonumber(ARGV[12])
 local now_ms, now_us = now()
-local st = wg_load(k)
-if st then
-  wg_purge(k, st, now_ms)
-  if st.n <= 0 then
-    wg_save(k, st, a)
-    st = nil
+local st = wg_load(now_ms)
+if not st or st.n <= 0 then
+  if st then
+    wg_save(st, a) -- the phase ends: its units were all abandoned
   end
-end
-if not st then
-  local last = tonumber(string.match(redis.call('GET', k.done) or '', '^%d+') or 0)
+  local last = string.match(redis.call('GET', done) or '', '^%d+') or 0
   st = {n = 0, gen = string.format('%d', math.max(now_us, last + 1)), keep = ARGV[13] == '1'}
 end
-local e = wg_entry(k, a.owner) or {owner = a.owner, units = 0, id = a.op, ops = ''}
+local e = wg_entry(a.owner) or {owner = a.owner, units = 0, id = a.op, ops = ''}
 if not seen(e.ops, a.op) then
-  e.units, st.n = e.units + n, st.n + n
+  e.units, st.n = e.units + ARGV[12], st.n + ARGV[12]
 end
 e.ops = remember(e.ops, a.op, math.floor(now_ms / 1000), acquisition_memory(a.lease))
-wg_put(k, e)
-local till = math.max(now_ms + tonumber(a.lease), tonumber(redis.call('ZSCORE', k.holders, a.owner) or 0))
-redis.call('ZADD', k.holders, till, a.owner)
-wg_save(k, st, a)
-wg_expire(k, st, tonumber(a.lease) + tonumber(ARGV[14]))
-return {1, e.units, st.gen, e.id, till - now_ms}
+wg_put(e)
+redis.call('ZADD', holders, 'GT', now_ms + a.lease, a.owner)
+wg_save(st, a)
+if not st.keep then
+  expire_at_least(hash, a.lease + ARGV[14])
+  expire_at_least(holders, a.lease + ARGV[14])
+end
+return {1, e.units, st.gen, e.id, redis.call('ZSCORE', holders, a.owner) - now_ms}

@@ -11,44 +11,34 @@
 -- units of that phase were abandoned, "DSYNC vanished" when its state is
 -- gone but no end of it was recorded.
 local a = header()
-local k = wg_keys()
-local gen = ARGV[12]
+local gen, now_ms = ARGV[12], now()
 if ARGV[13] == '1' then
-  redis.call('ZREM', k.waiters, a.entry)
+  redis.call('ZREM', waiters, a.entry)
   return 0
 end
-local now_ms = now()
-local st = wg_load(k)
+local st = wg_load(now_ms)
 if st then
-  wg_purge(k, st, now_ms)
-  wg_save(k, st, a)
-  if gen == '' or gen == st.gen then
-    if st.ab then
-      redis.call('ZREM', k.waiters, a.entry)
-      return redis.error_reply('DSYNC abandoned ' .. st.ab)
-    elseif st.n <= 0 then
-      return 0
-    end
-    if a.entry ~= '' then
-      redis.call('ZADD', k.waiters, now_ms + tonumber(a.entry_ttl), a.entry)
-      expire_at_least(k.waiters, a.entry_ttl)
-    end
-    local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
-    if st.keep or not first[2] then
-      return {0, -1, st.gen}
-    end
-    return {0, math.max(0, tonumber(first[2]) - now_ms), st.gen}
-  end
+  wg_save(st, a)
 end
-if gen == '' then
+if st and (gen == '' or gen == st.gen) then
+  if st.ab then
+    redis.call('ZREM', waiters, a.entry)
+    return redis.error_reply('DSYNC abandoned ' .. st.ab)
+  elseif st.n <= 0 then
+    return 0
+  elseif a.entry ~= '' then
+    redis.call('ZADD', waiters, now_ms + a.entry_ttl, a.entry)
+    expire_at_least(waiters, a.entry_ttl)
+  end
+  local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  return {0, (st.keep or not first[2]) and -1 or math.max(0, first[2] - now_ms), st.gen}
+elseif gen == '' then
   return 0
 end
-for m in string.gmatch(redis.call('GET', k.done) or '', '%S+') do
-  local g, owner, units = string.match(m, '^(%d+):?(%x*):?(%d*)$')
-  if g == gen and owner ~= '' then
-    return redis.error_reply('DSYNC abandoned ' .. owner .. ' ' .. units)
-  elseif g == gen then
-    return 0
+for m in string.gmatch(redis.call('GET', done) or '', '%S+') do
+  local g, ab = string.match(m, '^(%d+):?(.*)$')
+  if g == gen then
+    return ab == '' and 0 or redis.error_reply('DSYNC abandoned ' .. string.gsub(ab, ':', ' '))
   end
 end
 return redis.error_reply('DSYNC vanished')
