@@ -384,7 +384,7 @@ func soakOperations(events []soakEvent) int {
 	n := 0
 	for _, e := range events {
 		switch e.kind {
-		case "acq", "enter", "leave", "rel", "read", "write", "fail", "racq", "renter", "rleave", "rrel", "rfail":
+		case "acq", "enter", "leave", "rel", "read", "write", "fail", "racq", "renter", "rleave", "rrel", "rfail", "extend", "add", "done", "wait":
 			n++
 		}
 	}
