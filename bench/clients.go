@@ -7,21 +7,37 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // counter counts what one client sends: every command, and the round
-// trips among them (a command whose reply the caller waits for).
+// trips among them (a command whose reply the caller waits for); and, for
+// dsync's queued primitives, the hand-offs its releases made (see
+// handOffObserver).
 type counter struct {
 	commands   atomic.Int64
 	roundTrips atomic.Int64
+	handOffs   atomic.Int64
+}
+
+// handOffObserver counts into c every hand-off that a release through the
+// backend it is set on makes: observe reports a hand-off once, on the
+// releasing side, whether the waiter is in this process (Local) or in
+// another, so the counts of every contender's backend add up to the run's
+// hand-offs. A hand-off that a newcomer's attempt makes to a head waiter
+// that waited past the mutex's threshold (see mutex.WithHandoffAfter) is
+// not reported by observe, and not counted.
+func handOffObserver(c *counter) *observe.Observer {
+	return &observe.Observer{HandedOff: func(observe.HandOff) { c.handOffs.Add(1) }}
 }
 
 // meter measures one run: the commands and round trips its clients send,
 // and the calls the server executes meanwhile.
 type meter struct {
-	ad                admin
-	c                 *counter
-	calls, cmds, rtts int64
+	ad                          admin
+	c                           *counter
+	calls, cmds, rtts, handOffs int64
 }
 
 // startMeter takes the counts a run starts from.
@@ -30,8 +46,11 @@ func startMeter(ad admin, c *counter) (*meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &meter{ad: ad, c: c, calls: calls, cmds: c.commands.Load(), rtts: c.roundTrips.Load()}, nil
+	return &meter{ad: ad, c: c, calls: calls, cmds: c.commands.Load(), rtts: c.roundTrips.Load(), handOffs: c.handOffs.Load()}, nil
 }
+
+// handOffsSince returns the hand-offs counted since startMeter.
+func (m *meter) handOffsSince() int64 { return m.c.handOffs.Load() - m.handOffs }
 
 // stop returns what the run cost since startMeter.
 func (m *meter) stop() (commands, roundTrips, serverCalls int64, err error) {

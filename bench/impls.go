@@ -16,6 +16,7 @@ import (
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/dsyncgo/dsync/observe"
 	"github.com/dsyncgo/dsync/rwlock"
 	"github.com/dsyncgo/dsync/semaphore"
 )
@@ -45,7 +46,8 @@ const peerExpiry = 8 * time.Second
 // Impls returns dsync and the peers, in report order.
 func Impls() []Impl {
 	return []Impl{
-		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups)", New: newDsync},
+		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups, hand-off once the head waiter waited 5ms)", New: newDsync},
+		{Name: "dsync-handoff", Note: "mutex, WithHandoffAfter(0): every release with a waiter hands the mutex over (the behaviour before the two modes)", New: newDsyncHandoff},
 		{Name: "dsync-fair", Note: "fairlock, default options: strict FIFO by server arrival, 5s waiter timeout", New: newDsyncFair},
 		{Name: "redsync", Note: "redsync v4 defaults: 32 tries, 50-250ms random retry delay, 8s expiry", New: newRedsync(nil)},
 		{Name: "redsync-1ms", Note: "redsync v4, 1ms retry delay, tries unlimited in practice", New: newRedsync([]redsync.Option{
@@ -57,6 +59,18 @@ func Impls() []Impl {
 			return redislock.LinearBackoff(time.Millisecond)
 		})},
 	}
+}
+
+// GoroutineImpls returns the implementations whose contended rows also run
+// with the contenders as goroutines of one process (see
+// Config.GoroutineRows): the mutex in both modes, and redsync.
+func GoroutineImpls() []Impl {
+	var is []Impl
+	for _, name := range []string{"dsync", "dsync-handoff", "redsync"} {
+		i, _ := lookupImpl(name)
+		is = append(is, i)
+	}
+	return is
 }
 
 // ReadShare is the share of the read-write workload's cycles that only
@@ -138,15 +152,26 @@ type dsyncClient struct {
 	m    *mutex.Mutex
 }
 
-func newDsync(addr, name string, c *counter) Client {
+func newDsync(addr, name string, c *counter) Client { return newDsyncMutex(addr, name, c) }
+
+// newDsyncHandoff is the mutex that hands over at every release with a
+// waiter.
+func newDsyncHandoff(addr, name string, c *counter) Client {
+	return newDsyncMutex(addr, name, c, mutex.WithHandoffAfter(0))
+}
+
+// newDsyncMutex returns the mutex on a backend of its own whose
+// hand-offs count into c.
+func newDsyncMutex(addr, name string, c *counter, opts ...mutex.Option) Client {
 	pool := redigoPool(addr, c)
 	b := bredigo.New(pool)
-	return &dsyncClient{pool: pool, b: b, m: mutex.New(b, name)}
+	observe.Set(b, handOffObserver(c))
+	return &dsyncClient{pool: pool, b: b, m: mutex.New(b, name, opts...)}
 }
 
 func (d *dsyncClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
 func (d *dsyncClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
-func (d *dsyncClient) Close()                           { d.b.Close(); d.pool.Close() }
+func (d *dsyncClient) Close()                           { observe.Set(d.b, nil); d.b.Close(); d.pool.Close() }
 
 type dsyncFairClient struct {
 	pool *redis.Pool
@@ -157,12 +182,13 @@ type dsyncFairClient struct {
 func newDsyncFair(addr, name string, c *counter) Client {
 	pool := redigoPool(addr, c)
 	b := bredigo.New(pool)
+	observe.Set(b, handOffObserver(c))
 	return &dsyncFairClient{pool: pool, b: b, m: fairlock.New(b, name)}
 }
 
 func (d *dsyncFairClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
 func (d *dsyncFairClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
-func (d *dsyncFairClient) Close()                           { d.b.Close(); d.pool.Close() }
+func (d *dsyncFairClient) Close()                           { observe.Set(d.b, nil); d.b.Close(); d.pool.Close() }
 
 // redsyncClient is redsync over one server, or, for the RedLock scenario,
 // over several (addr comma-separated), one pool each.

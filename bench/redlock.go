@@ -26,7 +26,8 @@ import (
 // RedLockImpls are the implementations the RedLock scenario compares.
 func RedLockImpls() []Impl {
 	return []Impl{
-		{Name: "dsync-redlock", Note: "multilock.RedLock over one dsync mutex per server (30s watchdog lease), members tried in parallel, pub/sub wake-ups", New: newDsyncRedLock},
+		{Name: "dsync-redlock", Note: "multilock.RedLock over one dsync mutex per server (30s watchdog lease), members tried in parallel, pub/sub wake-ups", New: newDsyncRedLock()},
+		{Name: "dsync-redlock-handoff", Note: "the same over mutexes WithHandoffAfter(0): every release with a waiter hands the member over", New: newDsyncRedLock(mutex.WithHandoffAfter(0))},
 		{Name: "redsync-redlock", Note: "redsync v4 over the same servers, defaults: 32 tries, 50-250ms random retry delay, 8s expiry", New: newRedsync(nil)},
 		{Name: "redsync-redlock-1ms", Note: "redsync v4 over the same servers, 1ms retry delay, tries unlimited in practice", New: newRedsync([]redsync.Option{
 			redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1 << 30)})},
@@ -42,17 +43,19 @@ type dsyncRedLockClient struct {
 	close []func()
 }
 
-func newDsyncRedLock(addr, name string, c *counter) Client {
-	d := &dsyncRedLockClient{}
-	var ms []dsync.Locker
-	for _, a := range addrs(addr) {
-		pool := redigoPool(a, c)
-		b := bredigo.New(pool)
-		ms = append(ms, mutex.New(b, name))
-		d.close = append(d.close, func() { b.Close(); pool.Close() })
+func newDsyncRedLock(opts ...mutex.Option) func(addr, name string, c *counter) Client {
+	return func(addr, name string, c *counter) Client {
+		d := &dsyncRedLockClient{}
+		var ms []dsync.Locker
+		for _, a := range addrs(addr) {
+			pool := redigoPool(a, c)
+			b := bredigo.New(pool)
+			ms = append(ms, mutex.New(b, name, opts...))
+			d.close = append(d.close, func() { b.Close(); pool.Close() })
+		}
+		d.l = multilock.RedLock(ms...)
+		return d
 	}
-	d.l = multilock.RedLock(ms...)
-	return d
 }
 
 // Lock and Unlock take and release ownerless holds, as the other clients
@@ -126,13 +129,13 @@ func (r *Report) writeRedLock(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%22s", "")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %20s", n)
+		fmt.Fprintf(w, "  %21s", n)
 	}
 	fmt.Fprintln(w)
 	row := func(label string, f func(RedLockResult) string) {
 		fmt.Fprintf(w, "%22s", label)
 		for _, n := range names {
-			fmt.Fprintf(w, "  %20s", f(r.RedLock[n]))
+			fmt.Fprintf(w, "  %21s", f(r.RedLock[n]))
 		}
 		fmt.Fprintln(w)
 	}
@@ -146,7 +149,7 @@ func (r *Report) writeRedLock(w io.Writer) {
 	row("give-ups", func(x RedLockResult) string { return fmt.Sprint(x.Cont.GiveUps) })
 	for _, impl := range RedLockImpls() {
 		if slices.Contains(names, impl.Name) {
-			fmt.Fprintf(w, "  %-20s %s\n", impl.Name, impl.Note)
+			fmt.Fprintf(w, "  %-21s %s\n", impl.Name, impl.Note)
 		}
 	}
 }

@@ -1,9 +1,13 @@
-// Package bench measures dsync against its peers, redsync and
-// bsm/redislock, in one run on one server: uncontended lock+unlock,
-// contention with and without a critical section, handoff latency, and, for
-// dsync, 10,000 waiters on one lock and 10,000 locks held at once. Two
-// measurements without a lock bound what any lock can do on the machine:
-// Floor, for a handoff, and Ring, for the contended rate.
+// Package bench measures dsync against its peers, redsync, bsm/redislock
+// and rueidislock, in one run on one server: uncontended lock+unlock, the
+// service shape (many goroutines sharing one client, each on a name of its
+// own; see RunShape), contention with and without a critical section (the
+// mutex in both of its modes), handoff latency, and, for dsync, 10,000
+// waiters on one lock and 10,000 locks held at once. Measurements without
+// a lock bound what any lock can do on the machine: Floor, for a handoff,
+// Ring, for the contended rate, and two PINGs per pair in the service
+// shape. RequiredRate models what the contended targets without a
+// critical section require together.
 //
 // The same scenarios back the Go benchmarks in this package
 // (go test -bench . ./bench) and the comparison table of `dsync bench`.
@@ -59,7 +63,21 @@ type Config struct {
 	// Spawn, if set, runs each contender of the contended scenarios in a
 	// process of its own (see Worker); otherwise they are goroutines of
 	// this process.
-	Spawn    Spawn
+	Spawn Spawn
+	// GoroutineRows, with Spawn set, also runs the contended scenarios of
+	// GoroutineImpls with the contenders as goroutines of this process,
+	// each with a client of its own.
+	GoroutineRows bool
+
+	// The service-shape table (see RunShape): ShapeRounds interleaved
+	// rounds of ShapeDuration per row and number of goroutines in
+	// ShapeGoroutines; 0 rounds skip it.
+	ShapeGoroutines []int
+	ShapeDuration   time.Duration
+	ShapeRounds     int
+	// ShapeOnly measures the service-shape table and nothing else.
+	ShapeOnly bool
+
 	Progress func(string)
 }
 
@@ -80,6 +98,11 @@ func DefaultConfig() Config {
 		Held:        10000,
 
 		SemContenders: 16,
+		GoroutineRows: true,
+
+		ShapeGoroutines: []int{1, 16, 64, 256},
+		ShapeDuration:   300 * time.Millisecond,
+		ShapeRounds:     3,
 	}
 }
 
@@ -92,11 +115,15 @@ type Report struct {
 	Impls     []Impl
 	Cont0     map[string]Result
 	ContHold  map[string]Result
-	Ring      float64 // hand-offs/s of the ring (see Ring) at Hold; 0 if not run
-	Handoff   map[string]Result
-	Waiters   WaitersResult
-	Held      HeldResult
-	HeldSmall HeldResult
+	// The contended scenarios of GoroutineImpls with the contenders as
+	// goroutines of this process (see Config.GoroutineRows).
+	GoCont0    map[string]Result
+	GoContHold map[string]Result
+	Ring       float64 // hand-offs/s of the ring (see Ring) at Hold; 0 if not run
+	Handoff    map[string]Result
+	Waiters    WaitersResult
+	Held       HeldResult
+	HeldSmall  HeldResult
 
 	// Uncont is the interleaved uncontended table (see
 	// UncontendedInterleaved), by implementation and caller.
@@ -113,6 +140,8 @@ type Report struct {
 	Adapters map[string]AdapterResult // by adapter (see Adapters)
 
 	Election ElectionResult // the election beside the mutex (see Election)
+
+	Shape ShapeResult // the service-shape table (see RunShape)
 }
 
 // Run measures everything in cfg. The implementations' calls run with a
@@ -129,8 +158,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	ad := admin{cfg.Addr}
 	rep := &Report{Config: cfg, Server: "redis " + ad.version() + " at " + cfg.Addr, Impls: Impls(),
-		Cont0: map[string]Result{}, ContHold: map[string]Result{}, Handoff: map[string]Result{},
-		RW: map[string]Result{}, Sem: map[string]Result{}, RedLock: map[string]RedLockResult{}}
+		Cont0: map[string]Result{}, ContHold: map[string]Result{}, GoCont0: map[string]Result{}, GoContHold: map[string]Result{},
+		Handoff: map[string]Result{},
+		RW:      map[string]Result{}, Sem: map[string]Result{}, RedLock: map[string]RedLockResult{}}
 	var err error
 	if rep.RoundTrip, err = ad.roundTrip(ctx); err != nil {
 		return nil, err
@@ -151,6 +181,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		progress(what)
 		return nil
 	}
+	runShape := func() error {
+		if cfg.ShapeRounds <= 0 || len(cfg.ShapeGoroutines) == 0 {
+			return nil
+		}
+		var err error
+		rep.Shape, err = RunShape(ctx, cfg.Addr, cfg.ShapeGoroutines, ShapeBackgroundG, cfg.ShapeRounds, cfg.ShapeDuration, step)
+		return err
+	}
+	if cfg.ShapeOnly {
+		if err := runShape(); err != nil {
+			return fail(err)
+		}
+		return rep, nil
+	}
 	if err := step("round trips and pub/sub delivery from idle"); err != nil {
 		return rep, err
 	}
@@ -170,6 +214,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if rep.Adapters, err = runAdapters(ctx, cfg.Addr, cfg.Adapters, step); err != nil {
 			return fail(err)
 		}
+	}
+	if err := runShape(); err != nil {
+		return fail(err)
 	}
 	// Contended runs are interleaved for the same reason, in rounds of a
 	// fifth of the duration, in the same alternating order.
@@ -204,6 +251,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return fail(fmt.Errorf("hand-off ring: %w", err))
 				}
 				rep.Ring += ring / rounds
+			}
+		}
+	}
+	// The mutex's rows again with the contenders as goroutines of this
+	// process, interleaved the same way.
+	if cfg.Spawn != nil && cfg.GoroutineRows {
+		for _, sc := range []struct {
+			hold time.Duration
+			into map[string]Result
+		}{{0, rep.GoCont0}, {cfg.Hold, rep.GoContHold}} {
+			for i := 0; i < rounds; i++ {
+				order := GoroutineImpls()
+				if i%2 == 1 {
+					slices.Reverse(order)
+				}
+				for _, impl := range order {
+					if err := step(fmt.Sprintf("%d contenders as goroutines, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name)); err != nil {
+						return rep, err
+					}
+					r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0, nil)
+					if err != nil {
+						return fail(fmt.Errorf("%s contended, goroutines: %w", impl.Name, err))
+					}
+					acc := sc.into[impl.Name]
+					acc.add(r)
+					sc.into[impl.Name] = acc
+				}
 			}
 		}
 	}
@@ -333,6 +407,12 @@ func ratio(a, b float64) string {
 func (r *Report) Write(w io.Writer) {
 	c := r.Config
 	fmt.Fprintf(w, "dsync bench: %s; %d CPUs, %s %s/%s\n", r.Server, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if c.ShapeOnly {
+		fmt.Fprintf(w, "round trip (PING): %s in a busy loop\n", us(r.RoundTrip))
+		r.writeShape(w)
+		r.writeTargets(w)
+		return
+	}
 	fmt.Fprintf(w, "round trip (PING): %s in a busy loop, %s from idle; PUBLISH to an idle subscriber: %s, plus its round trip: %s\n",
 		us(r.RoundTrip), us(r.Floor.ColdRoundTrip), us(r.Floor.Delivery), us(r.Floor.DeliveryRoundTrip))
 	where := "each with its own client, all in this process"
@@ -340,14 +420,12 @@ func (r *Report) Write(w io.Writer) {
 		where = "each in a process of its own"
 	}
 	r.writeUncontended(w)
+	r.writeShape(w)
 	fmt.Fprintf(w, "contended: %d contenders, %s, %v per implementation in 5 interleaved rounds\n\n", c.Contenders, where, c.Duration)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "\t"
-	for _, impl := range r.Impls {
-		head += impl.Name + "\t"
-	}
-	fmt.Fprintln(tw, head)
+	writeContended(tw, r.Impls, fmt.Sprintf("%d contenders, no hold", c.Contenders), r.Cont0)
+	writeContended(tw, r.Impls, fmt.Sprintf("%d contenders, %v hold", c.Contenders, c.Hold), r.ContHold)
 	row := func(label string, f func(name string) string) {
 		line := label + "\t"
 		for _, impl := range r.Impls {
@@ -355,33 +433,7 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintln(tw, line)
 	}
-	vs := func(label string, get func(name string) float64) {
-		d := get("dsync")
-		row(label, func(name string) string {
-			if name == "dsync" {
-				return ""
-			}
-			return ratio(d, get(name))
-		})
-	}
 	section := func(title string) { fmt.Fprintln(tw, title+"\t"+strings.Repeat("\t", len(r.Impls))) }
-
-	contended := func(title string, m map[string]Result) {
-		section(title)
-		row("  acquisitions/s", func(n string) string { return fmt.Sprintf("%.0f", m[n].Rate()) })
-		row("  wait p50", func(n string) string { return us(percentile(m[n].Waits, 0.5)) })
-		row("  wait p99", func(n string) string { return us(percentile(m[n].Waits, 0.99)) })
-		row("  wait max", func(n string) string { return us(percentile(m[n].Waits, 1)) })
-		row("  client cmds/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].Commands)) })
-		row("  server calls/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].ServerCalls)) })
-		row("  give-ups", func(n string) string { return fmt.Sprint(m[n].GiveUps) })
-		row("  pub/sub conns", func(n string) string { return fmt.Sprint(m[n].PubSubConns) })
-		row("  goroutines", func(n string) string { return fmt.Sprint(m[n].Goroutines) })
-		vs("  dsync/peer acq/s", func(n string) float64 { return m[n].Rate() })
-		vs("  dsync/peer p99", func(n string) float64 { return float64(percentile(m[n].Waits, 0.99)) })
-	}
-	contended(fmt.Sprintf("%d contenders, no hold", c.Contenders), r.Cont0)
-	contended(fmt.Sprintf("%d contenders, %v hold", c.Contenders, c.Hold), r.ContHold)
 
 	section("handoff: release to next holder")
 	row("  median", func(n string) string { return us(percentile(r.Handoff[n].Waits, 0.5)) })
@@ -398,7 +450,17 @@ func (r *Report) Write(w io.Writer) {
 	for _, impl := range r.Impls {
 		fmt.Fprintf(w, "  %-14s %s\n", impl.Name, impl.Note)
 	}
+	fmt.Fprintln(w, "  hand-offs/acq: the share of acquisitions that a release handed over (observe's HandedOff, counted by the releasing client;")
+	fmt.Fprintln(w, "  observe does not report a hand-off that a newcomer's attempt makes to a head waiter past the threshold, which is not counted)")
 	fmt.Fprintln(w)
+	if len(r.GoCont0) > 0 {
+		fmt.Fprintf(w, "contended, goroutines: %d contenders as goroutines of this process, each with its own client (pool and backend), %v per implementation in 5 interleaved rounds\n\n", c.Contenders, c.Duration)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		writeContended(tw, GoroutineImpls(), fmt.Sprintf("%d goroutines, no hold", c.Contenders), r.GoCont0)
+		writeContended(tw, GoroutineImpls(), fmt.Sprintf("%d goroutines, %v hold", c.Contenders, c.Hold), r.GoContHold)
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 	if len(r.RW) > 0 {
 		fmt.Fprintf(w, "read-write workload: %d contenders (%s), %v hold, %.0f%% of the rwlock's cycles reading\n", c.Contenders, where, c.Hold, 100*ReadShare)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -443,6 +505,51 @@ func (r *Report) Write(w io.Writer) {
 	r.writeTargets(w)
 }
 
+// writeContended prints the rows of one contended scenario, a column per
+// implementation of impls, to tw.
+func writeContended(tw *tabwriter.Writer, impls []Impl, title string, m map[string]Result) {
+	row := func(label string, f func(name string) string) {
+		line := label + "\t"
+		for _, impl := range impls {
+			line += f(impl.Name) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	vs := func(label string, get func(name string) float64) {
+		d := get("dsync")
+		row(label, func(name string) string {
+			if name == "dsync" {
+				return ""
+			}
+			return ratio(d, get(name))
+		})
+	}
+	head := "\t"
+	for _, impl := range impls {
+		head += impl.Name + "\t"
+	}
+	fmt.Fprintln(tw, head)
+	fmt.Fprintln(tw, title+"\t"+strings.Repeat("\t", len(impls)))
+	row("  acquisitions/s", func(n string) string { return fmt.Sprintf("%.0f", m[n].Rate()) })
+	row("  wait p50", func(n string) string { return us(percentile(m[n].Waits, 0.5)) })
+	row("  wait p99", func(n string) string { return us(percentile(m[n].Waits, 0.99)) })
+	row("  wait max", func(n string) string { return us(percentile(m[n].Waits, 1)) })
+	row("  client cmds/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].Commands)) })
+	row("  server calls/acq", func(n string) string { return fmt.Sprintf("%.1f", m[n].PerAcq(m[n].ServerCalls)) })
+	row("  hand-offs/acq", func(n string) string {
+		if !strings.HasPrefix(n, "dsync") {
+			return "-" // a peer's releases hand nothing over
+		}
+		return fmt.Sprintf("%.2f", m[n].PerAcq(m[n].HandOffs))
+	})
+	row("  give-ups", func(n string) string { return fmt.Sprint(m[n].GiveUps) })
+	row("  pub/sub conns", func(n string) string { return fmt.Sprint(m[n].PubSubConns) })
+	row("  goroutines", func(n string) string { return fmt.Sprint(m[n].Goroutines) })
+	vs("  dsync/peer acq/s", func(n string) float64 { return m[n].Rate() })
+	vs("  dsync/peer p99", func(n string) float64 { return float64(percentile(m[n].Waits, 0.99)) })
+	vs("  dsync/peer max", func(n string) float64 { return float64(percentile(m[n].Waits, 1)) })
+}
+
 // writeSemaphore prints the semaphore scenario, if it ran.
 func (r *Report) writeSemaphore(w io.Writer) {
 	sem, mu := r.Sem[SemImpl.Name], r.Sem["dsync"]
@@ -464,6 +571,51 @@ func (r *Report) writeSemaphore(w io.Writer) {
 	tw.Flush()
 }
 
+// contendedTargets checks the contended targets of the mutex (DESIGN.md
+// §7) against redsync's, with the contenders placed as how says, and
+// prints what the waiting-time model (see RequiredRate) makes of the
+// targets without a critical section. procs says the contenders were
+// processes, for which the hand-off ring is the ceiling.
+func (r *Report) contendedTargets(w io.Writer, check func(ok bool, format string, args ...any), how string, cont0, contHold map[string]Result, procs bool) {
+	n, hold := r.Config.Contenders, r.Config.Hold
+	info := func(format string, args ...any) { fmt.Fprintf(w, "  info   %s\n", fmt.Sprintf(format, args...)) }
+	if d, p := cont0["dsync"], cont0["redsync"]; d.Acquisitions > 0 && p.Acquisitions > 0 {
+		dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)
+		dm, pm := percentile(d.Waits, 1), percentile(p.Waits, 1)
+		check(d.Rate() >= p.Rate(), "%d contenders %s, no hold: throughput %.0f/s = %.2fx redsync's (target >= 1.0x)", n, how, d.Rate(), d.Rate()/max(1, p.Rate()))
+		check(pp > 0 && dp <= 2*pp, "%d contenders %s, no hold: p99 wait %s vs redsync's %s (target <= 2x)", n, how, us(dp), us(pp))
+		check(pm > 0 && 20*dm <= pm, "%d contenders %s, no hold: max wait %s vs redsync's %s (target <= 1/20)", n, how, us(dm), us(pm))
+		// The three targets together: the p99 and max bounds cap the
+		// mean wait, which fixes the least rate (see waitmodel.go).
+		need := RequiredRate(n, 2*pp, pm/20)
+		ceiling := SerialCeiling(r.RoundTrip)
+		info("%d contenders %s, no hold: a p99 <= %s and a max <= %s need >= %.0f acquisitions/s = %.2fx redsync's rate (mean wait (N-1)/R <= 0.99 p99 + 0.01 max; bench/waitmodel.go)",
+			n, how, us(2*pp), us(pm/20), need, need/max(1, p.Rate()))
+		info("%d contenders %s, no hold: the machine's ceiling, a release and the next acquisition as 2 round trips of %s (busy loop), is %.0f/s; the targets need %.2fx of it; dsync ran %.0f/s, redsync %.0f/s",
+			n, how, us(r.RoundTrip), ceiling, need/max(1, ceiling), d.Rate(), p.Rate())
+		if h := cont0["dsync-handoff"]; h.Acquisitions > 0 {
+			info("%d contenders %s, no hold: dsync-handoff %.2fx redsync's rate, p99 %s, max %s; hand-offs per acquisition %.2f (dsync %.2f)",
+				n, how, h.Rate()/max(1, p.Rate()), us(percentile(h.Waits, 0.99)), us(percentile(h.Waits, 1)), h.PerAcq(h.HandOffs), d.PerAcq(d.HandOffs))
+		}
+	}
+	d, p := contHold["dsync"], contHold["redsync"]
+	if d.Acquisitions == 0 || p.Acquisitions == 0 {
+		return
+	}
+	check(d.Rate() >= p.Rate(), "%d contenders %s, %v hold: throughput %.2fx redsync's (target >= 1.0x)", n, how, hold, d.Rate()/max(1, p.Rate()))
+	if r.Ring > 0 && procs {
+		check(d.Rate() >= 0.85*r.Ring, "%d contenders %s, %v hold: throughput %.2fx the hand-off ring's ceiling (target >= 0.85x)", n, how, hold, d.Rate()/r.Ring)
+	}
+	dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)
+	check(pp > 0 && dp*20 <= pp, "%d contenders %s, %v hold: p99 wait %s vs redsync's %s (target <= 1/20)", n, how, hold, us(dp), us(pp))
+	check(d.PerAcq(d.Commands) <= 5, "%d contenders %s, %v hold: %.1f client commands per acquisition (target <= 5; %.1f server calls with script internals)",
+		n, how, hold, d.PerAcq(d.Commands), d.PerAcq(d.ServerCalls))
+	if h := contHold["dsync-handoff"]; h.Acquisitions > 0 {
+		info("%d contenders %s, %v hold: dsync-handoff %.2fx redsync's rate, p99 %s; hand-offs per acquisition %.2f (dsync %.2f)",
+			n, how, hold, h.Rate()/max(1, p.Rate()), us(percentile(h.Waits, 0.99)), h.PerAcq(h.HandOffs), d.PerAcq(d.HandOffs))
+	}
+}
+
 // semIdeal is the FIFO ideal wait of the semaphore scenario: every
 // contender, queued again right after its release, waits for the
 // contenders ahead of it beyond the capacity, each a cycle of this run's
@@ -481,16 +633,20 @@ func (r *Report) writeTargets(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s %s\n", mark, fmt.Sprintf(format, args...))
 	}
-	r.uncontendedTargets(check)
-	d, p := r.ContHold["dsync"], r.ContHold["redsync"]
-	check(d.Rate() >= 0.95*p.Rate(), "%d contenders, %v hold: throughput %.2fx redsync's (target >= 0.95x)", r.Config.Contenders, r.Config.Hold, d.Rate()/max(1, p.Rate()))
-	if r.Ring > 0 && r.Config.Spawn != nil {
-		check(d.Rate() >= 0.85*r.Ring, "%d contenders, %v hold: throughput %.2fx the hand-off ring's ceiling (target >= 0.85x)", r.Config.Contenders, r.Config.Hold, d.Rate()/r.Ring)
+	r.shapeTargets(w, check)
+	if r.Config.ShapeOnly {
+		return
 	}
-	dp, pp := percentile(d.Waits, 0.99), percentile(p.Waits, 0.99)
-	check(pp > 0 && dp*20 <= pp, "%d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/20)", r.Config.Contenders, r.Config.Hold, us(dp), us(pp))
-	check(d.PerAcq(d.Commands) <= 5, "%d contenders, %v hold: %.1f client commands per acquisition (target <= 5; %.1f server calls with script internals)",
-		r.Config.Contenders, r.Config.Hold, d.PerAcq(d.Commands), d.PerAcq(d.ServerCalls))
+	r.uncontendedTargets(check)
+	how := "as goroutines"
+	if r.Config.Spawn != nil {
+		how = "in processes"
+	}
+	r.contendedTargets(w, check, how, r.Cont0, r.ContHold, r.Config.Spawn != nil)
+	if len(r.GoCont0) > 0 {
+		r.contendedTargets(w, check, "as goroutines", r.GoCont0, r.GoContHold, false)
+	}
+	d := r.ContHold["dsync"]
 	// A handoff starts from idle: the holder held for 20ms, the waiter was
 	// parked. Its unit is a round trip from idle too, a PING timed in the
 	// same rounds after the same idle time; waking from idle costs more
@@ -531,9 +687,12 @@ func (r *Report) writeTargets(w io.Writer) {
 	if sem, mu := r.Sem[SemImpl.Name], r.Sem["dsync"]; sem.Acquisitions > 0 {
 		check(sem.Rate() >= 3*mu.Rate(), "semaphore, capacity %d, %d contenders, %v hold: throughput %.2fx the dsync mutex's (target >= 3x)",
 			SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, sem.Rate()/max(1, mu.Rate()))
-		ideal, sp := r.semIdeal(sem), percentile(sem.Waits, 0.99)
-		check(float64(sp) <= 1.5*float64(ideal), "semaphore, capacity %d, %d contenders, %v hold: p99 wait %s = %.2fx the FIFO ideal %s (target <= 1.5x)",
-			SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, us(sp), float64(sp)/float64(max(1, ideal)), us(ideal))
+		// With no more contenders than permits nobody waits in the ideal:
+		// there is no ratio to it.
+		if ideal, sp := r.semIdeal(sem), percentile(sem.Waits, 0.99); ideal > 0 {
+			check(float64(sp) <= 1.5*float64(ideal), "semaphore, capacity %d, %d contenders, %v hold: p99 wait %s = %.2fx the FIFO ideal %s (target <= 1.5x)",
+				SemaphoreCapacity, r.Config.SemContenders, r.Config.Hold, us(sp), float64(sp)/float64(max(1, ideal)), us(ideal))
+		}
 	}
 	if d, rs := r.RedLock["dsync-redlock"], r.RedLock["redsync-redlock"]; d.Uncont.Acquisitions > 0 && rs.Uncont.Acquisitions > 0 {
 		n := len(r.Config.RedLockAddrs)
@@ -542,6 +701,10 @@ func (r *Report) writeTargets(w io.Writer) {
 		dp, rp := percentile(d.Cont.Waits, 0.99), percentile(rs.Cont.Waits, 0.99)
 		check(4*dp <= rp, "RedLock over %d servers, %d contenders, %v hold: p99 wait %s vs redsync's %s (target <= 1/4)", n, r.Config.Contenders, r.Config.Hold, us(dp), us(rp))
 		check(d.Cont.Rate() >= 0.85*rs.Cont.Rate(), "RedLock over %d servers, %d contenders, %v hold: throughput %.2fx redsync's (target >= 0.85x)", n, r.Config.Contenders, r.Config.Hold, d.Cont.Rate()/max(1, rs.Cont.Rate()))
+		if h := r.RedLock["dsync-redlock-handoff"]; h.Cont.Acquisitions > 0 {
+			fmt.Fprintf(w, "  info   RedLock over %d servers, %d contenders, %v hold: dsync-redlock-handoff %.2fx redsync's rate, p99 %s\n",
+				n, r.Config.Contenders, r.Config.Hold, h.Cont.Rate()/max(1, rs.Cont.Rate()), us(percentile(h.Cont.Waits, 0.99)))
+		}
 	}
 	r.electionTargets(check)
 	if wr := r.Waiters; wr.Waiters > 0 {

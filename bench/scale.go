@@ -13,7 +13,6 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
-	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/mutex"
 )
@@ -75,16 +74,14 @@ func ManyWaiters(ctx context.Context, addr string, n int) (WaitersResult, error)
 	}
 	// Wait until every waiter is registered on the server.
 	ad := admin{addr}
-	base, _ := keys.Base(keys.DefaultPrefix, "mutex", lockName)
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		card, err := redis.Int(ad.do("ZCARD", base+":waiters"))
+		st, err := holder.State(ctx)
 		if err != nil {
 			return WaitersResult{}, err
 		}
-		if card >= n {
+		if card := st.Waiters; card >= n {
 			break
-		}
-		if time.Now().After(deadline) {
+		} else if time.Now().After(deadline) {
 			return WaitersResult{}, fmt.Errorf("only %d of %d waiters queued after 2m", card, n)
 		}
 		time.Sleep(20 * time.Millisecond)

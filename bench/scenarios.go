@@ -26,6 +26,7 @@ type Result struct {
 	Commands     int64           // sent by the clients
 	RoundTrips   int64           // commands whose reply the client awaited
 	ServerCalls  int64           // INFO commandstats delta, script calls included
+	HandOffs     int64           // dsync: acquisitions handed over by a release (see handOffObserver)
 	PubSubConns  int             // on the server, sampled mid-run
 	Goroutines   int             // in this process, sampled mid-run
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
@@ -43,6 +44,7 @@ func (r *Result) add(o Result) {
 	r.Commands += o.Commands
 	r.RoundTrips += o.RoundTrips
 	r.ServerCalls += o.ServerCalls
+	r.HandOffs += o.HandOffs
 	r.GiveUps += o.GiveUps
 	r.Waits = sorted(append(r.Waits, o.Waits...))
 	r.IdlePings = sorted(append(r.IdlePings, o.IdlePings...))
@@ -162,6 +164,10 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 	if wait.Sleep(ctx, l.sample()) {
 		pubsub, goroutines = ad.pubsubConns(), runtime.NumGoroutine()
 	}
+	// Hand-offs count until the deadline, as acquisitions do: the
+	// releases after it hand over to acquisitions that do not count.
+	l.wait(ctx)
+	handOffs := m.handOffsSince()
 	waits, giveUps, err := finish()
 	if err != nil {
 		return Result{}, err
@@ -174,6 +180,7 @@ func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold
 		GiveUps:      giveUps,
 		PubSubConns:  pubsub,
 		Goroutines:   goroutines,
+		HandOffs:     handOffs,
 	}
 	r.Commands, r.RoundTrips, r.ServerCalls, err = m.stop()
 	return r, err

@@ -64,7 +64,8 @@ type workerReport struct {
 	GiveUps    int64
 	Commands   int64
 	RoundTrips int64
-	Goroutines int // in the worker, mid-run
+	HandOffs   int64 // made by the worker's releases
+	Goroutines int   // in the worker, mid-run
 	Err        string
 }
 
@@ -107,7 +108,7 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 	if err := dec.Decode(&b); err != nil {
 		return fail(fmt.Errorf("worker: read begin: %w", err))
 	}
-	cmds, rtts := c.commands.Load(), c.roundTrips.Load()
+	cmds, rtts, handOffs := c.commands.Load(), c.roundTrips.Load(), c.handOffs.Load()
 	l := newLoop(j.Hold, b.Duration, j.Limit)
 	done := make(chan workerReport, 1)
 	go func() {
@@ -123,9 +124,12 @@ func runWorker(ctx context.Context, j job, dec *json.Decoder, enc *json.Encoder)
 		goroutines = runtime.NumGoroutine()
 	}
 	l.wait(ctx)
+	// Hand-offs count until the deadline, as acquisitions do.
+	handedOff := c.handOffs.Load() - handOffs
 	r := <-done
 	r.Acquired = l.acquired.Load()
 	r.Commands, r.RoundTrips = c.commands.Load()-cmds, c.roundTrips.Load()-rtts
+	r.HandOffs = handedOff
 	r.Goroutines = goroutines
 	return r
 }
@@ -285,6 +289,7 @@ func contendedProcs(ctx context.Context, addr string, impl Impl, contenders int,
 		res.GiveUps += r.GiveUps
 		res.Commands += r.Commands
 		res.RoundTrips += r.RoundTrips
+		res.HandOffs += r.HandOffs
 		res.Goroutines += r.Goroutines
 	}
 	res.Elapsed = l.elapsed()

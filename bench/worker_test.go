@@ -28,7 +28,8 @@ func TestContendedInProcesses(t *testing.T) {
 	addr := redisAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, impl := range Impls()[:3] { // dsync, dsync-fair, redsync
+	for _, name := range []string{"dsync", "dsync-fair", "redsync"} {
+		impl := impl(t, name)
 		r, err := Contended(ctx, addr, impl, 3, 0, 300*time.Millisecond, 0, spawn)
 		if err != nil {
 			t.Fatalf("%s: %v", impl.Name, err)

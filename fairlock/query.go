@@ -48,7 +48,7 @@ func (m *Mutex) State(ctx context.Context) (State, error) {
 		return State{}, err
 	}
 	owner, _ := m.h.Current(ctx, core.Exclusive)
-	reply, err := m.h.B.Eval(ctx, inspectScript, m.keys, owner)
+	reply, err := m.h.B.Eval(ctx, inspectScript, m.keys, m.h.QueryArgs(owner)...)
 	if err != nil {
 		return State{}, m.h.Wrap("state", err)
 	}

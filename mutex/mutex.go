@@ -121,6 +121,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	if cfg.HandoffAfter < 0 {
 		cfg.HandoffAfter = DefaultHandoffAfter
 	}
+	cfg.WaiterTimeout = waiterTTL
 	m := &Mutex{}
 	m.h.Init(b, "mutex", name, cfg)
 	m.channel = m.h.Companion("wake")

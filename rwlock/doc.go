@@ -70,33 +70,31 @@
 // below the highest it has seen, as package mutex describes. Read holds
 // fence nothing, since readers share the lock.
 //
-// The sequence is kept by the lock's main key, as the mutex keeps its
-// own: while anything is held or waits, and once free for the rest of the
-// last hold's lease. There is no fence key (and no WithFenceTTL): a lock
-// whose main key is gone seeds its next token from the server clock in
-// microseconds, which is above every token handed out before unless the
-// clock stepped back by more than the time since (see package mutex).
+// Tokens are drawn and kept as package mutex draws and keeps them: a lone
+// writer takes the lock with one plain SET and its token is drawn by the
+// first Token, and the fence key keeps the last token drawn for an hour.
 //
 // # Keys
 //
 // The lock "config" under the default prefix uses
 //
-//	dsync:rwlock:{config}           string: the state (below) and the
-//	                                last token
+//	dsync:rwlock:{config}           string: the state (below)
 //	dsync:rwlock:{config}:readers   hash: read holds by owner
 //	dsync:rwlock:{config}:rexpiry   sorted set: read holds by expiry
 //	dsync:rwlock:{config}:wqueue    sorted set: writers waiting, by arrival
 //	dsync:rwlock:{config}:wexpiry   sorted set: writers waiting, by expiry
 //	dsync:rwlock:{config}:rwait     sorted set: readers waiting, by expiry
+//	dsync:rwlock:{config}:fence     the last token drawn, for an hour
 //	dsync:rwlock:{config}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The main key holds a lone holder's hold,
-// write or read, expiring with its lease, so that an uncontended Lock or
-// RLock and its unlock are one round trip and one or two commands each on
-// the server, as the mutex's; with other holders or waiters it holds the
-// write hold, or says that the others are in the other keys. Freed, it
-// keeps the last token for the rest of the last hold's lease. Every other
-// key vanishes with its last entry, or expires with its longest lease.
+// write or read, expiring with its lease: when nothing else is on the
+// lock, an uncontended Lock or RLock is one script that checks the other
+// keys and takes the lock with one SET, and its unlock one that compares
+// and deletes, as the mutex's; with other holders or waiters the main key
+// holds the write hold, or says that the others are in the other keys.
+// Freed, it is gone. Every other key vanishes with its last entry, or
+// expires with its longest lease.
 //
 // # Errors
 //

@@ -89,7 +89,7 @@ func (m *RWMutex) State(ctx context.Context) (State, error) {
 			owner = o
 		}
 	}
-	reply, err := m.h.B.Eval(ctx, inspectScript, m.keys, owner)
+	reply, err := m.h.B.Eval(ctx, inspectScript, m.keys, m.h.QueryArgs(owner)...)
 	if err != nil {
 		return State{}, m.h.Wrap("state", err)
 	}

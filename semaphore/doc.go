@@ -112,34 +112,28 @@
 //
 // all in one Redis Cluster slot. The state takes one of two forms. While
 // at most one owner holds permits and nobody is queued, it is one string
-// that expires with that owner's lease, so that a lone holder's Acquire
-// and Release are one round trip and one or two commands each on the
-// server, as the mutex's: the state's capacity, the owner's permits, its
-// hold id and recent operation ids, and the grant counter. As soon as a
-// second owner holds or a waiter queues it becomes a hash (capacity,
-// permits held, grant counter, and per owner its permits, hold id and
-// recent ops) with the holders' leases in the holders key, until every
-// permit is free again. A free semaphore keeps only its grant counter,
-// for the rest of its last holder's lease (a string "<grant> free"), and
-// none of its other keys: the hash and holders are deleted when the last
-// permit is given back with nobody queued, and expire with the latest
-// lease if every holder died; the queue keys vanish with their last
-// waiter, or a waiter timeout after its last beat. A key that vanishes
-// otherwise (deleted, or evicted under maxmemory) costs no permit for
-// good: without the state or the holders, the permits they counted are
-// free again at the next acquisition or release, and their holders are
-// told (Done) at their next renewal; without a queue key, waiters queue
-// again at their next heartbeat, in the order their heartbeats come. The
-// capacity key has no expiry, so that the volatile-* eviction policies
-// never take it; allkeys-* may, and the capacity in force is then the
-// handles' again. The string form records whether a capacity is set at
-// runtime (SetCapacity keeps it so), which spares a free semaphore's
-// Acquire reading the capacity key: a capacity key written by anything
-// but SetCapacity is seen once the state next takes the hash form or
-// vanishes. There is no fencing token: a permit is not exclusive. The
-// grant counter only tells a waiter whether a hand-off is newer than its
-// last failed attempt; it is seeded from the server clock in microseconds
-// whenever no state keeps it.
+// that expires with that owner's lease: a lone holder's Acquire, when no
+// other key of the semaphore is there, is one script that checks for them
+// and takes the semaphore with one SET, and its Release of what it took
+// is one that compares and deletes, as the mutex's. As soon as a second
+// owner holds or a waiter queues it becomes a hash (capacity, permits
+// held, grant counter, and per owner its permits, hold id and recent ops)
+// with the holders' leases in the holders key, until every permit is free
+// again. A free semaphore keeps none of its keys but the runtime capacity:
+// the state and holders are deleted when the last permit is given back
+// with nobody queued, and expire with the latest lease if every holder
+// died; the queue keys vanish with their last waiter, or a waiter timeout
+// after its last beat. A key that vanishes otherwise (deleted, or evicted
+// under maxmemory) costs no permit for good: without the state or the
+// holders, the permits they counted are free again at the next acquisition
+// or release, and their holders are told (Done) at their next renewal;
+// without a queue key, waiters queue again at their next heartbeat, in the
+// order their heartbeats come. The capacity key has no expiry, so that the
+// volatile-* eviction policies never take it; allkeys-* may, and the
+// capacity in force is then the handles' again. There is no fencing
+// token: a permit is not exclusive. The grant counter only tells a waiter
+// whether a hand-off is newer than its last failed attempt; it is drawn
+// as a token is (see package mutex) whenever a state needs it.
 //
 // # Errors
 //

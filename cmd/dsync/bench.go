@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dsyncgo/dsync/bench"
@@ -20,13 +22,17 @@ func workerMain(ctx context.Context, e *env) error {
 	return bench.Worker(ctx, e.stdin, e.stdout)
 }
 
-const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock) side by side on
-one server and prints the comparison and the targets of DESIGN.md §7:
-uncontended lock+unlock, contended runs with each contender in a process of
-its own, the hand-off from a release to a waiter, and for dsync a
-semaphore of capacity 4 beside the mutex, an election's Campaign+Resign and
-hand-over beside the mutex's, many waiters on one lock, many locks held at
-once, and multilock.RedLock against redsync's RedLock over
+const benchDoc = `bench runs dsync and its peers (redsync, bsm/redislock, rueidislock) side
+by side on one server and prints the comparison and the targets of
+DESIGN.md §7: uncontended lock+unlock; the service shape, G goroutines
+sharing one client (redigo, go-redis, rueidis), each locking a name of its
+own, beside two PINGs per pair (-shape runs that table alone); contended
+runs with each contender in a process of its own, and for the mutex (in
+both of its modes) and redsync with the contenders as goroutines of one
+process; the hand-off from a release to a waiter; and for dsync a
+semaphore of capacity 4 beside the mutex, an election's Campaign+Resign
+and hand-over beside the mutex's, many waiters on one lock, many locks held
+at once, and multilock.RedLock against redsync's RedLock over
 -redlock-servers private servers of its own. Without -redis it starts a
 private redis-server from PATH on a free loopback port. Progress is shown
 on standard error when it is a terminal. An interrupt (Ctrl-C) stops the
@@ -53,6 +59,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.SemContenders, "sem-contenders", cfg.SemContenders, "contenders for a dsync semaphore of capacity 4 and for the mutex beside it, holding for -hold (0 to skip)")
 	redlockServers := fs.Int("redlock-servers", 5, "private redis-servers for the RedLock scenario (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
+	fs.BoolVar(&cfg.GoroutineRows, "goroutines", cfg.GoroutineRows, "with contenders in processes, also run the mutex's contended rows (dsync, dsync-handoff, redsync) with the contenders as goroutines of this process")
+	shapeOnly := fs.Bool("shape", false, "run only the service-shape table")
+	fs.DurationVar(&cfg.ShapeDuration, "shape-duration", cfg.ShapeDuration, "length of each cell of the service-shape table (a row at one number of goroutines) per round")
+	fs.IntVar(&cfg.ShapeRounds, "shape-rounds", cfg.ShapeRounds, "interleaved rounds of the service-shape table (0 to skip it)")
+	shapeGs := fs.String("shape-goroutines", joinInts(cfg.ShapeGoroutines), "comma-separated `counts` of goroutines sharing one client in the service-shape table (its targets are at 64)")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -63,8 +74,21 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Contenders < 1 || cfg.Duration <= 0 || cfg.Uncontended < 1 || cfg.Handoffs < 1 {
 		return usagef("-contenders, -duration, -uncontended and -handoffs must be positive")
 	}
-	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Adapters < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || conn.timeout <= 0 {
-		return usagef("-waiters, -held, -adapters, -hold, -sem-contenders and -redlock-servers must not be negative, -timeout must be positive")
+	if cfg.Waiters < 0 || cfg.Held < 0 || cfg.Adapters < 0 || cfg.Hold < 0 || cfg.SemContenders < 0 || *redlockServers < 0 || cfg.ShapeRounds < 0 || conn.timeout <= 0 {
+		return usagef("-waiters, -held, -adapters, -hold, -sem-contenders, -redlock-servers and -shape-rounds must not be negative, -timeout must be positive")
+	}
+	if cfg.ShapeGoroutines, err = parseCounts(*shapeGs); err != nil {
+		return usagef("-shape-goroutines: %v", err)
+	}
+	if cfg.ShapeDuration <= 0 {
+		return usagef("-shape-duration must be positive")
+	}
+	cfg.ShapeOnly = *shapeOnly
+	if cfg.ShapeOnly {
+		if cfg.ShapeRounds == 0 {
+			return usagef("-shape with -shape-rounds 0 measures nothing")
+		}
+		*redlockServers = 0 // the table needs one server only
 	}
 
 	t, err := conn.target()
@@ -159,4 +183,26 @@ func benchInterrupted(e *env, rep *bench.Report, steps []string, took time.Durat
 		fmt.Fprint(e.stdout, "\nwhat the completed steps measured (empty cells were not reached):\n\n")
 		rep.Write(e.stdout)
 	}
+}
+
+// parseCounts parses a comma-separated list of positive counts.
+func parseCounts(s string) ([]int, error) {
+	var ns []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// joinInts prints counts as parseCounts reads them.
+func joinInts(ns []int) string {
+	fs := make([]string, len(ns))
+	for i, n := range ns {
+		fs[i] = strconv.Itoa(n)
+	}
+	return strings.Join(fs, ",")
 }

@@ -315,7 +315,7 @@ func (h giveUpHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h giveUpHandler) WithGroup(string) slog.Handler      { return h }
 
 // removeDemoKeys deletes the keys of the demo's mutexes (name plus each
-// suffix) and says so: a freed lock key and its fence key keep the last
+// suffix) and says so: a mutex's fence key keeps the last
 // fencing token for FenceTTL (an hour), which a random name no one will
 // use again does not need. It runs even after an interrupt.
 func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string, suffixes ...string) {
@@ -327,7 +327,7 @@ func removeDemoKeys(ctx context.Context, srv *server, out io.Writer, name string
 			fmt.Fprintf(out, "\ncannot name the demo's keys: %v\n", err)
 			return
 		}
-		g := []string{base, base + ":waiters", base + ":fence"}
+		g := []string{base, base + ":queue", base + ":expiry", base + ":fence"}
 		ks, groups = append(ks, g...), append(groups, g)
 	}
 	lockKeys := names(ks)

@@ -120,7 +120,7 @@ func TestForceUnlockSparesHolderTakenAfterCheck(t *testing.T) {
 				if err := b.LockContext(ctxB); err != nil {
 					t.Error(err)
 				}
-			}, "EVAL", ":waiters", ":wake")
+			}, "EVAL", ":queue", ":wake")
 			args := append([]string{"force-unlock", "-redis", p.ln.Addr().String(), name}, tc.flags...)
 			code, stdout, stderr := runCmd(t, tc.stdin, args...)
 			if !strings.Contains(stderr+stdout, holderA) {

@@ -26,10 +26,10 @@ the waiting writers and readers; for a semaphore, the capacity, the
 permits held and available, the holders and the waiters; for an
 election, the leader's value, its token, its remaining lease and the
 candidates queued; for a wait group, its count, its owners, the first
-abandonment and the waiters. Companion keys (:waiters, :fence, :queue, ...) and the
-keys of free locks (a freed lock key keeps only the last fencing token,
-"<token> free") are skipped; a read-write lock held only by readers is
-found by its :readers key.
+abandonment and the waiters. Companion keys (:queue, :fence, :readers,
+...) and the markers of free locks ("<token> free": a mutex freed while a
+waiter was woken to take it) are skipped; a read-write lock held only by
+readers is found by its :readers key.
 
 With -json it prints a JSON array of objects with the fields of
 'dsync inspect -json'.`

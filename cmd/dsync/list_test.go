@@ -24,12 +24,15 @@ func TestList(t *testing.T) {
 		t.Cleanup(func() { l.UnlockContext(ctx) })
 	}
 	// Held: two mutexes, one with braces and a percent sign in its name,
-	// one of them with a waiter (so a :waiters key exists).
+	// one of them with a waiter (so a :queue key exists).
 	lock(mutex.New(b, "held:1"))
 	lock(mutex.New(b, "we{ird}%7D"))
-	// Freed: a lock key with only the last token.
+	// Freed: only its fence key is left, with the last token.
 	freed := mutex.New(b, "freed:1")
 	if err := freed.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := freed.Token(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := freed.UnlockContext(ctx); err != nil {
@@ -38,7 +41,7 @@ func TestList(t *testing.T) {
 	// Other prefixes and kinds are not listed with the defaults.
 	lock(mutex.New(b, "elsewhere", mutex.WithPrefix("other")))
 	lock(fairlock.New(b, "fair:1"))
-	if !m.Exists("dsync:mutex:{freed:1}") {
+	if !m.Exists("dsync:mutex:{freed:1}:fence") {
 		t.Fatalf("expected the freed mutex's keys, have %q", m.Keys())
 	}
 

@@ -73,6 +73,13 @@ func EntryAddress(entry string) string {
 	return entry
 }
 
+// Wake splits the payload of a wake-up message, "<waiter id>" or
+// "<waiter id> <grant>", into the waiter id and the grant ("" for none).
+func Wake(payload string) (id, grant string) {
+	id, grant, _ = strings.Cut(payload, " ")
+	return id, grant
+}
+
 // GrantToken returns the fencing token a grant starts with.
 func GrantToken(grant string) (int64, bool) {
 	word, _, _ := strings.Cut(grant, " ")

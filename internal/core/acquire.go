@@ -119,6 +119,19 @@ type acquisition struct {
 	behind    *lease.Lease // the hold of the session it is queued behind (Local)
 
 	ownerArg, opArg, plainArg any // made once, for every attempt and the hold's release
+	entryBox                  any // entry, once made
+	buf                       [codec.HeaderLen + 4]any
+}
+
+// entryArg returns the waiter entry as a script argument, made once.
+func (a *acquisition) entryArg() any {
+	if a.entry == "" {
+		return ""
+	}
+	if a.entryBox == nil {
+		a.entryBox = a.entry
+	}
+	return a.entryBox
 }
 
 func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
@@ -206,8 +219,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			// value of the process: the script tells.
 		}
 	}
-	var buf [codec.HeaderLen + 4]any
-	args := a.header(buf[:0], registered)
+	args := a.header(a.buf[:0], registered)
 	args = append(args, s.Args...)
 	sent := time.Now()
 	reply, err := h.Attempt(ctx, s.Acquire, s.Keys, args...)
@@ -238,8 +250,8 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 // header appends the argument header of an attempt to buf.
 func (a *acquisition) header(buf []any, registered bool) []any {
 	h := a.h
-	return append(buf, a.ownerArg, a.opArg, "", a.plainArg, h.leaseArg, a.s.Channel, h.HubID(),
-		a.entry, Ms(a.s.EntryTTL), FlagArg(registered), h.fenceArg(a.s.Fence))
+	return append(buf, a.ownerArg, a.opArg, "", a.plainArg, h.leaseArg, h.channelArg(a.s.Channel), h.HubID(),
+		a.entryArg(), h.durationArg(a.s.EntryTTL), FlagArg(registered), h.fenceArg(a.s.Fence))
 }
 
 // reentry reports whether owner holds in role through h's session: its

@@ -99,7 +99,10 @@ type Handle struct {
 	// rather than try a plain SET NX first (see LockSpec.Plain).
 	contended atomic.Bool
 
-	leaseArg, fenceTTLArg any // Cfg.Lease and Cfg.FenceTTL in ms, as script arguments made once
+	// Script arguments made once: Cfg.Lease, Cfg.FenceTTL and
+	// Cfg.WaiterTimeout in ms, and the wake channel (Companion("wake")).
+	leaseArg, fenceTTLArg, waiterTOArg, wakeArg any
+	wake                                        string
 }
 
 // Init sets h up for the primitive of kind called name on b. Invalid
@@ -115,7 +118,9 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 		h.err = err
 	}
 	h.Key = base
-	h.leaseArg, h.fenceTTLArg = Ms(cfg.Lease), Ms(cfg.FenceTTL)
+	h.leaseArg, h.fenceTTLArg, h.waiterTOArg = Ms(cfg.Lease), Ms(cfg.FenceTTL), Ms(cfg.WaiterTimeout)
+	h.wake = h.Companion("wake")
+	h.wakeArg = h.wake
 	if h.err != nil {
 		h.err = fmt.Errorf("%s %q: %w", kind, truncate(name), h.err)
 	}
@@ -166,6 +171,35 @@ func (h *Handle) fenceArg(fence bool) any {
 }
 
 var zeroArg any = "0"
+
+// channelArg returns channel as a script argument: the one made once for
+// the usual wake channel.
+func (h *Handle) channelArg(channel string) any {
+	if channel == h.wake {
+		return h.wakeArg
+	}
+	return channel
+}
+
+// durationArg returns d in ms as a script argument: the one made once for
+// the waiter timeout.
+func (h *Handle) durationArg(d time.Duration) any {
+	if d == h.Cfg.WaiterTimeout {
+		return h.waiterTOArg
+	}
+	return Ms(d)
+}
+
+// QueryArgs returns the arguments of a primitive's inspect script for
+// owner: the argument header (see codec), with the owner and the fence ttl
+// (its keys end with the fence key), then args. An inspection draws the
+// token of a plain hold, so that the state it reports names the hold by
+// its token (see ForceUnlockToken).
+func (h *Handle) QueryArgs(owner string, args ...any) []any {
+	a := make([]any, 0, codec.HeaderLen+len(args))
+	a = append(a, owner, "", "", "", "0", "", "", "", "0", "0", h.fenceArg(true))
+	return append(a, args...)
+}
 
 // Companion returns the key of the companion suffix of the main key.
 func (h *Handle) Companion(suffix string) string { return h.Key + ":" + suffix }
@@ -401,7 +435,7 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, f *ForceSpec) (bo
 		cond = strconv.FormatInt(token, 10)
 	}
 	args := make([]any, 0, codec.HeaderLen+1+len(f.Args))
-	args = append(args, "", "", "", "", "0", f.Channel, h.HubID(), "", Ms(f.EntryTTL), "0", h.fenceArg(f.Fence), cond)
+	args = append(args, "", "", "", "", "0", h.channelArg(f.Channel), h.HubID(), "", h.durationArg(f.EntryTTL), "0", h.fenceArg(f.Fence), cond)
 	args = append(args, f.Args...)
 	r, err := h.HandOff(ctx, f.Channel, f.Script, f.Keys, args...)
 	if err != nil {

@@ -65,11 +65,6 @@ type ReleaseSpec struct {
 	PlainFields []int64
 }
 
-// releaseAttempt sends a release script once, for the hold l, on the
-// context given, with args, the same on every retry (first is true for
-// the first attempt), and returns its reply.
-type releaseAttempt func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error)
-
 // ReleaseOp returns a fresh operation id for a release, as a script
 // argument: 63 random bits, which the scripts take as a string of decimal
 // digits, as unique among an owner's recent operations as a 128-bit id and
@@ -80,9 +75,10 @@ func ReleaseOp() any { return rand.Int64() }
 // (wait.Reply.Refused) and changed nothing; the hold is kept as it was.
 var ErrRefused = errors.New("release refused")
 
-// Release runs one release of units (1, or a semaphore's permits) of the
-// hold l through h's backend and returns what the owner holds on the
-// server after it.
+// release runs one release of units (1, or a semaphore's permits) of the
+// hold l through h's backend, with the arguments r.args (the header and
+// rs.Args, then with rs.Local the entries carried by the first attempt,
+// past r.fixed), and returns what the owner holds on the server after it.
 //
 // The release does not depend on ctx's cancellation: it is bounded by
 // ReleaseTimeout and by the end of l's lease (plus wait.SettleGrace), and
@@ -93,19 +89,17 @@ var ErrRefused = errors.New("release refused")
 // outcome, whenever known, reaches the lease: it ends (renewals stop, Done
 // closes) when the owner holds nothing more through h's session, or when
 // the release failed, in which case the hold expires by itself on the
-// server. leaseAt is the index in args of the lease a partial release
-// restores (RestoredLeaseArg), or -1: a retry made once l ended restores
-// none (see RestoredLease).
-func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attempt releaseAttempt, args []any, leaseAt int) (int64, error) {
+// server. A retry made once l ended restores no lease (see RestoredLease).
+func (r *release) start(ctx context.Context) (int64, error) {
+	l := r.l
 	l.BeginRelease()
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
 	// anything. The grace lets a release sent just before the end, which
 	// the server's later expiry leaves time for, learn its outcome.
 	now := time.Now()
-	r := &release{l: l, units: units, attempt: attempt, bound: now.Add(ReleaseTimeout), first: true, leaseAt: leaseAt}
+	r.bound, r.first = now.Add(ReleaseTimeout), true
 	r.call.Context = ctx
-	r.args = append(r.buf[:0], args...)
 	if end := l.Deadline(); end.After(now) {
 		now = end
 	}
@@ -134,18 +128,37 @@ func (h *Handle) Release(ctx context.Context, l *lease.Lease, units int64, attem
 
 // release is one release under way.
 type release struct {
+	h         *Handle
+	rs        *ReleaseSpec
 	l         *lease.Lease
 	units     int64
-	attempt   releaseAttempt
 	args      []any
+	fixed     int                      // args past it are carried by the first attempt only
 	buf       [codec.HeaderLen + 8]any // args, unless more
 	call      wait.DeadlineOnly        // the context of an attempt: the caller's values, a deadline
 	bound     time.Time                // past it, the release fails
 	first     bool                     // no attempt sent yet
-	leaseAt   int                      // args' restored lease, or -1
 	ambiguous bool                     // an attempt failed: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
+}
+
+// attempt sends the release script once, and returns its reply.
+func (r *release) attempt() (wait.Reply, error) {
+	args := r.args
+	if !r.first {
+		args = args[:r.fixed]
+	}
+	first := r.first
+	r.first = false
+	rep, err := r.h.HandOff(&r.call, r.rs.Channel, r.rs.Script, r.rs.Keys, args...)
+	if first && len(args) > r.fixed {
+		r.l.Carried()
+	}
+	if err == nil && strings.HasPrefix(rep.HoldID, "!") {
+		rep.HoldID, rep.Refused = rep.HoldID[1:], true
+	}
+	return rep, err
 }
 
 // run makes attempts until one succeeds, one fails for good, or until
@@ -153,13 +166,12 @@ type release struct {
 func (r *release) run(until time.Time) (left int64, err error, done bool) {
 	for {
 		r.call.Until = until
-		if !r.first && r.leaseAt >= 0 && r.l.Ended() {
+		if !r.first && r.l.Ended() {
 			// Its lease ended since the first attempt: what is left of
 			// the hold expires when the server was to expire it.
-			r.args[r.leaseAt] = noLease
+			r.args[codec.Lease] = noLease
 		}
-		rep, err := r.attempt(&r.call, r.l, r.first, r.args)
-		r.first = false
+		rep, err := r.attempt()
 		if err == nil {
 			return r.settle(rep)
 		}
@@ -288,32 +300,20 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 			}()
 		}
 	}
-	var buf [codec.HeaderLen + 8]any
+	r := &release{h: h, rs: rs, l: l, units: units}
 	owner, id, plain := l.Args()
 	if rs.Units {
 		plain = codec.PlainValue(l.Owner(), l.ID(), l.Role(), append([]int64{units}, rs.PlainFields...)...)
 	}
-	args := append(buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), rs.Channel, h.HubID(), "", Ms(rs.EntryTTL), "0", h.fenceArg(rs.Fence))
+	r.args = append(r.buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), h.channelArg(rs.Channel), h.HubID(),
+		"", h.durationArg(rs.EntryTTL), zeroArg, h.fenceArg(rs.Fence))
 	if rs.Units {
-		args = append(args, units)
+		r.args = append(r.args, units)
 	}
-	args = append(args, rs.Args...)
-	fixed := len(args)
+	r.args = append(r.args, rs.Args...)
+	r.fixed = len(r.args)
 	for _, e := range queued {
-		args = append(args, e)
+		r.args = append(r.args, e)
 	}
-	attempt := func(ctx context.Context, l *lease.Lease, first bool, args []any) (wait.Reply, error) {
-		if !first {
-			args = args[:fixed]
-		}
-		r, err := h.HandOff(ctx, rs.Channel, rs.Script, rs.Keys, args...)
-		if first && len(args) > fixed {
-			l.Carried()
-		}
-		if err == nil && strings.HasPrefix(r.HoldID, "!") {
-			r.HoldID, r.Refused = r.HoldID[1:], true
-		}
-		return r, err
-	}
-	return h.Release(ctx, l, units, attempt, args, codec.Lease)
+	return r.start(ctx)
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/observe"
 )
 
@@ -415,7 +416,7 @@ func (h *Hub) serve(t *topic) {
 				observe.For(h.b).ReportPubSub(observe.PubSubEvent{Channel: t.name})
 			}
 		default:
-			id, grant, _ := strings.Cut(m.Payload, " ")
+			id, grant := codec.Wake(m.Payload)
 			if w := t.waiters[id]; w != nil {
 				if grant != "" {
 					w.grant = grant

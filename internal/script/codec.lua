@@ -235,8 +235,9 @@ local function store_extending(lock, s, ttl)
   end
 end
 
--- mark_free leaves lock free with waiters registered, the last token
--- handed out being token, for ttl ms.
+-- mark_free leaves lock free, the last token handed out being token, for
+-- ttl ms: with waiters registered, woken to take it (see pass_on in
+-- exclusive.lua), or as the election keeps its last token.
 local function mark_free(lock, token, ttl)
   redis.call('SET', lock, token .. ' free', 'PX', ttl)
 end

@@ -78,7 +78,7 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
     end
   end
   if fence_ttl and s.token then
-    redis.call('SET', lock, s.token .. ' free', 'PX', fence_ttl)
+    mark_free(lock, s.token, fence_ttl)
   else
     redis.call('DEL', lock)
   end

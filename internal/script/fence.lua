@@ -52,3 +52,14 @@ local function draw(last, now_us)
   record_token(fence, token, ttl)
   return token
 end
+
+-- last_token returns the last token the fence key keeps, or nil; a key
+-- that holds something else counts as none (inspection reads, and never
+-- fails, for it).
+local function last_token(fence)
+  local v = redis.pcall('GET', fence)
+  if type(v) == 'string' and tonumber(v) then
+    return v
+  end
+  return nil
+end

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/lease"
 )
@@ -153,21 +154,10 @@ func (s *Session) Forget(key string, v any) {
 // queued behind a hold that ended without carrying them.
 func (s *Session) wake(channel string, entries []string) {
 	for _, e := range entries {
-		if id, ok := s.Hub.Local(address(e)); ok {
+		if id, ok := s.Hub.Local(codec.EntryAddress(e)); ok {
 			s.Hub.Deliver(channel, id, "")
 		}
 	}
-}
-
-// address returns the address a waiter entry starts with ("hubid/id"),
-// which a primitive may follow with '|' and more.
-func address(entry string) string {
-	for i := 0; i < len(entry); i++ {
-		if entry[i] == '|' {
-			return entry[:i]
-		}
-	}
-	return entry
 }
 
 // Holding reports whether another session of the process than s keeps

@@ -1,26 +1,35 @@
--- inspect: read the mutex's state.
+-- inspect: read the mutex's state, drawing the token of a plain hold.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua).
--- ARGV[1] owner id whose hold count to report ('' for none); ARGV[2] how
--- many waiters to name.
+-- queue.lua); KEYS[4] fence key (see fence.lua).
+-- ARGV: the header (see codec.lua), of which the owner whose hold count
+-- to report ('' for none) and the fence ttl count; ARGV[12] how many
+-- waiters to name.
 -- Reply: {held (0/1), that owner's hold count, remaining ms (-2 if free,
--- -1 if no expiry), token (the last one if free, 0 if none or not drawn
--- yet), holder's owner id ('' if free), holder's hold count, live
--- waiters, the hold's id ('' if free), then the owner ids of up to
--- ARGV[2] waiters in the order they queued}.
+-- -1 if no expiry), token (the hold's; the last one drawn if free, 0 if
+-- none is known), holder's owner id ('' if free), holder's hold count,
+-- live waiters, the hold's id ('' if free), then the owner ids of up to
+-- ARGV[12] waiters in the order they queued}. A plain hold draws its
+-- token (see fence.lua), so that the token reported names the hold.
 local s = load(KEYS[1])
 if s.foreign then
   return unexpected(KEYS[1], s.foreign)
 end
+if s.owner and not s.token then
+  store(KEYS[1], s)
+end
 local now_ms = now()
-local out = {0, 0, -2, s.token or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), ''}
+local last = s.token
+if not s.owner and not last then
+  last = last_token(KEYS[4])
+end
+local out = {0, 0, -2, last or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), ''}
 if s.owner then
   out[1], out[3], out[5], out[6], out[8] = 1, redis.call('PTTL', KEYS[1]), s.owner, s.count, s.id
   if s.owner == ARGV[1] then
     out[2] = s.count
   end
 end
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[12])
 if n > 0 and out[7] > 0 then
   for _, w in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     if #out - 8 == n then

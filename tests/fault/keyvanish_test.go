@@ -108,7 +108,7 @@ func vanishCases() []struct {
 	ropts := []rwlock.Option{rwlock.WithWatchdog(vanishLease), rwlock.WithWaiterTimeout(vanishWaiterTimeout), rwlock.WithLogger(nil)}
 	sopts := []semaphore.Option{semaphore.WithWatchdog(vanishLease), semaphore.WithWaiterTimeout(vanishWaiterTimeout), semaphore.WithLogger(nil)}
 	return []c{
-		{"mutex", []vanishKey{{"", true, ""}, {":waiters", false, ""}},
+		{"mutex", []vanishKey{{"", true, ""}, {":queue", false, ""}, {":expiry", false, ""}},
 			func(t *testing.T, ctx context.Context, b func() backend.Backend, name string) busyPrimitive {
 				return busyExclusive(t, ctx, mutex.New(b(), name, mopts...), mutex.New(b(), name, mopts...), mutex.New(b(), name, mopts...))
 			}},

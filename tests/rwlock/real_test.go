@@ -233,7 +233,7 @@ var errLost = errors.New("reply lost in transit")
 
 func (s *spy) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
 	s.mu.Lock()
-	lose := s.lose > 0 && len(keys) == 6 // the lock's scripts, not renewals
+	lose := s.lose > 0 && len(keys) == 7 // the lock's scripts, not renewals
 	if lose {
 		s.lose--
 	}

@@ -57,7 +57,7 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 	}
 	reply, err := e.Backend.Eval(ctx, s, keys, args...)
 	if a, ok := reply.([]any); ok && len(a) > 2 {
-		if _, id := a[1].(string); id && len(keys) == 6 {
+		if _, id := a[1].(string); id && len(keys) == 7 {
 			reply = a[:2] // the caller does not see whom it woke
 		}
 	}
