@@ -62,5 +62,10 @@
 // Wait whose group's state vanished while it waited (deleted by hand, or
 // evicted under maxmemory) ends with ErrVanished rather than taking the
 // missing count for 0; the owners of its units learn of the loss at their
-// next renewal, and their Done then fails with dsync.ErrNotHeld.
+// next renewal, and their Done then fails with dsync.ErrNotHeld. A Wait
+// that begins after the state vanished finds the group empty: only the
+// waiters registered when it vanished can tell. A server under maxmemory
+// that refuses a write (OOM) refuses the script's first one that may take
+// memory, before anything else is written: the count and its units stay
+// consistent.
 package waitgroup

@@ -12,9 +12,6 @@ local a = header()
 local now_ms, now_us = now()
 local st = wg_load(now_ms)
 if not st or st.n <= 0 then
-  if st then
-    wg_save(st, a) -- the phase ends: its units were all abandoned
-  end
   local last = string.match(redis.call('GET', done) or '', '^%d+') or 0
   st = {n = 0, gen = string.format('%d', math.max(now_us, last + 1)), keep = ARGV[13] == '1'}
 end
@@ -23,9 +20,8 @@ if not seen(e.ops, a.op) then
   e.units, st.n = e.units + ARGV[12], st.n + ARGV[12]
 end
 e.ops = remember(e.ops, a.op, math.floor(now_ms / 1000), acquisition_memory(a.lease))
-wg_put(e)
+wg_save(st, a, e)
 redis.call('ZADD', holders, 'GT', now_ms + a.lease, a.owner)
-wg_save(st, a)
 if not st.keep then
   expire_at_least(hash, a.lease + ARGV[14])
   expire_at_least(holders, a.lease + ARGV[14])

@@ -24,9 +24,8 @@ if e and (undo ~= '' or e.id == a.id) then
     units = math.min(units, e.units)
     e.units, st.n = e.units - units, st.n - units
     e.ops = fresh and remember(e.ops, a.op, now_s(), op_memory) or forget(e.ops, undo)
-    wg_put(e)
     out[1] = e.units
   end
 end
-wg_save(st, a)
+wg_save(st, a, e)
 return out

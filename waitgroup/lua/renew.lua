@@ -4,10 +4,11 @@
 -- ARGV[1] keys per owner (2); ARGV[2] args per owner (4); then per owner
 -- its id, its lease ms (0: only check), its hold id and the grace ms.
 -- Reply: per owner 1 if that hold's units are still pending, its lease
--- not ended, and now ends no sooner than its lease from now; else 0 (in a
--- phase that keeps abandoned units, units whose lease ended stay pending,
--- lost to their owner). A key that is not a wait group's costs only its
--- own owner.
+-- not ended (or its record gone with the holders key, evicted, say, which
+-- this renewal writes again), and now ends no sooner than its lease from
+-- now; else 0 (in a phase that keeps abandoned units, units whose lease
+-- ended stay pending, lost to their owner). A key that is not a wait
+-- group's costs only its own owner.
 local nk, per = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now_ms, out = now(), {}
 for i = 1, #KEYS / nk do
@@ -15,7 +16,7 @@ for i = 1, #KEYS / nk do
   local b = 2 + (i - 1) * per
   local owner, lease, id = ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3]
   local v, d = redis.pcall('HGET', hash, owner), redis.pcall('ZSCORE', holders, owner)
-  local ok = type(v) == 'string' and string.match(v, '^%d+ (%S+)') == id and type(d) == 'string' and tonumber(d) > now_ms
+  local ok = type(v) == 'string' and string.match(v, '^%d+ (%S+)') == id and (d == false or type(d) == 'string' and tonumber(d) > now_ms)
   if ok and lease > 0 then
     redis.call('ZADD', holders, 'GT', now_ms + lease, owner)
     if redis.call('PTTL', hash) > 0 then

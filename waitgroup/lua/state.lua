@@ -37,47 +37,22 @@ local function wg_entry(owner)
   return u and {owner = owner, units = tonumber(u), id = id, ops = ops} or nil
 end
 
--- wg_load returns the phase (a table with n, gen, ab and keep), or nil if
--- there is none. With now_ms, it abandons the units of every owner whose
--- lease ended by then, unless the phase keeps them: they leave the count,
--- and the first such owner is recorded. The waiters need no wake-up: each
--- tries again when the earliest lease ends (see wait.lua).
-local function wg_load(now_ms)
-  local v = redis.call('HMGET', hash, 'n', 'gen', 'ab', 'keep')
-  if not v[2] and redis.call('EXISTS', hash) == 1 then
-    error('DSYNC unexpected value at ' .. hash .. ': not a wait group')
-  end
-  local st = v[2] and {n = tonumber(v[1]), gen = v[2], ab = v[3] ~= '' and v[3] or nil, keep = v[4] == '1'}
-  for _, o in ipairs(st and now_ms and not st.keep and redis.call('ZRANGEBYSCORE', holders, '-inf', now_ms) or {}) do
-    local e = wg_entry(o)
-    if e then
-      st.n, st.ab = st.n - e.units, st.ab or (o .. ' ' .. e.units)
-      redis.call('HDEL', hash, o)
-    end
-    redis.call('ZREM', holders, o)
-  end
-  return st
-end
-
--- wg_put writes the entry e, or drops it with its lease once it has no
--- unit left.
-local function wg_put(e)
-  if e.units > 0 then
-    redis.call('HSET', hash, e.owner, string.format('%d', e.units) .. ' ' .. e.id .. ' ' .. e.ops)
-  else
-    redis.call('HDEL', hash, e.owner)
-    redis.call('ZREM', holders, e.owner)
-  end
-end
-
--- wg_save writes the phase st back; at a count of 0 it ends it instead:
--- its end is recorded in the done key if waiters registered, they are
--- woken (with the grant "<gen + 1>" unless units were abandoned, which
--- they learn from their next attempt), and the state is deleted. Every
--- waiter is woken through pub/sub, the caller's hub's too.
-local function wg_save(st, a)
+-- wg_save writes the phase st back, with the entry e if not nil (or
+-- drops it with its lease if it has no unit left), in one command: under
+-- maxmemory the server refuses it (OOM) whole, which leaves the count and
+-- the entries as they were. At a count of 0 it ends the phase instead: its
+-- end is recorded in the done key if waiters registered, they are woken
+-- (with the grant "<gen + 1>" unless units were abandoned, which they
+-- learn from their next attempt), and the state is deleted. Every waiter
+-- is woken through pub/sub, the caller's hub's too.
+local function wg_save(st, a, e)
   if st.n > 0 then
-    redis.call('HSET', hash, 'n', st.n, 'gen', st.gen, 'ab', st.ab or '', 'keep', st.keep and '1' or '0')
+    local v = e and e.units > 0 and string.format('%d', e.units) .. ' ' .. e.id .. ' ' .. e.ops
+    redis.call('HSET', hash, 'n', st.n, 'gen', st.gen, 'ab', st.ab or '', 'keep', st.keep and '1' or '0', v and e.owner or 'n', v or st.n)
+    if e and not v then
+      redis.call('HDEL', hash, e.owner)
+      redis.call('ZREM', holders, e.owner)
+    end
     return
   elseif redis.call('EXISTS', waiters) == 1 then
     local list = {st.gen .. (st.ab and (':' .. string.gsub(st.ab, ' ', ':')) or '')}
@@ -90,4 +65,33 @@ local function wg_save(st, a)
     end
   end
   redis.call('DEL', hash, holders, waiters)
+end
+
+-- wg_load returns the phase (a table with n, gen, ab and keep), or nil if
+-- there is none. With now_ms, it abandons the units of every owner whose
+-- lease ended by then, unless the phase keeps them: they leave the count,
+-- and the first such owner is recorded. The waiters need no wake-up: each
+-- tries again when the earliest lease ends (see wait.lua). A phase whose
+-- count is then 0 ends (see wg_save).
+local function wg_load(now_ms)
+  local v = redis.call('HMGET', hash, 'n', 'gen', 'ab', 'keep')
+  if not v[2] and redis.call('EXISTS', hash) == 1 then
+    error('DSYNC unexpected value at ' .. hash .. ': not a wait group')
+  end
+  local st = v[2] and {n = tonumber(v[1]), gen = v[2], ab = v[3] ~= '' and v[3] or nil, keep = v[4] == '1'}
+  for _, o in ipairs(st and now_ms and not st.keep and redis.call('ZRANGEBYSCORE', holders, '-inf', now_ms) or {}) do
+    local e = wg_entry(o)
+    if e then
+      st.n, st.ab = st.n - e.units, st.ab or (o .. ' ' .. e.units)
+      -- A write that may take memory first: under maxmemory the server
+      -- refuses it (OOM) before anything is deleted.
+      redis.call('HSET', hash, 'n', st.n, 'ab', st.ab)
+      redis.call('HDEL', hash, o)
+    end
+    redis.call('ZREM', holders, o)
+  end
+  if st and now_ms and st.n <= 0 then
+    wg_save(st, header())
+  end
+  return st
 end

@@ -17,9 +17,6 @@ if ARGV[13] == '1' then
   return 0
 end
 local st = wg_load(now_ms)
-if st then
-  wg_save(st, a)
-end
 if st and (gen == '' or gen == st.gen) then
   if st.ab then
     redis.call('ZREM', waiters, a.entry)
