@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/dsyncgo/dsync"
 )
@@ -79,15 +81,93 @@ type Batcher interface {
 	EvalBatch(ctx context.Context, calls []Call) ([]Result, error)
 }
 
-// Call is one script call of a batch.
+// Call is one call of a batch: a script call, or a plain command.
 type Call struct {
 	Script *Script
 	Keys   []string
 	Args   []any
+
+	// Command, when Script is nil, is a plain command to send instead,
+	// as Command, Keys..., Args... (SET key value NX PX ms, for
+	// Setter.SetNX): an adapter's Pipeline sends such calls. EvalBatch is
+	// never given one. Line, if set, is that whole command line, made by
+	// the caller, which CommandLine returns as it is.
+	Command string
+	Line    []any
+}
+
+// CommandLine returns the call as the arguments of one command, its name
+// first: EVALSHA sha numkeys keys... args..., or EVAL with the script's
+// source when source is true, or a plain command's Command keys... args....
+// Script hashes and sources are interface values made once (see
+// Script.HashArg).
+func (c Call) CommandLine(source bool) []any {
+	if c.Script == nil && c.Line != nil {
+		return c.Line
+	}
+	line := make([]any, 0, 3+len(c.Keys)+len(c.Args))
+	switch {
+	case c.Script == nil:
+		line = append(line, c.Command)
+	case source:
+		line = append(line, "EVAL", c.Script.Source(), len(c.Keys))
+	default:
+		line = append(line, "EVALSHA", c.Script.HashArg(), len(c.Keys))
+	}
+	for _, k := range c.Keys {
+		line = append(line, k)
+	}
+	return append(line, c.Args...)
+}
+
+// A Setter sets a key that does not exist yet, with an expiry, in one
+// plain command, where a script would cost the server more: it is an
+// optional extension of Backend, which dsync uses where it has one and
+// replaces with a script where it has not. The shipped adapters implement
+// it, through the same path as their Eval (their Pipeline, or the
+// client's own pipelining).
+type Setter interface {
+	// SetNX sets key to value, to expire after ttl, if key does not
+	// exist (SET key value NX PX ms), and reports whether it did. ttl is
+	// rounded up to a whole millisecond (see PX); zero or less is an
+	// error matching dsync.ErrInvalidLease, before any I/O. Its errors are
+	// Eval's: ctx bounds it (rule 7), a closed backend fails it with
+	// ErrClosed, and a transport error may hide a success. So may false:
+	// it means the key exists, whoever set it, and a SetNX retried after
+	// an unseen success (by dsync, or by a client that retries, as
+	// go-redis does) finds the key its first attempt set. A caller that
+	// retries reads the value before it concludes.
+	SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+}
+
+// PX returns ttl as the milliseconds of SET's PX, rounded up so that a
+// key never expires before ttl has passed; a ttl of zero or less is an
+// error matching dsync.ErrInvalidLease, for a Setter to return before any
+// I/O.
+func PX(ttl time.Duration) (int64, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: SetNX with a ttl of %v", dsync.ErrInvalidLease, ttl)
+	}
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
 // Result is the normalized reply of one call of a batch, or its error.
 type Result struct {
 	Reply any
 	Err   error
+}
+
+// SetReply reads the normalized reply of SET ... NX, for a Setter: "OK"
+// is true, nil (the key existed) false; an error is passed on, and any
+// other reply is an error matching dsync.ErrUnexpectedReply.
+func SetReply(reply any, err error) (bool, error) {
+	switch {
+	case err != nil:
+		return false, err
+	case reply == "OK":
+		return true, nil
+	case reply == nil:
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: SET NX replied %T %v", dsync.ErrUnexpectedReply, reply, reply)
 }

@@ -27,11 +27,17 @@
 //     settings (AUTH, SELECT, TLS): from the client where it exposes them
 //     (redigo's Pool.Dial), or from an option of the adapter's New (a
 //     dialer) where it does not.
+//   - Pipeline is the calling half, for a client that does not pipeline
+//     by itself (redigo, go-redis): the adapter gives it two functions,
+//     one that sends a call alone and one that sends many at once through
+//     the client's pipeline, and Pipeline makes concurrent calls share
+//     round trips while keeping rules 7, 8 and 10 (its documentation says
+//     how). A client that pipelines by itself (rueidis) needs none.
 //   - NormalizeReply, ArgStrings and TransportError translate replies,
 //     arguments and errors; PipelineBatch implements Batcher over a
-//     client's pipeline.
+//     client's pipeline; PX and SetReply help implement Setter.
 //   - CallContext, DeadlineContext, CallTimeout and Calls keep rule 7
-//     (see below, by client).
+//     (see below, by client), for an adapter without a Pipeline.
 //
 // The rules conformance.Run checks:
 //
@@ -108,10 +114,22 @@
 //     as not implementing Sharded: an adapter whose client may or may not
 //     be a cluster implements it and reports which.
 //
+// Concurrent calls through one backend value share round trips: the
+// Backend/SharedCalls cases of the suite call one backend from many
+// goroutines at once, cancel some calls mid-way and kill the connections
+// under others (the KillClients hook), and want every reply to reach its
+// own caller, every call whose context ended back by then, and every
+// failure one that dsync retries. An adapter that sends each call on a
+// connection of its own passes them too, at a round trip per call.
+//
 // Optional: a sharded backend that implements Batcher has its renewals
 // sent as one pipeline per node rather than one call per slot; without it,
 // 10,000 holds on a cluster cost thousands of calls per renewal interval.
-// dsync calls EvalBatch on sharded backends only.
+// dsync calls EvalBatch on sharded backends only. A backend that implements
+// Setter lets dsync set a key that must not exist yet (a free lock's) with
+// a plain SET NX PX, cheaper on the server than a script; without it,
+// dsync runs a script instead. The
+// Backend/SetNX cases check it where it is implemented.
 //
 // Rule 7, by what the client does with a context:
 //

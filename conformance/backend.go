@@ -86,7 +86,7 @@ func (s *suite) backendTests(t *testing.T) {
 // backendRules are the cases of the backend contract, each with the rule
 // of package backend it checks (numbered as in that package's doc).
 func (s *suite) backendRules() []rule {
-	return []rule{
+	rs := []rule{
 		{"ReplyNormalization", "rule 2: replies are normalized (nil, int64, string, []any, a *ServerError in an array); decoding a wrong shape is ErrUnexpectedReply", false, s.testReplyNormalization},
 		{"ScriptErrorReply", "rule 2: an error reply, from the script or a command it runs, is a *ServerError with the server's message", false, s.testScriptErrorReply},
 		{"NoScriptFallback", "rule 1: a script the server has not seen runs: EVALSHA falls back to EVAL on NOSCRIPT, unseen by the caller", false, s.testNoScriptFallback},
@@ -105,6 +105,8 @@ func (s *suite) backendRules() []rule {
 		{"CloseLeavesNothing", "rule 8: after Close no goroutine the backend started is running and its pub/sub connections have left the server", true, s.testCloseLeavesNothing},
 		{"IdlePubSubStaysOneConnection", "rule 4: a pub/sub connection left without subscriptions is kept while idle, not redialled at each health check", true, s.testIdlePubSub},
 	}
+	rs = append(rs, s.sharingRules()...)
+	return append(rs, s.setterRules()...)
 }
 
 var infoStatsScript = backend.NewScript(`-- KEYS: none. Reply: INFO stats.

@@ -126,6 +126,11 @@ type Hooks struct {
 	// KillPubSub closes every pub/sub client connection on the server
 	// (CLIENT KILL TYPE pubsub).
 	KillPubSub func(ctx context.Context) error
+	// KillClients closes every normal client connection on the server
+	// (CLIENT KILL TYPE normal), on every node of a cluster: the
+	// connections that calls use, pooled or pipelined. The harness's own
+	// connection, and Sentinel's, are spared.
+	KillClients func(ctx context.Context) error
 	// PubSubClients counts the server's pub/sub connections (CLIENT LIST
 	// TYPE pubsub).
 	PubSubClients func(ctx context.Context) (int, error)
@@ -156,8 +161,8 @@ func WithHooks(h Hooks) Option {
 }
 
 // WithoutHooks declares the hooks the harness cannot provide, by their
-// field names in Hooks ("FlushScripts", "KillPubSub", "PubSubClients",
-// "Restart"), or "SharedClient" for WithSharedClient: the tests that need
+// field names in Hooks ("FlushScripts", "KillPubSub", "KillClients",
+// "PubSubClients", "Restart"), or "SharedClient" for WithSharedClient: the tests that need
 // them skip. A test whose hook is missing and not declared fails.
 // Subscribers and ConnectionsReceived are optional: without them the suite
 // asks the server through scripts.

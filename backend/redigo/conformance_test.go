@@ -1,6 +1,7 @@
 package redigo_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -21,6 +22,10 @@ func TestConformance(t *testing.T) {
 		FlushScripts:  srv.FlushScripts,
 		KillPubSub:    srv.KillPubSub,
 		PubSubClients: srv.PubSubClients,
+		KillClients: func(ctx context.Context) error {
+			_, err := srv.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+			return err
+		},
 	}
 	var lacks []string
 	if srv.Restartable() {

@@ -9,12 +9,39 @@
 // subscription, is pinged periodically, and is re-established with capped
 // backoff when lost; every live subscription then receives a gap message.
 //
-// A script call whose context can be cancelled runs through redigo's
-// DoContext, which reads the reply on a goroutine of its own: the only way
-// redigo offers to give up on a connection mid-call, and a measurable cost
-// per call. A call whose context can never end (context.Background, as
-// Lock and Unlock use) needs no goroutine: the adapter bounds it with a
-// read deadline of its own (see WithTimeout).
+// # Pipelining
+//
+// Concurrent calls through one Backend share round trips, through a
+// backend.Pipeline: while a call is on the wire, the calls made meanwhile
+// queue, and go out together as one batch on one pooled connection (Send,
+// Flush, then one Receive per call) as soon as it returns. One round trip
+// at a time keeps the calls in order (see backend.Pipeline). A call made
+// while nothing is in flight, whose context can never be cancelled
+// (context.Background, or a deadline without Done, as dsync's primitives
+// pass), is sent on the caller's goroutine with a read deadline (see
+// WithTimeout), as without pipelining: the Pipeline adds about 50ns and no
+// allocation to it. A call whose context can be cancelled is sent by a
+// goroutine of the Pipeline (redigo gives up a call mid-way only on a
+// goroutine of its own), and its caller returns as soon as the context
+// ends.
+//
+// Measured with go test -bench Pipelining ./backend/redigo/ (a script
+// returning 1, a context with a deadline and no Done, one local
+// redis-server 7.0, a 2-vCPU VM shared with other work at load average
+// 5-8; the range of three runs):
+//
+//	                                pipelining       WithPipelining(false)
+//	1 goroutine    time per call    54-102µs         45-92µs
+//	16 goroutines  time per call    15-16µs          25-32µs
+//	64 goroutines  time per call    5.3-7.0µs        23-26µs
+//	               server reads     0.04 per call    1 per call
+//	               Redis CPU        1.9-2.3µs/call   10-12µs/call
+//	               allocations      3 per call       5 per call
+//
+// A lone caller's time is the same within the noise of a shared machine
+// (package backend's BenchmarkPipelineLoneCaller isolates what the
+// Pipeline adds). WithPipelining(false) gives every call a pooled
+// connection of its own, as before there was a Pipeline.
 //
 // Close releases the pub/sub connection and its goroutine; the pool stays
 // the caller's to close.
@@ -24,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +66,7 @@ type Option func(*options)
 
 type options struct {
 	timeout time.Duration
+	solo    bool // pipelining off
 	mux     backend.MuxOptions
 }
 
@@ -51,6 +80,12 @@ func WithTimeout(d time.Duration) Option {
 			o.timeout = d
 		}
 	}
+}
+
+// WithPipelining turns the sharing of round trips among concurrent calls
+// on (the default) or off (see Pipelining in the package documentation).
+func WithPipelining(on bool) Option {
+	return func(o *options) { o.solo = !on }
 }
 
 // WithHealthCheck sets how often the pub/sub connection is pinged. A
@@ -83,10 +118,14 @@ type Backend struct {
 	pool   *redis.Pool
 	opts   options
 	closed atomic.Bool
+	pipe   *backend.Pipeline
 	mux    *backend.Mux
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Setter  = (*Backend)(nil)
+)
 
 // New returns a Backend that runs scripts on connections from pool. A nil
 // pool makes every call fail with an error matching dsync.ErrInvalidBackend.
@@ -95,6 +134,8 @@ func New(pool *redis.Pool, opts ...Option) *Backend {
 	for _, o := range opts {
 		o(&b.opts)
 	}
+	b.pipe = backend.NewPipeline(backend.PipelineConfig{Send: b.send, Batch: b.batch, Wrap: wrap,
+		Honours: true, Timeout: b.opts.timeout, Off: b.opts.solo})
 	b.mux = backend.NewMux(dialer{pool}, b.opts.mux)
 	return b
 }
@@ -116,66 +157,105 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	conn, err := b.get(ctx)
-	if err != nil {
-		return nil, backend.TransportError(ctx, "redigo: get connection", err)
-	}
-	defer conn.Close()
-
-	cmd := make([]any, 0, 2+len(keys)+len(args))
-	cmd = append(cmd, s.HashArg(), len(keys))
-	for _, k := range keys {
-		cmd = append(cmd, k)
-	}
-	cmd = append(cmd, args...)
-
-	reply, err := b.do(ctx, conn, "EVALSHA", cmd)
-	if backend.IsNoScript(err) {
-		cmd[0] = s.Source()
-		reply, err = b.do(ctx, conn, "EVAL", cmd)
-	}
-	return reply, err
+	return b.pipe.Do(ctx, backend.Call{Script: s, Keys: keys, Args: args})
 }
 
-// get takes a connection from the pool. A context that can never end gets
-// the adapter's timeout here too: a pool that waits for a free connection,
-// or dials a new one, would otherwise wait without bound. A pool that does
-// not wait uses the context only to dial, which a deadline bounds without
-// the timer and goroutine of a cancellable context.
-func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
-	if ctx.Done() != nil {
-		return b.pool.GetContext(ctx)
+// SetNX implements backend.Setter.
+func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
 	}
+	return b.pipe.SetNX(ctx, key, value, ttl)
+}
+
+// send sends one call on a connection of its own (backend.PipelineConfig):
+// ctx can never end and has a deadline, which bounds the call.
+func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
+	conn, err := b.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	timeout := backend.CallTimeout(ctx, b.opts.timeout)
+	line := c.CommandLine(false)
+	reply, err := redis.DoWithTimeout(conn, timeout, line[0].(string), line[1:]...)
+	if c.Script != nil && isNoScript(err) {
+		line[1] = c.Script.Source()
+		reply, err = redis.DoWithTimeout(conn, timeout, "EVAL", line[1:]...)
+	}
+	return normalize(reply, err)
+}
+
+// batch sends calls at once on one connection (backend.PipelineConfig).
+// A transport error leaves the connection broken, and the pool closes it.
+func (b *Backend) batch(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
+	conn, err := b.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	for _, c := range calls {
+		line := c.CommandLine(source)
+		if err := conn.Send(line[0].(string), line[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	if err := conn.Flush(); err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	results := make([]backend.Result, len(calls))
+	for i := range results {
+		reply, err := redis.ReceiveWithTimeout(conn, max(time.Until(dl), time.Millisecond))
+		results[i].Reply, results[i].Err = normalize(reply, err)
+		if _, ok := results[i].Err.(*backend.ServerError); results[i].Err != nil && !ok {
+			return nil, results[i].Err
+		}
+	}
+	return results, nil
+}
+
+// get takes a connection from the pool, within ctx's deadline: a pool
+// that waits for a free connection, or dials a new one, would otherwise
+// wait without bound. A pool that does not wait uses the context only to
+// dial, which a deadline bounds without the timer of a cancellable
+// context.
+func (b *Backend) get(ctx context.Context) (redis.Conn, error) {
 	if !b.pool.Wait {
-		// Such a pool uses the context only to dial: a deadline serves.
-		return b.pool.GetContext(backend.DeadlineContext(ctx, time.Now().Add(backend.CallTimeout(ctx, b.opts.timeout))))
+		return b.pool.GetContext(ctx)
 	}
 	gctx, cancel := context.WithTimeout(context.Background(), backend.CallTimeout(ctx, b.opts.timeout))
 	defer cancel()
 	return b.pool.GetContext(gctx)
 }
 
-// do sends one command and normalizes its reply and error.
-func (b *Backend) do(ctx context.Context, conn redis.Conn, name string, args []any) (any, error) {
-	var (
-		reply any
-		err   error
-	)
-	if ctx.Done() == nil {
-		// DoContext costs a goroutine per call; a context that can never
-		// be cancelled needs only a read deadline.
-		reply, err = redis.DoWithTimeout(conn, backend.CallTimeout(ctx, b.opts.timeout), name, args...)
-	} else {
-		reply, err = redis.DoContext(conn, ctx, name, args...)
+// normalize normalizes a reply, and makes an error reply a
+// *backend.ServerError.
+func normalize(reply any, err error) (any, error) {
+	if err == nil {
+		return backend.NormalizeReply(reply, serverError)
 	}
-	if err != nil {
-		var re redis.Error
-		if errors.As(err, &re) {
-			return nil, &backend.ServerError{Message: string(re)}
-		}
-		return nil, backend.TransportError(ctx, "redigo: "+name, err)
+	var re redis.Error
+	switch {
+	case errors.As(err, &re):
+		return nil, &backend.ServerError{Message: string(re)}
+	case err != nil:
+		return nil, err
 	}
 	return backend.NormalizeReply(reply, serverError)
+}
+
+func isNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT")
+}
+
+// wrap makes a transport error that ctx caused match ctx.Err().
+func wrap(ctx context.Context, err error) error {
+	return backend.TransportError(ctx, "redigo", err)
 }
 
 func serverError(v any) (string, bool) {
@@ -191,13 +271,14 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 	return b.mux.Subscribe(ctx, channel)
 }
 
-// Close closes the pub/sub connection, ends every subscription and waits for
-// the adapter's goroutine to exit. It does not close the pool. Close is
+// Close closes the pub/sub connection, ends every subscription, fails the
+// calls still queued and waits for the adapter's goroutines to exit. It does not close the pool. Close is
 // idempotent; afterwards every call returns an error matching
 // backend.ErrClosed.
 func (b *Backend) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
 		b.mux.Close()
+		b.pipe.Close()
 	}
 	return nil
 }

@@ -47,7 +47,12 @@
 // (backend.Calls); the abandoned call finishes in the background and Close
 // waits for it. A call whose context can never end runs on the caller's
 // goroutine, bounded by its deadline if it has one, or else by the
-// client's ConnWriteTimeout.
+// client's ConnWriteTimeout. One limit is rueidis's: it dials each of its
+// connections (one per PipelineMultiplex wire and node) when a call first
+// needs it, and the calls that need it wait for the dial, whose handshake
+// no context bounds; so on a fresh client, a call with a deadline and no
+// Done can outlast its deadline while the server is busy (a long script),
+// until the handshake completes.
 //
 // Error replies become *backend.ServerError with rueidis's text, which
 // lacks the generic "ERR " prefix the server sent; other prefixes (such as
@@ -98,6 +103,7 @@ var (
 	_ backend.Backend = (*Backend)(nil)
 	_ backend.Sharded = (*Backend)(nil)
 	_ backend.Batcher = (*Backend)(nil)
+	_ backend.Setter  = (*Backend)(nil)
 )
 
 var errNilClient = fmt.Errorf("%w: rueidis: nil client", dsync.ErrInvalidBackend)
@@ -182,6 +188,21 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 		}
 		return reply, err
 	})
+}
+
+// SetNX implements backend.Setter, with SET NX PX, auto-pipelined as Eval
+// is.
+func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
+	}
+	ms, err := backend.PX(ttl)
+	if err != nil {
+		return false, err
+	}
+	return backend.SetReply(b.do(ctx, func(ctx context.Context) (any, error) {
+		return result(b.c.Do(ctx, b.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(ms).Build()))
+	}))
 }
 
 // evalsha builds EVALSHA. On a cluster rueidis's builder panics at keys of

@@ -25,6 +25,9 @@ func hooks(nodes func() []*Node, restart func(context.Context) error) conformanc
 		KillPubSub: func(ctx context.Context) error {
 			return onEach(nodes(), func(n *Node) error { return killPubSub(ctx, n) })
 		},
+		KillClients: func(ctx context.Context) error {
+			return onEach(nodes(), func(n *Node) error { return killClients(ctx, n) })
+		},
 		PubSubClients: func(ctx context.Context) (int, error) {
 			var total atomic.Int64
 			err := onEach(nodes(), func(n *Node) error {
@@ -96,6 +99,30 @@ func killPubSub(ctx context.Context, n *Node) error {
 	for _, id := range ids {
 		if _, err := n.Do(ctx, "CLIENT", "KILL", "ID", id); err != nil && !strings.Contains(err.Error(), "No such client") {
 			return err
+		}
+	}
+	return nil
+}
+
+// killClients closes the node's normal client connections, those of
+// Sentinel excepted.
+func killClients(ctx context.Context, n *Node) error {
+	s, err := redis.String(n.Do(ctx, "CLIENT", "LIST", "TYPE", "normal"))
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if strings.TrimSpace(line) == "" || strings.Contains(line, " name=sentinel-") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			id, ok := strings.CutPrefix(f, "id=")
+			if !ok {
+				continue
+			}
+			if _, err := n.Do(ctx, "CLIENT", "KILL", "ID", id); err != nil && !strings.Contains(err.Error(), "No such client") {
+				return err
+			}
 		}
 	}
 	return nil

@@ -114,6 +114,7 @@ type acquisition struct {
 	anon      bool
 	got       Grant
 	sent      bool         // an attempt was sent: the next one asks the script
+	try       bool         // a TryLock: its one attempt must know what it holds
 	address   string       // the waiter's, once it joined the channel
 	entry     string       // under which the waiter registers
 	behind    *lease.Lease // the hold of the session it is queued behind (Local)
@@ -210,13 +211,17 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			case ok:
 				a.got = Grant{Count: 1, ID: a.op, Sent: sent, TTL: h.Cfg.Lease, OwnerArg: a.ownerArg, IDArg: a.opArg, PlainArg: a.plainArg}
 				return wait.Result{Acquired: true}, nil
-			case a.anon:
-				// Held by another: a fresh owner cannot hold it.
+			case a.anon && !a.try:
+				// Held by another: a fresh owner cannot hold it, unless
+				// this very SET took it and its reply was lost to a
+				// client that retried it (see backend.Setter), which
+				// the next attempt, the script's, finds.
 				h.contended.Store(true)
 				return wait.Result{RetryIn: -1}, nil
 			}
-			// Held, perhaps by this owner through another backend
-			// value of the process: the script tells.
+			// Held, perhaps by this owner (through another backend
+			// value of the process, or by this SET, retried by the
+			// client after a lost reply): the script tells.
 		}
 	}
 	args := a.header(a.buf[:0], registered)
@@ -373,6 +378,7 @@ func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err e
 		}()
 	}
 	a := h.newAcquisition(ctx, s)
+	a.try = true
 	r, err := a.attempt(ctx, false)
 	for retries := 0; err == nil && r.Acquired && h.late(a.got); retries++ {
 		// As in Lock: a retry with the same operation id confirms the

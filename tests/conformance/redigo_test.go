@@ -23,7 +23,7 @@ func TestRedigoOnMiniredis(t *testing.T) {
 	}, conformance.WithHealthCheck(time.Second), conformance.WithHooks(conformance.Hooks{
 		FlushScripts: srv.FlushScripts,
 		Restart:      srv.Restart,
-	}), conformance.WithoutHooks("KillPubSub", "PubSubClients"),
+	}), conformance.WithoutHooks("KillPubSub", "KillClients", "PubSubClients"),
 		conformance.WithLeakOptions(fake.LeakOptions()...),
 		conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
 			return srv.NewBackendPair(t)

@@ -1,0 +1,428 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+)
+
+// PipelineConfig is what an adapter gives NewPipeline: its client's two
+// ways of sending calls, how to classify their errors, and how its client
+// bounds a call.
+type PipelineConfig struct {
+	// Send sends one call, on the calling goroutine, and returns its
+	// normalized reply (NormalizeReply) or its error as the client gave
+	// it (Wrap classifies it). A script call falls back from EVALSHA to
+	// EVAL on NOSCRIPT. ctx can never be cancelled. When Honours is true
+	// it has a deadline, which the call must keep; otherwise it may have
+	// one, which the client ignores, and its own read timeout bounds the
+	// call (the caller, waiting on its own, keeps the deadline).
+	Send func(ctx context.Context, c Call) (any, error)
+
+	// Batch sends calls at once, on one connection (or one per node of a
+	// cluster), with EVALSHA, or EVAL when source is true, and returns one
+	// Result per call, in order, or an error for the whole batch: the
+	// pipeline of PipelineBatch, whose contract it keeps. A Result's Err
+	// is a *ServerError or nil. ctx is as for Send.
+	Batch func(ctx context.Context, calls []Call, source bool) ([]Result, error)
+
+	// Wrap classifies an error of Send, or of a Batch as a whole, for a
+	// caller whose context is ctx: an error reply becomes a *ServerError,
+	// a closed client ErrClosed, and anything else a transport error
+	// (TransportError, given ctx). The default is TransportError with the
+	// prefix "backend". A *ServerError never reaches it.
+	Wrap func(ctx context.Context, err error) error
+
+	// Honours reports that the client sets socket deadlines from a
+	// context's deadline (see CallContext).
+	Honours bool
+
+	// Timeout bounds a call that nothing else bounds (see CallTimeout),
+	// and every batch. The default is 10s.
+	Timeout time.Duration
+
+	// Conns is how many round trips may be in flight at once: calls sent
+	// on their callers' goroutines and batches. The default, 1, keeps the
+	// calls in order (see Pipeline); more let a batch be written while the
+	// replies of another are read, which a slow link may want, and give
+	// up the order.
+	Conns int
+
+	// Off turns sharing off: every call is sent on its own, on its
+	// caller's goroutine when its context allows (see CallContext), on a
+	// goroutine of its own otherwise, as without a Pipeline. It is the
+	// shipped adapters' WithPipelining(false).
+	Off bool
+}
+
+// maxBatch bounds the calls sent in one batch.
+const maxBatch = 512
+
+// Pipeline is the calling half of a backend for a client that does not
+// pipeline by itself, written once for every adapter as Mux is the pub/sub
+// half: concurrent calls through one backend share round trips. An
+// adapter's Eval calls Do, and its Close calls Close.
+//
+// Calls are batched naturally: while a round trip is on the wire, new
+// calls queue; as soon as it returns, every call queued meanwhile goes out
+// as the next batch, written at once and read in order, each reply to its
+// own caller. A batch therefore grows with the load and costs nothing to
+// wait for: no timer, no minimum size. A call made while nothing is in
+// flight or queued is sent on the caller's goroutine, as without a
+// Pipeline, when its context allows (CallContext: one that can never be
+// cancelled, with a deadline the client honours or no deadline); so a
+// lone caller pays two uncontended mutex operations and no hand-off.
+// Other calls, and all calls under load, are sent by a goroutine of the
+// Pipeline, which lives while there is a queue and exits when there is
+// none.
+//
+// One round trip at a time also keeps the calls in order, which a pool
+// of connections does not: the server runs them in the order they were
+// queued, and a call made after another's caller returned runs after that
+// one, if it runs at all (it is not sent if its caller left before it
+// was). dsync relies on it where a caller that gives up withdraws what its
+// abandoned call may have done: the withdrawal cannot overtake the call.
+// (On a cluster, the order holds per node. Conns above 1 gives it up.)
+//
+// What the Pipeline keeps of the package's rules (7, 8 and 10):
+//
+//   - A caller waits for its reply until its context ends, and then
+//     returns an error matching ctx.Err() at once, whether or not its
+//     call was written; a call whose caller has gone is not sent if it was
+//     not yet, and its reply, if it was, is read and dropped, so that no
+//     other caller's reply shifts. A context that can never be cancelled
+//     but has a deadline costs the waiting caller a timer, no goroutine.
+//   - A batch runs detached from its callers' contexts, bounded by the
+//     latest of their deadlines and by Timeout, whichever comes first.
+//   - A batch that fails as a whole (the connection was closed or reset,
+//     or timed out) fails every call in it with Wrap's error for each
+//     caller: a transport error, which dsync retries, unless the caller's
+//     own context ended. The next batch takes another connection from the
+//     client, which replaces the broken one as it does for any call.
+//   - Close fails the calls still queued with ErrClosed, waits for the
+//     batches on the wire, and leaves no goroutine behind; later calls
+//     fail with ErrClosed. The client stays the caller's.
+//
+// Off turns the sharing off: each call then goes alone, on its caller's
+// goroutine or on one of its own (which is what the shipped adapters did
+// before, and what Calls does).
+type Pipeline struct {
+	cfg PipelineConfig
+
+	mu     sync.Mutex
+	closed bool
+	busy   int        // round trips in flight, at most cfg.Conns
+	queue  []*pending // calls waiting for a batch
+
+	goroutines sync.WaitGroup
+}
+
+// NewPipeline returns a Pipeline that sends calls as cfg says.
+func NewPipeline(cfg PipelineConfig) *Pipeline {
+	if cfg.Wrap == nil {
+		cfg.Wrap = func(ctx context.Context, err error) error { return TransportError(ctx, "backend", err) }
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Conns <= 0 {
+		cfg.Conns = 1
+	}
+	return &Pipeline{cfg: cfg}
+}
+
+// pending is one call from the moment it is queued until its caller has
+// its reply or has gone.
+type pending struct {
+	call     Call
+	batch    []Call    // instead of call, for EvalBatch
+	deadline time.Time // the caller's, or zero
+	gone     atomic.Bool
+	done     chan struct{} // receives once the reply is in
+	timer    *time.Timer   // for a deadline without Done, made once
+
+	reply   any
+	results []Result // of batch
+	err     error
+	wrap    bool // err is the client's, for Wrap
+}
+
+var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+
+// deliver hands the outcome to the caller. It is the last touch of p by
+// the Pipeline's goroutine: the caller may reuse p at once.
+func (p *pending) deliver(reply any, err error, wrap bool) {
+	p.reply, p.err, p.wrap = reply, err, wrap
+	p.done <- struct{}{}
+}
+
+// Do sends c and returns its normalized reply, or its error: a
+// *ServerError for an error reply, ErrClosed after Close, an error matching
+// ctx.Err() when ctx ends first, and otherwise what Wrap made of the
+// client's.
+func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cctx, direct := CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0) {
+		if !p.cfg.Off {
+			p.busy++
+		}
+		p.mu.Unlock()
+		reply, err := p.cfg.Send(cctx, c)
+		if !p.cfg.Off {
+			p.release()
+		}
+		return reply, p.wrap(ctx, err)
+	}
+	pd := pendings.Get().(*pending)
+	pd.call = c
+	pd.deadline, _ = ctx.Deadline()
+	if p.cfg.Off {
+		p.goroutines.Add(1)
+		go p.runOne(pd)
+	} else {
+		p.queue = append(p.queue, pd)
+		if p.busy < p.cfg.Conns {
+			p.busy++
+			p.goroutines.Add(1)
+			go p.run()
+		}
+	}
+	p.mu.Unlock()
+	if err := p.await(ctx, pd); err != nil {
+		return nil, err
+	}
+	reply, err, wrap := pd.reply, pd.err, pd.wrap
+	pd.call, pd.reply, pd.err = Call{}, nil, nil
+	pendings.Put(pd)
+	if wrap {
+		err = p.wrap(ctx, err)
+	}
+	return reply, err
+}
+
+// SetNX implements Setter.SetNX for an adapter over a Pipeline: SET key
+// value NX PX ms goes through Do, sharing round trips with scripts.
+func (p *Pipeline) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ms, err := PX(ttl)
+	if err != nil {
+		return false, err
+	}
+	return SetReply(p.Do(ctx, Call{Command: "SET", Line: []any{"SET", key, value, "NX", "PX", ms}}))
+}
+
+// EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:
+// the calls go out as one batch of their own (PipelineBatch over
+// cfg.Batch), bounded by ctx as Do's calls are.
+func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	cctx, direct := CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
+	if direct {
+		p.mu.Unlock()
+		results, err := PipelineBatch(cctx, calls, p.cfg.Batch)
+		return results, p.wrap(ctx, err)
+	}
+	pd := &pending{batch: calls, done: make(chan struct{}, 1)}
+	pd.deadline, _ = ctx.Deadline()
+	p.goroutines.Add(1)
+	p.mu.Unlock()
+	go p.runOne(pd)
+	if err := p.await(ctx, pd); err != nil {
+		return nil, err
+	}
+	return pd.results, p.wrap(ctx, pd.err)
+}
+
+// await waits for pd's reply, or for ctx to end, in which case it marks pd
+// gone and returns ctx's error.
+func (p *Pipeline) await(ctx context.Context, pd *pending) error {
+	var expired <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+		// A deadline that nothing cancels: a timer, not a goroutine,
+		// kept with pd for its next use.
+		if pd.timer == nil {
+			pd.timer = time.NewTimer(time.Until(dl))
+		} else {
+			pd.timer.Reset(time.Until(dl))
+		}
+		defer stop(pd.timer)
+		expired = pd.timer.C
+	}
+	select {
+	case <-pd.done:
+		return nil
+	case <-ctx.Done():
+		pd.gone.Store(true)
+		return ctx.Err()
+	case <-expired:
+		pd.gone.Store(true)
+		return context.DeadlineExceeded
+	}
+}
+
+// stop stops t and drains a tick it may have sent: a program whose main
+// module predates Go 1.23 keeps the old timers, whose channel can hold a
+// stale tick that the timer's next use would take for its own.
+func stop(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+}
+
+// wrap classifies err for a caller whose context is ctx.
+func (p *Pipeline) wrap(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*ServerError); ok || errors.Is(err, dsync.ErrClosed) || errors.Is(err, dsync.ErrUnexpectedReply) {
+		return err
+	}
+	return p.cfg.Wrap(ctx, err)
+}
+
+// release ends a round trip sent on a caller's goroutine: the calls that
+// queued meanwhile go out at once, on a goroutine that takes over its
+// place in busy.
+func (p *Pipeline) release() {
+	p.mu.Lock()
+	if len(p.queue) > 0 {
+		p.goroutines.Add(1)
+		go p.run()
+	} else {
+		p.busy--
+	}
+	p.mu.Unlock()
+}
+
+// run sends the queue as batches until it finds it empty, and gives up its
+// place in busy then.
+func (p *Pipeline) run() {
+	defer p.goroutines.Done()
+	var one [1]*pending // a lone call's batch, without an allocation
+	batch := one[:0]
+	var calls []Call
+	for {
+		p.mu.Lock()
+		n := min(len(p.queue), maxBatch)
+		if n == 0 {
+			p.busy--
+			p.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], p.queue[:n]...)
+		rest := copy(p.queue, p.queue[n:])
+		clear(p.queue[rest:])
+		p.queue = p.queue[:rest]
+		p.mu.Unlock()
+		calls = p.send(batch, calls)
+		clear(batch)
+	}
+}
+
+// send sends the calls of batch whose callers still wait, as one round
+// trip, and delivers their replies. calls is a buffer to reuse.
+func (p *Pipeline) send(batch []*pending, calls []Call) []Call {
+	now := time.Now()
+	live := batch[:0]
+	var latest time.Time
+	bounded := true
+	for _, pd := range batch {
+		switch {
+		case pd.gone.Load():
+		case !pd.deadline.IsZero() && !now.Before(pd.deadline):
+			pd.deliver(nil, context.DeadlineExceeded, false)
+		default:
+			live = append(live, pd)
+			if pd.deadline.IsZero() {
+				bounded = false
+			} else if pd.deadline.After(latest) {
+				latest = pd.deadline
+			}
+		}
+	}
+	if limit := now.Add(p.cfg.Timeout); !bounded || latest.After(limit) {
+		latest = limit
+	}
+	ctx := DeadlineContext(context.Background(), latest)
+	switch len(live) {
+	case 0:
+		return calls
+	case 1:
+		// Alone: the client's single-call path is the cheaper.
+		reply, err := p.cfg.Send(ctx, live[0].call)
+		live[0].deliver(reply, err, true)
+		return calls
+	}
+	calls = calls[:0]
+	for _, pd := range live {
+		calls = append(calls, pd.call)
+	}
+	results, err := PipelineBatch(ctx, calls, p.cfg.Batch)
+	clear(calls)
+	for i, pd := range live {
+		if err != nil {
+			pd.deliver(nil, err, true)
+		} else {
+			pd.deliver(results[i].Reply, results[i].Err, false)
+		}
+	}
+	return calls
+}
+
+// runOne sends pd's call, or its batch, alone: a call with sharing off, or
+// an EvalBatch that cannot run on its caller's goroutine.
+func (p *Pipeline) runOne(pd *pending) {
+	defer p.goroutines.Done()
+	if pd.gone.Load() {
+		return // its caller left before it could be sent
+	}
+	dl := time.Now().Add(p.cfg.Timeout)
+	if !pd.deadline.IsZero() && pd.deadline.Before(dl) {
+		dl = pd.deadline
+	}
+	ctx := DeadlineContext(context.Background(), dl)
+	if pd.batch != nil {
+		results, err := PipelineBatch(ctx, pd.batch, p.cfg.Batch)
+		pd.results = results
+		pd.deliver(nil, err, true)
+		return
+	}
+	reply, err := p.cfg.Send(ctx, pd.call)
+	pd.deliver(reply, err, true)
+}
+
+// Close fails the calls still queued with ErrClosed and waits for the
+// round trips in flight; later calls fail with ErrClosed. It is
+// idempotent.
+func (p *Pipeline) Close() {
+	p.mu.Lock()
+	p.closed = true
+	queued := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	for _, pd := range queued {
+		pd.deliver(nil, ErrClosed, false)
+	}
+	p.goroutines.Wait()
+}
