@@ -119,6 +119,12 @@ type Pipeline struct {
 	queue  []*pending // calls waiting for a batch
 
 	goroutines sync.WaitGroup
+
+	// pendings reuses the calls' records, each with its channel and
+	// timer: one pool per Pipeline, whose calls come from the goroutines
+	// of one program (or of one testing/synctest bubble, whose channels
+	// and timers no other may touch).
+	pendings sync.Pool
 }
 
 // NewPipeline returns a Pipeline that sends calls as cfg says.
@@ -132,7 +138,9 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	if cfg.Conns <= 0 {
 		cfg.Conns = 1
 	}
-	return &Pipeline{cfg: cfg}
+	p := &Pipeline{cfg: cfg}
+	p.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
+	return p
 }
 
 // pending is one call from the moment it is queued until its caller has
@@ -151,7 +159,6 @@ type pending struct {
 	wrap    bool // err is the client's, for Wrap
 }
 
-var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
 // deliver hands the outcome to the caller. It is the last touch of p by
 // the Pipeline's goroutine: the caller may reuse p at once.
@@ -185,7 +192,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 		}
 		return reply, p.wrap(ctx, err)
 	}
-	pd := pendings.Get().(*pending)
+	pd := p.pendings.Get().(*pending)
 	pd.call = c
 	pd.deadline, _ = ctx.Deadline()
 	if p.cfg.Off {
@@ -205,7 +212,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 	}
 	reply, err, wrap := pd.reply, pd.err, pd.wrap
 	pd.call, pd.reply, pd.err = Call{}, nil, nil
-	pendings.Put(pd)
+	p.pendings.Put(pd)
 	if wrap {
 		err = p.wrap(ctx, err)
 	}
