@@ -159,7 +159,6 @@ type pending struct {
 	wrap    bool // err is the client's, for Wrap
 }
 
-
 // deliver hands the outcome to the caller. It is the last touch of p by
 // the Pipeline's goroutine: the caller may reuse p at once.
 func (p *pending) deliver(reply any, err error, wrap bool) {
