@@ -119,33 +119,48 @@ func TestLostSignalExpiry(t *testing.T) {
 // process runs, until stopped.
 type heartbeat struct {
 	quit  chan struct{}
-	beats chan []time.Time
+	done  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	beats []time.Time
 }
 
 func startHeartbeat() *heartbeat {
-	h := &heartbeat{quit: make(chan struct{}), beats: make(chan []time.Time, 1)}
+	h := &heartbeat{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		var beats []time.Time
+		defer close(h.done)
 		tk := time.NewTicker(time.Millisecond)
 		defer tk.Stop()
 		for i := 0; i < 1e6; i++ {
 			select {
 			case <-tk.C:
-				beats = append(beats, time.Now())
+				h.mu.Lock()
+				h.beats = append(h.beats, time.Now())
+				h.mu.Unlock()
 			case <-h.quit:
-				h.beats <- beats
 				return
 			}
 		}
-		h.beats <- beats
 	}()
 	return h
 }
 
 // stop ends the heartbeat and returns its beats, in order.
 func (h *heartbeat) stop() []time.Time {
-	close(h.quit)
-	return <-h.beats
+	h.once.Do(func() { close(h.quit) })
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beats
+}
+
+// gap returns the longest time between two beats in a row during [from,
+// to] so far (see maxGap).
+func (h *heartbeat) gap(from, to time.Time) time.Duration {
+	h.mu.Lock()
+	beats := h.beats
+	h.mu.Unlock()
+	return maxGap(beats, from, to)
 }
 
 // maxGap returns the longest time between two beats in a row during
