@@ -11,6 +11,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/conformance/harness"
 	"github.com/dsyncgo/dsync/mutex"
+	"github.com/gomodule/redigo/redis"
 )
 
 // pauseServer makes srv unresponsive for d, with DEBUG SLEEP or with
@@ -20,9 +21,23 @@ func pauseServer(t *testing.T, srv *harness.Server, how string, d time.Duration)
 	t.Helper()
 	switch how {
 	case "DEBUG SLEEP":
+		// The command is written before the server is probed: a probe
+		// that goes unanswered on a loaded machine, before a goroutine
+		// even sent the command, would not mean the server sleeps.
+		c, err := redis.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send("DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds())); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := do(context.Background(), srv.Addr(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds()))
+			defer c.Close()
+			_, err := c.Receive()
 			done <- err
 		}()
 		awaitUnresponsive(t, srv.Addr())
