@@ -177,7 +177,7 @@ var (
 	doneScript    = newScript("done")
 	waitScript    = newScript("wait")
 	inspectScript = newScript("inspect")
-	renewScript   = script.New(source("renew"))
+	renewScript   = newScript("renew")
 )
 
 // newScript builds a wait group script on its state (lua/state.lua).

@@ -84,7 +84,6 @@ func assertOnlyToken(t *testing.T, srv *miniredis.Miniredis, name string) {
 	}
 }
 
-
 func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)

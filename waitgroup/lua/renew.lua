@@ -1,6 +1,7 @@
 -- renew: extend many owners' leases in one call (the lease scheduler's
 -- batch).
--- KEYS: per owner, its wait group's hash and holders (see state.lua).
+-- KEYS: per owner, its wait group's hash and holders (see state.lua, whose
+-- functions other than wg_decode are not used here).
 -- ARGV[1] keys per owner (2); ARGV[2] args per owner (4); then per owner
 -- its id, its lease ms (0: only check), its hold id and the grace ms.
 -- Reply: per owner 1 if that hold's units are still pending, its lease
@@ -16,7 +17,8 @@ for i = 1, #KEYS / nk do
   local b = 2 + (i - 1) * per
   local owner, lease, id = ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3]
   local v, d = redis.pcall('HGET', hash, owner), redis.pcall('ZSCORE', holders, owner)
-  local ok = type(v) == 'string' and string.match(v, '^%d+ (%S+)') == id and (d == false or type(d) == 'string' and tonumber(d) > now_ms)
+  local e = wg_decode(owner, v)
+  local ok = e ~= nil and e.id == id and (d == false or type(d) == 'string' and tonumber(d) > now_ms)
   if ok and lease > 0 then
     redis.call('ZADD', holders, 'GT', now_ms + lease, owner)
     if redis.call('PTTL', hash) > 0 then

@@ -30,11 +30,24 @@
 
 local hash, holders, waiters, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
--- wg_entry returns the entry of owner (a table with owner, units, id and
--- ops), or nil if it has none (or one dsync did not write).
-local function wg_entry(owner)
-  local u, id, ops = string.match(redis.call('HGET', hash, owner) or '', '^(%d+) (%S+) ?(.*)$')
+-- wg_decode returns owner's entry from v, its value in the hash (a table
+-- with owner, units, id and ops), or nil if v is not one (missing, or not
+-- written by dsync).
+local function wg_decode(owner, v)
+  local u, id, ops = string.match(type(v) == 'string' and v or '', '^(%d+) (%S+) ?(.*)$')
   return u and {owner = owner, units = tonumber(u), id = id, ops = ops} or nil
+end
+
+-- wg_entry returns the entry of owner (see wg_decode).
+local function wg_entry(owner)
+  return wg_decode(owner, redis.call('HGET', hash, owner))
+end
+
+-- wg_ended returns the generation and the abandonment ("<owner> <units>",
+-- or '') of m, one end recorded in the done key (see wg_save).
+local function wg_ended(m)
+  local g, ab = string.match(m, '^(%d+):?(.*)$')
+  return g, (string.gsub(ab or '', ':', ' '))
 end
 
 -- wg_save writes the phase st back, with the entry e if not nil (or

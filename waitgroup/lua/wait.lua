@@ -33,9 +33,9 @@ elseif gen == '' then
   return 0
 end
 for m in string.gmatch(redis.call('GET', done) or '', '%S+') do
-  local g, ab = string.match(m, '^(%d+):?(.*)$')
+  local g, ab = wg_ended(m)
   if g == gen then
-    return ab == '' and 0 or redis.error_reply('DSYNC abandoned ' .. string.gsub(ab, ':', ' '))
+    return ab == '' and 0 or redis.error_reply('DSYNC abandoned ' .. ab)
   end
 end
 return redis.error_reply('DSYNC vanished')
