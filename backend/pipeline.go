@@ -118,6 +118,12 @@ type Pipeline struct {
 	busy   int        // round trips in flight, at most cfg.Conns
 	queue  []*pending // calls waiting for a batch
 
+	// pendings keeps the pending values of calls done, for reuse by this
+	// Pipeline only: a pending's channel and timer belong to the
+	// testing/synctest bubble they were made in, if any, as the Pipeline
+	// does, and waiting on them from another bubble kills the program.
+	pendings sync.Pool
+
 	goroutines sync.WaitGroup
 }
 
@@ -132,7 +138,9 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	if cfg.Conns <= 0 {
 		cfg.Conns = 1
 	}
-	return &Pipeline{cfg: cfg}
+	p := &Pipeline{cfg: cfg}
+	p.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
+	return p
 }
 
 // pending is one call from the moment it is queued until its caller has
@@ -150,8 +158,6 @@ type pending struct {
 	err     error
 	wrap    bool // err is the client's, for Wrap
 }
-
-var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
 // deliver hands the outcome to the caller. It is the last touch of p by
 // the Pipeline's goroutine: the caller may reuse p at once.
@@ -185,7 +191,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 		}
 		return reply, p.wrap(ctx, err)
 	}
-	pd := pendings.Get().(*pending)
+	pd := p.pendings.Get().(*pending)
 	pd.call = c
 	pd.deadline, _ = ctx.Deadline()
 	if p.cfg.Off {
@@ -205,7 +211,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 	}
 	reply, err, wrap := pd.reply, pd.err, pd.wrap
 	pd.call, pd.reply, pd.err = Call{}, nil, nil
-	pendings.Put(pd)
+	p.pendings.Put(pd)
 	if wrap {
 		err = p.wrap(ctx, err)
 	}
