@@ -613,6 +613,10 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 		}()
 		<-queued
 		k.awaitQueued(t, ctx, probe, p, "handoff", 1)
+		// Past the mutex's hand-off threshold (5ms by default): a release
+		// hands the lock to a waiter that waited longer, and only wakes a
+		// newer one to try (see mutex, "Two modes under contention").
+		time.Sleep(10 * time.Millisecond)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
 		at := within(t, s.bound(5*time.Second), acquired, "waiter")
