@@ -40,6 +40,12 @@ var (
 	// leads.
 	ErrNoLeader = errors.New("dsync: no leader")
 
+	// ErrAbandoned reports units of a wait group (package waitgroup)
+	// whose owner's lease ran out before it counted them down: its
+	// process died, or could not reach the server for a lease. The error
+	// names the owner and its units (*waitgroup.AbandonedError).
+	ErrAbandoned = errors.New("dsync: abandoned by an owner whose lease ran out")
+
 	// ErrUnexpectedReply reports a server reply whose shape the caller did
 	// not expect, typically from an adapter that breaks the reply contract
 	// or a key that was overwritten by something other than dsync.

@@ -118,13 +118,13 @@ type Pipeline struct {
 	busy   int        // round trips in flight, at most cfg.Conns
 	queue  []*pending // calls waiting for a batch
 
-	// pendings keeps the pending values of calls done, for reuse by this
-	// Pipeline only: a pending's channel and timer belong to the
-	// testing/synctest bubble they were made in, if any, as the Pipeline
-	// does, and waiting on them from another bubble kills the program.
-	pendings sync.Pool
-
 	goroutines sync.WaitGroup
+
+	// pendings reuses the calls' records, each with its channel and
+	// timer: one pool per Pipeline, whose calls come from the goroutines
+	// of one program (or of one testing/synctest bubble, whose channels
+	// and timers no other may touch).
+	pendings sync.Pool
 }
 
 // NewPipeline returns a Pipeline that sends calls as cfg says.

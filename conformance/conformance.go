@@ -245,9 +245,13 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 		s.exclusiveTests(t, rwlockWriteKind)
 		s.rwlockTests(t)
 	})
-	t.Run("Semaphore", s.semaphoreTests)
+	t.Run("Semaphore", func(t *testing.T) {
+		s.semaphoreTests(t)
+		s.permitTests(t)
+	})
 	t.Run("MultiLock", s.multilockTests)
 	t.Run("Election", s.electionTests)
+	t.Run("WaitGroup", s.waitgroupTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

@@ -77,13 +77,17 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 		}
 		// The deferred unlock of a request whose context has ended. It
 		// returns 100ms after the call at the latest: on a loaded
-		// machine, with the ctx's error, the release going on.
+		// machine, with the ctx's error, the release going on, which
+		// Done tells the end of. Round trips timed meanwhile show how
+		// long the machine held up the release's.
+		trips := meterTrips(t, ctx, s.newBackend(t))
 		err := m.UnlockContext(octx)
 		if err != nil && !errors.Is(err, octx.Err()) {
 			t.Errorf("%s ctx: UnlockContext: %v, want the release done", ended, err)
 		}
 		cancel()
-		within(t, s.bound(time.Second), done, "Done after the release")
+		withinTrips(t, s.bound(time.Second), done, trips, "Done after the release")
+		trips.stop()
 		if locked, err := other.IsLocked(ctx); err != nil || locked {
 			t.Errorf("%s ctx: after UnlockContext the lock is held: %v, %v", ended, locked, err)
 		}
@@ -93,10 +97,12 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 	done := m.Done(ctx)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
+	trips := meterTrips(t, ctx, s.newBackend(t))
 	if err := m.UnlockContext(cctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("ownerless UnlockContext with a cancelled ctx: %v, want the release done", err)
 	}
-	within(t, time.Second, done, "Done after the ownerless release")
+	withinTrips(t, s.bound(time.Second), done, trips, "Done after the ownerless release")
+	trips.stop()
 	if locked, err := other.IsLocked(ctx); err != nil || locked {
 		t.Errorf("ownerless: after UnlockContext the lock is held: %v, %v", locked, err)
 	}

@@ -66,6 +66,18 @@
 // members acquired are released in parallel, detached from ctx's
 // cancellation (each member bounds its own release).
 //
+// Under contention a group behaves as its members do. With mutexes, a
+// release frees a member and wakes its head waiter, and a group that asks
+// again at once may take it first, until the head has waited past the
+// mutex's hand-off threshold (see "Two modes under contention" in package
+// mutex): the member is then handed to that waiter, a group's own
+// LockContext included. So a group that releases and locks again in a
+// loop keeps the lock busy, and no group waits longer than a member's
+// threshold plus the holds queued before it. With fairlock members, each
+// member is handed over in turn at every release: strict order, at the
+// cost of an idle wake-up between holders. Give the members of one group
+// the same kind and options.
+//
 // # Leases and the lost signal
 //
 // Each member keeps its own lease: with the watchdog (the members'

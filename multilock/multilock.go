@@ -166,8 +166,9 @@ type hold struct {
 	once sync.Once       // closes done
 
 	mu      sync.Mutex
-	started bool // the watcher runs (from the first Done)
-	stopped bool // the hold was released: no watcher may start
+	started bool     // the watcher runs (from the first Done)
+	stopped bool     // the hold was released: no watcher may start
+	lost    []string // the members the watcher saw lost, named
 }
 
 // startWatch starts h's watcher if it has not started: the first Done
@@ -408,6 +409,7 @@ func (l *Lock) currentWithOwner(ctx context.Context) (context.Context, *hold) {
 // or so many that no majority is left (RedLock).
 func (l *Lock) watch(oc context.Context, h *hold) {
 	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)}}
+	var members []int // of cases[1:]
 	held := 0
 	for i, m := range l.members {
 		if !h.held[i] {
@@ -418,6 +420,7 @@ func (l *Lock) watch(oc context.Context, h *hold) {
 			Done(context.Context) <-chan struct{}
 		}); ok {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.Done(oc))})
+			members = append(members, i)
 		}
 	}
 	spare := held - l.quorum // losses the group survives
@@ -428,7 +431,11 @@ func (l *Lock) watch(oc context.Context, h *hold) {
 			if i == 0 {
 				return
 			}
+			h.mu.Lock()
+			h.lost = append(h.lost, l.memberName(members[i-1]))
+			h.mu.Unlock()
 			cases = slices.Delete(cases, i, i+1)
+			members = slices.Delete(members, i-1, i)
 			if spare--; spare < 0 {
 				h.end()
 				<-h.stop

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -27,8 +26,9 @@ var errGroupLost = errors.New("the group was lost")
 // as UnlockContext does, detached from any ctx (each member bounds its own
 // release), once; later calls return the first's result.
 //
-// Members report their losses on channels, so a scope keeps one goroutine
-// while it is on, which ends when the group is lost or unlock is called.
+// Members report their losses on channels, so a scope keeps two goroutines
+// while it is on (the group's watcher, as Done starts it, and its own),
+// which end when the group is lost or unlock is called.
 // On failure LockScope returns LockContext's error and a nil context and
 // function.
 func (l *Lock) LockScope(ctx context.Context) (context.Context, func() error, error) {
@@ -45,7 +45,7 @@ func (l *Lock) LockScope(ctx context.Context) (context.Context, func() error, er
 		cancel(fmt.Errorf("multilock: %w: %w", errGroupLost, dsync.ErrNotHeld))
 		close(gone)
 	} else {
-		go l.watchScope(oc, h, cancel, stop, gone)
+		go l.watchScope(h, cancel, stop, gone)
 	}
 	var once sync.Once
 	var err error
@@ -60,42 +60,24 @@ func (l *Lock) LockScope(ctx context.Context) (context.Context, func() error, er
 	}, nil
 }
 
-// watchScope cancels a scope's context when its group hold h is lost,
-// naming the members lost, or returns when stop is closed; it closes gone
-// when it returns.
-func (l *Lock) watchScope(oc context.Context, h *hold, cancel context.CancelCauseFunc, stop, gone chan struct{}) {
+// watchScope cancels a scope's context when its group hold h ends (see
+// watch), naming the members lost if it was lost, or returns when stop is
+// closed; it closes gone when it returns.
+func (l *Lock) watchScope(h *hold, cancel context.CancelCauseFunc, stop, gone chan struct{}) {
 	defer close(gone)
-	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)}}
-	var members []int // of cases[1:]
-	held := 0
-	for i, m := range l.members {
-		if !h.held[i] {
-			continue
-		}
-		held++
-		if d, ok := m.(interface {
-			Done(context.Context) <-chan struct{}
-		}); ok {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.Done(oc))})
-			members = append(members, i)
-		}
-	}
-	spare := held - l.quorum // losses the group survives
-	var lost []string
-	for len(cases) > 1 {
-		i, _, _ := reflect.Select(cases)
-		if i == 0 {
+	l.startWatch(h)
+	select {
+	case <-h.done:
+		h.mu.Lock()
+		lost := h.lost
+		h.mu.Unlock()
+		if len(lost) == 0 {
+			cancel(nil) // unlocked, not through the scope
 			return
 		}
-		lost = append(lost, l.memberName(members[i-1]))
-		cases = append(cases[:i], cases[i+1:]...)
-		members = append(members[:i-1], members[i:]...)
-		if spare--; spare < 0 {
-			cancel(fmt.Errorf("multilock: %w (lost: %s): %w", errGroupLost, strings.Join(lost, "; "), dsync.ErrNotHeld))
-			return
-		}
+		cancel(fmt.Errorf("multilock: %w (lost: %s): %w", errGroupLost, strings.Join(lost, "; "), dsync.ErrNotHeld))
+	case <-stop:
 	}
-	<-stop
 }
 
 // memberName names member i in a message: its position, type and name.

@@ -168,7 +168,8 @@ func TestKilledReaderFreesItsHold(t *testing.T) {
 	writer.Unlock()
 }
 
-// Every waiting reader holds the lock within 50ms of a write release.
+// Every waiting reader holds the lock within 50ms of a write release (on
+// an idle machine; see testserver.TripMeter for a loaded one).
 func TestReadersAcquireWithin50msOfWriteRelease(t *testing.T) {
 	const readers = 8
 	srv := testserver.Real(t)
@@ -204,6 +205,10 @@ func TestReadersAcquireWithin50msOfWriteRelease(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		// On a loaded machine the release's round trip, the publication
+		// and the readers' wake-up may each wait for a CPU as long as a
+		// round trip timed meanwhile did: the bound allows three of those.
+		trips := testserver.MeterTrips(t, srv.NewBackend(t))
 		released := time.Now()
 		w.Unlock()
 		var worst time.Duration
@@ -215,9 +220,10 @@ func TestReadersAcquireWithin50msOfWriteRelease(t *testing.T) {
 				t.Fatal("a reader never acquired")
 			}
 		}
-		t.Logf("round %d: the last of %d readers acquired %v after the write release", round, readers, worst)
-		if worst > 50*time.Millisecond {
-			t.Errorf("round %d: the last reader acquired %v after the write release; want within 50ms", round, worst)
+		slow := trips.Stop()
+		t.Logf("round %d: the last of %d readers acquired %v after the write release (longest round trip meanwhile %v)", round, readers, worst, slow)
+		if worst > 50*time.Millisecond+3*slow {
+			t.Errorf("round %d: the last reader acquired %v after the write release; want within 50ms, and three times %v more for the longest round trip timed meanwhile", round, worst, slow)
 		}
 		for _, r := range rs {
 			r.RUnlock()

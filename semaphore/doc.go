@@ -11,7 +11,8 @@
 // The method set follows golang.org/x/sync/semaphore's Weighted, with a
 // context first in every call that does I/O: Acquire(ctx, n),
 // TryAcquire(ctx, n), Release(ctx, n), plus State, Available, Capacity,
-// SetCapacity and Done.
+// SetCapacity and Done; and portable permits, released by id from any
+// process: AcquirePermit, ReleasePermit, ExtendPermit.
 //
 // # Owners and leases
 //
@@ -60,6 +61,23 @@
 // other goroutines of its owner may have been handed permits at once. A
 // waiter held up behind one whose process died looks again when that
 // waiter's place ends, not at its own next heartbeat.
+//
+// # Portable permits
+//
+// AcquirePermit returns a Permit: one permit named by an unguessable id
+// (dsync.NewID) rather than held by an owner, which ReleasePermit gives
+// back and ExtendPermit extends by that id, from any process and through
+// any backend value on the same server, without the acquiring handle, as
+// Redisson's RPermitExpirableSemaphore does. On the server it is a hold of
+// one permit whose owner (and hold id) is the id: it waits its turn in the
+// same queue and counts against the same capacity as owners' permits. Its
+// lease is fixed, the acquiring handle's lease (WithLease, or
+// WithWatchdog's d); no watchdog renews it and no Done tells of its end:
+// it is returned by itself when its lease runs out, unless ExtendPermit
+// pushed its end further. Releasing or extending an id that is not held
+// (released, lapsed, or never acquired) is an error matching
+// dsync.ErrNotHeld and changes nothing; a release retried after a lost
+// reply is applied once.
 //
 // # Capacity
 //

@@ -42,6 +42,7 @@ What it takes, by kind:
                    timeout (under 2s by default)
 For a read-write lock and a semaphore a hold taken between the check and
 the force (one round trip) is taken too.
+A wait group has no holder to take: force-unlock refuses it.
 
 Unless -yes is given it asks, on standard error, for example
 "force-unlock mutex NAME held by OWNER? [y/N]", and reads the answer from
@@ -72,6 +73,9 @@ func forceUnlock(ctx context.Context, e *env, args []string) error {
 	name, kind := pos[0], string(a.kind)
 	if _, err := keys.Base(a.prefix, kind, name); err != nil {
 		return usagef("%v", err)
+	}
+	if kind == kindWaitGroup {
+		return usagef("a wait group has nothing to force: its waiters wait for its count, not for a holder")
 	}
 
 	srv, err := openServer(ctx, e, &a.conn)

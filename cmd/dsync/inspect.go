@@ -39,18 +39,21 @@ and readers waiting; for a semaphore, its capacity, the permits held and
 available, the owners holding them and the waiters queued; for an
 election, the leader's value, the owner id of its campaign, its token (the
 last one if nobody leads), when its term began, the remaining lease and the
-candidates queued, with the values of the first few. Flags may follow the
-name.
+candidates queued, with the values of the first few; for a wait group, its
+count, the owners of its units with their leases, the first abandonment
+and the waiters. Flags may follow the name.
 
 With -json it prints one JSON object with the fields
-  kind             "mutex", "fairlock", "rwlock", "semaphore" or "election"
+  kind             "mutex", "fairlock", "rwlock", "semaphore", "election"
+                   or "waitgroup"
   name             the lock's name
   key              its main key on the server
   locked           whether anything is held: a hold, a read hold, a permit,
-                   a term
+                   a term, a unit pending
   waiters          mutex: waiters registered on the server; fairlock and
                    semaphore: live waiters queued; rwlock: writers and
-                   readers waiting; election: live candidates queued
+                   readers waiting; election: live candidates queued;
+                   waitgroup: live waiters registered
 and, for a mutex, a fair lock, the write side of a read-write lock and
 an election (whose holder is the leader's campaign),
   holder           the holder's owner id; "" if none
@@ -75,7 +78,13 @@ and for an election,
   value            the leader's value; "" if none
   began_ms         when the term began, in Unix ms by the server's clock;
                    0 if none or unknown
-  candidates       values of the first candidates queued, next first`
+  candidates       values of the first candidates queued, next first
+and for a wait group,
+  count            units pending, abandoned ones aside
+  owners           [{owner, units, lease_ms}]: who owes them, the earliest
+                   lease end first
+  abandoned        {owner, units}: the first abandonment while units are
+                   pending; null if none`
 
 // inspect prints the state of a lock on a server.
 func inspect(ctx context.Context, e *env, args []string) error {

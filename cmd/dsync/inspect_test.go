@@ -28,7 +28,7 @@ func decodeLock(t *testing.T, out string) lockState {
 		t.Fatalf("inspect -json printed %q: %v", out, err)
 	}
 	want := []string{"kind", "name", "key", "locked", "waiters"}
-	if s.Kind != kindSemaphore {
+	if s.Kind != kindSemaphore && s.Kind != kindWaitGroup {
 		want = append(want, "holder", "hold_count", "token", "lease_ms")
 	}
 	for _, f := range want {

@@ -25,10 +25,11 @@ for a read-write lock, the mode, the writer and its hold, the readers and
 the waiting writers and readers; for a semaphore, the capacity, the
 permits held and available, the holders and the waiters; for an
 election, the leader's value, its token, its remaining lease and the
-candidates queued. Companion keys (:queue, :fence, :readers, ...) and the
-markers of free locks ("<token> free": a mutex freed while a waiter was
-woken to take it) are skipped; a read-write lock held only by readers is
-found by its :readers key.
+candidates queued; for a wait group, its count, its owners, the first
+abandonment and the waiters. Companion keys (:queue, :fence, :readers,
+...) and the markers of free locks ("<token> free": a mutex freed while a
+waiter was woken to take it) are skipped; a read-write lock held only by
+readers is found by its :readers key.
 
 With -json it prints a JSON array of objects with the fields of
 'dsync inspect -json'.`
@@ -84,7 +85,7 @@ func heldKeys(kind string) []string {
 
 // freeable reports whether a lock of kind keeps its main key, a string,
 // once free: its value then tells a free lock without a look at its state.
-func freeable(kind string) bool { return kind != kindSemaphore }
+func freeable(kind string) bool { return kind != kindSemaphore && kind != kindWaitGroup }
 
 // list prints the held locks of one kind on a server.
 func list(ctx context.Context, e *env, args []string) error {
@@ -154,6 +155,8 @@ func writeTable(tw io.Writer, kind string, held []lockState) {
 		for _, s := range held {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", printable(s.Name), printable(s.Value), s.Token, describeLease(s), s.Waiters)
 		}
+	case kindWaitGroup:
+		writeWaitGroupTable(tw, held)
 	case kindSemaphore:
 		fmt.Fprintf(tw, "NAME\tCAPACITY\tHELD\tAVAILABLE\tHOLDERS\tQUEUED\n")
 		for _, s := range held {

@@ -27,6 +27,7 @@ type dsyncProc struct {
 	cmd    *exec.Cmd
 	lines  chan string // standard output, line by line; closed at its end
 	stderr syncBuffer
+	errEOF chan struct{} // closed when standard error is read to its end
 	exited chan struct{} // closed when it has exited
 	code   int           // its exit status, set before exited is closed
 }
@@ -40,7 +41,7 @@ func startDsync(t *testing.T, env []string, args ...string) *dsyncProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &dsyncProc{lines: make(chan string, 100), exited: make(chan struct{})}
+	p := &dsyncProc{lines: make(chan string, 100), errEOF: make(chan struct{}), exited: make(chan struct{})}
 	p.cmd = exec.Command(exe, args...)
 	// The race detector's second of sleep at exit (the test binary is
 	// built with -race) would make every run end a second late.
@@ -66,6 +67,7 @@ func startDsync(t *testing.T, env []string, args ...string) *dsyncProc {
 		t.Fatal(err)
 	}
 	go func() {
+		defer close(p.errEOF)
 		defer er.Close()
 		io.Copy(&p.stderr, er)
 	}()
@@ -100,6 +102,7 @@ func (p *dsyncProc) expect(t *testing.T, prefix string) (string, time.Time) {
 	case line, ok := <-p.lines:
 		if !ok {
 			<-p.exited
+			p.drainStderr()
 			t.Fatalf("dsync exited with %d before printing %q\nstderr:\n%s", p.code, prefix, &p.stderr)
 		}
 		if !strings.HasPrefix(line, prefix) {
@@ -117,6 +120,7 @@ func (p *dsyncProc) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-p.exited:
+		p.drainStderr()
 		return p.code
 	case <-time.After(30 * time.Second):
 		// Its goroutines, for the record.
@@ -128,6 +132,17 @@ func (p *dsyncProc) wait(t *testing.T) int {
 		t.Fatalf("dsync did not exit within 30s\nstderr:\n%s", &p.stderr)
 	}
 	return -1
+}
+
+// drainStderr waits, once dsync exited, until its standard error is read
+// to the end: the process may exit before the goroutine copying it ran.
+// The command's children may hold it open after dsync exited: then it
+// waits half a second at most.
+func (p *dsyncProc) drainStderr() {
+	select {
+	case <-p.errEOF:
+	case <-time.After(500 * time.Millisecond):
+	}
 }
 
 // killGroupAtEnd kills the process group of the command whose shell

@@ -27,7 +27,7 @@ const (
 )
 
 // kinds lists them in the order usage shows them.
-var kinds = []string{kindMutex, kindFairlock, kindRWLock, kindSemaphore, kindElection}
+var kinds = []string{kindMutex, kindFairlock, kindRWLock, kindSemaphore, kindElection, kindWaitGroup}
 
 // kindFlag is -kind.
 type kindFlag string
@@ -56,6 +56,7 @@ type lockState struct {
 	*ReadWrite
 	*Permits
 	*Leadership
+	*Units
 	Waiters     int      `json:"waiters"`
 	NextWaiters []string `json:"next_waiters,omitzero"` // non-nil for a mutex
 }
@@ -158,6 +159,10 @@ func readState(ctx context.Context, b backend.Backend, kind, prefix, name string
 		if !st.Leader.Began.IsZero() {
 			s.BeganMS = st.Leader.Began.UnixMilli()
 		}
+	case kindWaitGroup:
+		if err := readWaitGroup(ctx, b, prefix, name, &s); err != nil {
+			return lockState{}, err
+		}
 	case kindSemaphore:
 		st, err := semaphore.New(b, name, unknownCapacity, semaphore.WithPrefix(prefix)).State(ctx)
 		if err != nil {
@@ -199,6 +204,9 @@ func (s lockState) writeText(w io.Writer) {
 		return
 	case kindElection:
 		s.writeElection(w)
+		return
+	case kindWaitGroup:
+		s.writeWaitGroup(w)
 		return
 	}
 	s.writeExclusive(w, "locked")

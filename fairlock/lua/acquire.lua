@@ -23,11 +23,7 @@ end
 if s.owner == a.owner then
   -- A re-entry (which skips the queue), a retry whose first reply was
   -- lost, or a waiter's attempt after a hand-off to it.
-  enter(lock, s, a)
-  if a.registered then
-    dequeue(queue, expiry, a.entry)
-  end
-  return acquired(lock, s)
+  return reenter(lock, s, a, queue, expiry)
 end
 local now_ms, now_us = now()
 local h = false
@@ -41,14 +37,7 @@ if not s.owner then
     return tonumber(take(lock, s, a, h ~= false, now_us).token)
   end
 end
-if a.entry ~= '' then
-  enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
-  if s.owner then
-    flag_waiting(lock, s)
-  end
-end
 if not s.owner then
   wake(a.channel, h)
-  return not_acquired(-1, s.token)
 end
-return not_acquired(redis.call('PTTL', lock), s.token)
+return queue_behind(lock, s, a, queue, expiry, now_ms)

@@ -27,6 +27,16 @@ local function enter(lock, s, a)
   store_extending(lock, s, a.lease)
 end
 
+-- reenter answers the attempt a of the owner of the hold s at lock (see
+-- enter), which leaves the queue if it registered.
+local function reenter(lock, s, a, queue, expiry)
+  enter(lock, s, a)
+  if a.registered then
+    dequeue(queue, expiry, a.entry)
+  end
+  return acquired(lock, s)
+end
+
 -- flag_waiting records in the hold s at lock that a waiter registered
 -- behind it, so that its release looks at the queue; a plain hold draws
 -- its token then, which the waiter is told.
@@ -36,6 +46,22 @@ local function flag_waiting(lock, s)
   end
   s.waiting = true
   store(lock, s)
+end
+
+-- queue_behind registers the waiter of the attempt a (if it has an entry)
+-- behind the hold s at lock, or behind the head of a free primitive, and
+-- returns the failed attempt's reply.
+local function queue_behind(lock, s, a, queue, expiry, now_ms)
+  if a.entry ~= '' then
+    enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
+    if s.owner then
+      flag_waiting(lock, s)
+    end
+  end
+  if not s.owner then
+    return not_acquired(-1, s.token)
+  end
+  return not_acquired(redis.call('PTTL', lock), s.token)
 end
 
 -- pass_on frees the exclusive hold s at lock (or the free primitive, s

@@ -22,11 +22,7 @@ if s.foreign then
   return unexpected(lock, s.foreign)
 end
 if s.owner == a.owner then
-  enter(lock, s, a)
-  if a.registered then
-    dequeue(queue, expiry, a.entry)
-  end
-  return acquired(lock, s)
+  return reenter(lock, s, a, queue, expiry)
 end
 local now_ms, now_us = now()
 if not s.owner then
@@ -53,13 +49,4 @@ if not s.owner then
   wake(a.channel, w, grant)
   s = load(lock)
 end
-if a.entry ~= '' then
-  enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
-  if s.owner then
-    flag_waiting(lock, s)
-  end
-end
-if not s.owner then
-  return not_acquired(-1, s.token)
-end
-return not_acquired(redis.call('PTTL', lock), s.token)
+return queue_behind(lock, s, a, queue, expiry, now_ms)

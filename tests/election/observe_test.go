@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/election"
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
 // watcher is one observer, recording what it receives.
@@ -50,13 +51,19 @@ func TestObserversSeeEveryChangeInOrder(t *testing.T) {
 
 			octx, stop := context.WithCancel(ctx)
 			defer stop()
+			// On a loaded machine each step to an observer may wait for a
+			// CPU as long as a round trip timed meanwhile did: the bounds
+			// below allow three of those.
+			trips := testserver.MeterTrips(t, srv.NewBackend(t))
 			watchers := make([]*watcher, 3)
 			var firsts []time.Duration
 			for i := range watchers {
 				e := election.New(srv.NewBackend(t), "observed", election.WithPrefix(p))
 				start := time.Now()
 				watchers[i] = &watcher{c: e.Observe(octx)}
-				watchers[i].next(t, time.Second, "the first state")
+				// Liveness only: the latency is checked below, with the
+				// round trips timed meanwhile.
+				watchers[i].next(t, 5*time.Second, "the first state")
 				firsts = append(firsts, time.Since(start))
 			}
 			// all waits until every observer received the state the
@@ -68,7 +75,7 @@ func TestObserversSeeEveryChangeInOrder(t *testing.T) {
 				want = append(want, l)
 				var slowest time.Duration
 				for i, w := range watchers {
-					if got := w.next(t, time.Second, what); got != l {
+					if got := w.next(t, 5*time.Second, what); got != l {
 						t.Fatalf("observer %d, %s: %+v; want %+v", i, what, got, l)
 					}
 					slowest = max(slowest, time.Since(start))
@@ -123,15 +130,16 @@ func TestObserversSeeEveryChangeInOrder(t *testing.T) {
 				}
 			}
 			slices.Sort(took)
-			t.Logf("first state %v after Observe; %d changes and %d Proclaims: p50 %v, max %v; keys deleted: Done after %v, lapse observed after %v",
-				firsts, changes, proclaims, took[len(took)/2], took[len(took)-1], done, lapse)
+			slow := trips.Stop()
+			t.Logf("first state %v after Observe; %d changes and %d Proclaims: p50 %v, max %v; keys deleted: Done after %v, lapse observed after %v; longest round trip meanwhile %v",
+				firsts, changes, proclaims, took[len(took)/2], took[len(took)-1], done, lapse, slow)
 			for _, d := range firsts {
-				if d > 10*time.Millisecond {
-					t.Errorf("first state %v after Observe; want within 10ms", d)
+				if d > 10*time.Millisecond+3*slow {
+					t.Errorf("first state %v after Observe; want within 10ms, and three times %v more for the longest round trip timed meanwhile", d, slow)
 				}
 			}
-			if took[len(took)-1] > 50*time.Millisecond {
-				t.Errorf("slowest change reached the observers %v after the call; want within 50ms", took[len(took)-1])
+			if took[len(took)-1] > 50*time.Millisecond+3*slow {
+				t.Errorf("slowest change reached the observers %v after the call; want within 50ms, and three times %v more for the longest round trip timed meanwhile", took[len(took)-1], slow)
 			}
 			stop()
 			for i, w := range watchers {

@@ -30,7 +30,11 @@ func Fake(t testing.TB) *miniredis.Miniredis {
 }
 
 // FakeBackend returns a redigo backend on m with a pool of its own, both
-// closed when t ends.
+// closed when t ends. It does not pipeline (redigo.WithPipelining(false)):
+// in fake time an in-process server that compiles every script runs a
+// batch while no fake clock moves, and the tests here are of the locks'
+// logic, which a pipelined round trip does not change; the conformance
+// suite covers pipelining on miniredis in real time.
 func FakeBackend(t testing.TB, m *miniredis.Miniredis, opts ...bredigo.Option) backend.Backend {
 	pool := &redis.Pool{
 		// Bounded, so that the in-process server's goroutines (two per
@@ -46,7 +50,7 @@ func FakeBackend(t testing.TB, m *miniredis.Miniredis, opts ...bredigo.Option) b
 			return redis.NewConn(c, 0, 0), nil
 		},
 	}
-	b := bredigo.New(pool, opts...)
+	b := bredigo.New(pool, append([]bredigo.Option{bredigo.WithPipelining(false)}, opts...)...)
 	t.Cleanup(func() {
 		b.Close()
 		pool.Close()

@@ -50,6 +50,12 @@ var (
 //   - semaphore: capacity 3; n permits (1 to 3) for a fresh owner, and one
 //     time in three m more for the same owner (TryAcquire), given back m
 //     then n;
+//   - permits: portable permits of a semaphore of capacity 3, each
+//     acquired by one client and released by id by whichever client takes
+//     it next from a list on the register server, one in three extended
+//     first; one acquisition in four an owner's (see soakpermits_test.go);
+//   - waitgroup: a unit added and counted down after 0-200ms, or a Wait
+//     (see soakwaitgroup_test.go);
 //   - election: campaign (with a ctx of 3s), lead a few milliseconds for
 //     the fenced read-modify-write under the term's token, and resign. One
 //     term in sixteen is renewed across a lease or more first, as the
@@ -70,7 +76,10 @@ var (
 //
 // Checked at the end, per group: no two lease-valid holds of different
 // clients overlap (read holds may overlap each other, never a write hold),
-// and never more than 3 lease-valid permits are held; the register's value
+// and never more than 3 lease-valid permits are held (portable ones
+// included); a Wait that returns nil saw the count at 0, the abandoned
+// error only after a unit could have been abandoned, ErrVanished only with
+// an eviction; the register's value
 // equals its accepted writes (no fenced update lost); the history of
 // acquisitions, re-entries, unlocks and expiries is linearizable for the
 // group's model (porcupine): an owner-aware, reentrant mutex whose tokens
@@ -384,7 +393,7 @@ func soakOperations(events []soakEvent) int {
 	n := 0
 	for _, e := range events {
 		switch e.kind {
-		case "acq", "enter", "leave", "rel", "read", "write", "fail", "racq", "renter", "rleave", "rrel", "rfail":
+		case "acq", "enter", "leave", "rel", "read", "write", "fail", "racq", "renter", "rleave", "rrel", "rfail", "extend", "add", "done", "wait":
 			n++
 		}
 	}

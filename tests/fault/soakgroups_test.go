@@ -124,6 +124,11 @@ func soakGroups() []soakGroup {
 			}),
 		},
 
+		// Portable permits and the wait group (issue 36): soakpermits_test.go,
+		// soakwaitgroup_test.go.
+		permitsSoakGroup(),
+		waitGroupSoakGroup(),
+
 		// Broken builds, which the soak must catch (TestSoakCatchesBrokenBuilds):
 		// a semaphore that lets more than its capacity in; a mutex that
 		// excludes nobody; read holds that do not keep writers out.

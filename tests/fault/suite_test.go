@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/gomodule/redigo/redis"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance/harness"
 )
@@ -164,4 +165,65 @@ func percentiles(ds []time.Duration) (p50, p99, max time.Duration) {
 		return 0, 0, 0
 	}
 	return s[len(s)/2], s[(len(s)*99)/100], s[len(s)-1]
+}
+
+// heartbeat notes the time every millisecond, or as soon after as the
+// process runs, until stopped.
+type heartbeat struct {
+	quit  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	beats []time.Time
+}
+
+func startHeartbeat() *heartbeat {
+	h := &heartbeat{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		for i := 0; i < 1e6; i++ {
+			select {
+			case <-tk.C:
+				h.mu.Lock()
+				h.beats = append(h.beats, time.Now())
+				h.mu.Unlock()
+			case <-h.quit:
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// stop ends the heartbeat and returns its beats, in order.
+func (h *heartbeat) stop() []time.Time {
+	h.once.Do(func() { close(h.quit) })
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beats
+}
+
+// gap returns the longest time between two beats in a row during [from,
+// to] so far (see maxGap).
+func (h *heartbeat) gap(from, to time.Time) time.Duration {
+	h.mu.Lock()
+	beats := h.beats
+	h.mu.Unlock()
+	return maxGap(beats, from, to)
+}
+
+// maxGap returns the longest time between two beats in a row during
+// [from, to]: how long the process went without running there at least.
+func maxGap(beats []time.Time, from, to time.Time) time.Duration {
+	var gap time.Duration
+	for k := 1; k < len(beats); k++ {
+		if beats[k].Before(from) || beats[k-1].After(to) {
+			continue
+		}
+		gap = max(gap, beats[k].Sub(beats[k-1]))
+	}
+	return gap
 }

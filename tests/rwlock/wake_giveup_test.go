@@ -37,16 +37,24 @@ func TestPlainWakeSameOwnerGiveUps(t *testing.T) {
 	xs := []*rwlock.RWMutex{open(srv.NewBackend(t)), open(elsewhere{srv.NewBackend(t)})}
 	y := open(srv.NewBackend(t))
 	const owners, per = 3, 3
+	// lead is how long after a round starts the write release comes: 80ms,
+	// doubled after a round whose readers and writer were not all queued
+	// by then (a loaded machine), so that later rounds set the scene.
+	lead, inTime := 80*time.Millisecond, 0
 	for round := range 16 {
 		x := xs[round%2]
 		x.Lock()
 		var readers, writers atomic.Int32
 		var got [owners]atomic.Int32
 		var acquired [owners]sync.WaitGroup
+		var checked [owners]chan struct{} // closed once the owner's count was read
+		for k := range checked {
+			checked[k] = make(chan struct{})
+		}
 		var released sync.WaitGroup
 		var yIn atomic.Int64 // when the writer got in, unix ns
 		var late atomic.Int32
-		at := time.Now().Add(80 * time.Millisecond)
+		at := time.Now().Add(lead)
 		for k := range owners {
 			octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
 			defer ocancel()
@@ -85,6 +93,9 @@ func TestPlainWakeSameOwnerGiveUps(t *testing.T) {
 					if err != nil {
 						return
 					}
+					// Held until the owner's count on the server was read,
+					// however late the goroutine that reads it runs.
+					<-checked[k]
 					time.Sleep(5 * time.Millisecond)
 					readers.Add(-1)
 					if err := m.RUnlockContext(o); err != nil {
@@ -96,13 +107,17 @@ func TestPlainWakeSameOwnerGiveUps(t *testing.T) {
 			released.Add(1)
 			go func() {
 				defer released.Done()
+				defer close(checked[k])
 				acquired[k].Wait()
 				if st, err := probe.State(o); err != nil || st.ReadCount != int(got[k].Load()) {
 					t.Errorf("round %d: owner %d: %d RLocks returned nil, the server counts %+v, %v", round, k, got[k].Load(), st, err)
 				}
 			}()
 		}
-		await(t, ctx, probe, "readers waiting", func(s rwlock.State) bool { return s.WaitingReaders == owners*per })
+		// Every reader queued before the release, unless the release's
+		// instant passed first: then the readers with a deadline gave up
+		// before it, and the round goes on without them.
+		set := awaitBy(t, ctx, probe, at, func(s rwlock.State) bool { return s.WaitingReaders == owners*per })
 		yctx, ycancel := context.WithTimeout(ctx, 10*time.Second)
 		oy := dsync.WithOwner(yctx)
 		ygot := make(chan error, 1)
@@ -121,6 +136,12 @@ func TestPlainWakeSameOwnerGiveUps(t *testing.T) {
 			ygot <- err
 		}()
 		await(t, ctx, probe, "writer queued", func(s rwlock.State) bool { return s.WaitingWriters == 1 })
+		if set && time.Now().Before(at) {
+			inTime++
+		} else {
+			t.Logf("round %d: the scene was not set %v after the round began; the next rounds allow %v", round, lead, 2*lead)
+			lead = min(2*lead, 5*time.Second)
+		}
 		time.Sleep(time.Until(at))
 		x.Unlock()
 		released.Wait()
@@ -142,4 +163,23 @@ func TestPlainWakeSameOwnerGiveUps(t *testing.T) {
 	if bad := keysLeft(t, srv, p); len(bad) > 0 {
 		t.Errorf("keys left: %v", bad)
 	}
+	if !t.Failed() && inTime < 8 {
+		t.Errorf("only %d of 16 rounds had every reader and the writer queued before the release", inTime)
+	}
+}
+
+// awaitBy polls m's state until cond holds, and reports true, or until by
+// passes, and reports false.
+func awaitBy(t *testing.T, ctx context.Context, m *rwlock.RWMutex, by time.Time, cond func(rwlock.State) bool) bool {
+	t.Helper()
+	for i := 0; i < 100000; i++ {
+		if cond(state(t, ctx, m)) {
+			return true
+		}
+		if !time.Now().Before(by) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }

@@ -1,0 +1,113 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/semaphore"
+)
+
+// permitTests are the cases of the semaphore's portable permits, released
+// and extended by id.
+func (s *suite) permitTests(t *testing.T) {
+	s.rules(t, []rule{
+		{"PermitReleasedByID", "a portable permit is released by its id through another backend value; a retried release counts once, and a second release is ErrNotHeld and changes nothing", false, s.testPermitByID},
+		{"PermitSharesCapacity", "portable permits and owners' permits share the capacity; a freed permit is handed to a waiting AcquirePermit through pub/sub, with a whole lease", false, s.testPermitCapacity},
+		{"PermitLease", "a portable permit lapses at the end of its lease by itself, unless ExtendPermit extended it", false, s.testPermitLease},
+	})
+}
+
+// A permit taken through one backend is given back by id through another;
+// the release's reply is lost and retried, and counts once; a second
+// release is ErrNotHeld. No key is left.
+func (s *suite) testPermitByID(t *testing.T, ctx context.Context) {
+	p := prefix()
+	admit := semOpen(s.newBackend(t), p, 3)
+	sp := newSpy(s.newBackend(t))
+	finish := semOpen(sp, p, 3)
+	a, err := admit.AcquirePermit(ctx)
+	must(t, err, "acquire a permit")
+	b, err := admit.AcquirePermit(dsync.WithOwner(ctx))
+	must(t, err, "acquire a permit")
+	if a.ID == b.ID || len(a.ID) != 32 {
+		t.Fatalf("permit ids %q and %q", a.ID, b.ID)
+	}
+	sp.loseReplies(1)
+	must(t, finish.ReleasePermit(ctx, a.ID), "release by id, its reply lost")
+	if err := finish.ReleasePermit(ctx, a.ID); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("a second release of the id = %v, want ErrNotHeld", err)
+	}
+	st, err := finish.State(ctx)
+	must(t, err, "state")
+	if st.Held != 1 || st.Holders != 1 {
+		t.Errorf("state %+v, want the other permit held alone", st)
+	}
+	must(t, finish.ReleasePermit(ctx, b.ID), "release by id")
+	assertNoKeys(t, ctx, sp, p, semKey(p), semFreeTTL)
+}
+
+// Capacity 2: an owner holds 1, a permit takes the other; a second
+// AcquirePermit, on another backend as a process of its own, waits until
+// the owner gives its permit back, and is handed it with its whole lease.
+func (s *suite) testPermitCapacity(t *testing.T, ctx context.Context) {
+	p := prefix()
+	const lease = 2 * time.Second
+	sem := semOpen(s.newBackend(t), p, 2, semaphore.WithLease(lease))
+	o := dsync.WithOwner(ctx)
+	must(t, sem.Acquire(o, 1), "acquire")
+	first, err := sem.AcquirePermit(ctx)
+	must(t, err, "acquire a permit")
+	got := make(chan semaphore.Permit, 1)
+	waiter := semOpen(elsewhere{s.newBackend(t)}, p, 2, semaphore.WithLease(lease))
+	go func() {
+		pm, err := waiter.AcquirePermit(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- pm
+	}()
+	semAwait(t, ctx, sem, "the second permit queued", semQueued(1))
+	if ok, err := sem.TryAcquire(dsync.WithOwner(ctx), 1); ok || err != nil {
+		t.Fatalf("TryAcquire with 2 of 2 held = %v, %v", ok, err)
+	}
+	released := time.Now()
+	must(t, sem.Release(o, 1), "release")
+	second := within(t, s.bound(time.Second), got, "the permit handed to the waiter")
+	if d := time.Since(released); d > s.bound(50*time.Millisecond) {
+		t.Errorf("the freed permit reached the waiter %v after the release, want within %v", d, s.bound(50*time.Millisecond))
+	}
+	if left := time.Until(second.Expires); left < lease*3/4 {
+		t.Errorf("a permit handed to a waiter has %v of its %v lease", left, lease)
+	}
+	must(t, sem.ReleasePermit(ctx, first.ID), "release")
+	must(t, sem.ReleasePermit(ctx, second.ID), "release")
+}
+
+// On a 300ms lease one permit lapses by itself and its release is then
+// ErrNotHeld; another, extended, outlives its first lease.
+func (s *suite) testPermitLease(t *testing.T, ctx context.Context) {
+	p := prefix()
+	const lease = 300 * time.Millisecond
+	sem := semOpen(s.newBackend(t), p, 2, semaphore.WithLease(lease))
+	lapsed, err := sem.AcquirePermit(ctx)
+	must(t, err, "acquire a permit")
+	kept, err := sem.AcquirePermit(ctx)
+	must(t, err, "acquire a permit")
+	must(t, semOpen(s.newBackend(t), p, 2).ExtendPermit(ctx, kept.ID, 10*lease), "extend")
+	time.Sleep(lease + 50*time.Millisecond) // past the first lease: time is what is tested
+	if err := sem.ReleasePermit(ctx, lapsed.ID); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("release of a lapsed permit = %v, want ErrNotHeld", err)
+	}
+	if err := sem.ExtendPermit(ctx, lapsed.ID, lease); !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("extension of a lapsed permit = %v, want ErrNotHeld", err)
+	}
+	st, err := sem.State(ctx)
+	must(t, err, "state")
+	if st.Held != 1 {
+		t.Errorf("state %+v past the first lease, want the extended permit held", st)
+	}
+	must(t, sem.ReleasePermit(ctx, kept.ID), "release of the extended permit")
+}
