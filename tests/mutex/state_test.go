@@ -84,9 +84,6 @@ func assertOnlyToken(t *testing.T, srv *miniredis.Miniredis, name string) {
 	}
 }
 
-// lease is the default watchdog lease.
-const lease = 30 * time.Second
-
 func TestFakeTimeFreedMutexKeepsOnlyItsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
