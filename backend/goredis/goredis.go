@@ -75,8 +75,13 @@
 // goroutine. A socket timeout at the context's deadline is reported as
 // context.DeadlineExceeded.
 //
-// go-redis retries a command after some network errors (MaxRetries):
-// dsync's scripts are written to be retried with the same arguments.
+// go-redis retries a command after some network errors (MaxRetries),
+// invisibly to its caller, even when the command reached the server and
+// only its reply was lost. dsync must see that failure: a release that ran
+// and whose retry finds the hold gone is a success only to a caller that
+// knows an earlier attempt may have run. The adapter therefore sends every
+// call as a command that go-redis does not retry once written (see
+// noRetry), and dsync retries it, knowing it may have run.
 //
 // Close releases the pub/sub connection and waits for the adapter's
 // goroutines; the client stays the caller's to close.
@@ -259,9 +264,9 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	if b.opts.ackReplicas > 0 {
 		return b.sendAcked(ctx, c)
 	}
-	reply, err := b.c.Do(ctx, c.CommandLine(false)...).Result()
+	reply, err := b.do(ctx, c.CommandLine(false))
 	if isNoScript(err) {
-		reply, err = b.c.Do(ctx, c.CommandLine(true)...).Result()
+		reply, err = b.do(ctx, c.CommandLine(true))
 	}
 	if err != nil {
 		return nil, err
@@ -273,14 +278,17 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 // *redis.Client sends on one connection: WAIT counts the replicas that
 // acknowledged that connection's writes.
 func (b *Backend) sendAcked(ctx context.Context, c backend.Call) (any, error) {
-	send := func(source bool) (*redis.Cmd, *redis.Cmd) {
+	send := func(source bool) (noRetry, *redis.Cmd) {
 		p := b.c.Pipeline()
-		call := p.Do(ctx, c.CommandLine(source)...)
+		call := newCmd(ctx, c.CommandLine(source))
+		p.Process(ctx, call)
 		wait := p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
 		p.Exec(ctx) // errors are read from each command
 		return call, wait
 	}
-	call, wait := send(false)
+	var call noRetry
+	var wait *redis.Cmd
+	call, wait = send(false)
 	if isNoScript(call.Err()) {
 		call, wait = send(true)
 	}
@@ -296,6 +304,24 @@ func (b *Backend) sendAcked(ctx context.Context, c backend.Call) (any, error) {
 		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
 	}
 	return backend.NormalizeReply(reply, serverError)
+}
+
+// noRetry is a command that go-redis does not send again once it was
+// written (see redis.Cmder's NoRetry): a lost reply reaches dsync as an
+// error, which tells it that the call may have run.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
+
+func newCmd(ctx context.Context, line []any) noRetry {
+	return noRetry{redis.NewCmd(ctx, line...)}
+}
+
+// do sends line as one command that go-redis does not retry once written.
+func (b *Backend) do(ctx context.Context, line []any) (any, error) {
+	cmd := newCmd(ctx, line)
+	b.c.Process(ctx, cmd)
+	return cmd.Result()
 }
 
 func isNoScript(err error) bool {
@@ -344,9 +370,10 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backen
 // pipeline sends calls in one pipeline (backend.PipelineConfig).
 func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
 	p := b.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
+	cmds := make([]noRetry, len(calls))
 	for i, c := range calls {
-		cmds[i] = p.Do(ctx, c.CommandLine(source)...)
+		cmds[i] = newCmd(ctx, c.CommandLine(source))
+		p.Process(ctx, cmds[i])
 	}
 	p.Exec(ctx) // errors are read from each command
 	results := make([]backend.Result, len(calls))

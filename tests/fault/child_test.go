@@ -39,6 +39,8 @@ func runChild() bool {
 		err = childHolder(f[1:])
 	case "soak":
 		err = soakClient(f[1:])
+	case "greedy":
+		err = childGreedy(f[1:])
 	default:
 		err = fmt.Errorf("unknown child role %q", f[0])
 	}
