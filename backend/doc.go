@@ -97,12 +97,14 @@
 //     So an Eval may fail on a pooled connection that a restart or a
 //     failover killed: Backend/Restart allows that (it tries a call up to
 //     100 times), and wants a gap on every subscription and the calls
-//     after the failures to succeed. An adapter may retry a call itself
-//     after such an error, as go-redis's MaxRetries does: dsync's scripts
-//     are safe to run twice with the same arguments, since every
-//     acquisition and release carries an operation id that the server
-//     keeps on the hold, and a second run finds it and answers as the
-//     first did, counting nothing twice (see Errors in package mutex).
+//     after the failures to succeed. An adapter must not re-send a call
+//     on its own once it may have reached the server (go-redis's
+//     MaxRetries does, unless told not to): return the error instead.
+//     dsync's retry knows that the first try may have run, and a release
+//     whose first try deleted the hold counts as done; a silent re-send
+//     would find the hold gone and report ErrNotHeld for a release that
+//     worked. Re-sending a call that surely never left (the connection
+//     failed before the write) is fine.
 //  11. A backend over Redis Cluster implements Sharded and reports true.
 //     Primitives pass every key a script touches in keys, and the keys of
 //     one script call share one hash slot. The one exception is batched
