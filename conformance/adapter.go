@@ -46,9 +46,7 @@ import (
 // after") is widened by WithTimeScale; a rule broken fails at any scale.
 func RunBackend(t *testing.T, newBackend NewBackend, opts ...Option) {
 	s, leakOpts := newSuite(t, newBackend, opts)
-	t.Run("Backend", func(t *testing.T) {
-		s.rules(t, append(s.backendRules(), s.adapterRules()...))
-	})
+	s.groups(t, []caseGroup{{"Backend", append(s.backendRules(), s.adapterRules()...)}})
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}

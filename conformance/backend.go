@@ -79,10 +79,6 @@ func publish(ctx context.Context, b backend.Backend, channel, payload string) (i
 	return backend.Int(v)
 }
 
-func (s *suite) backendTests(t *testing.T) {
-	s.rules(t, s.backendRules())
-}
-
 // backendRules are the cases of the backend contract, each with the rule
 // of package backend it checks (numbered as in that package's doc).
 func (s *suite) backendRules() []rule {

@@ -39,9 +39,10 @@
 // narrowed with -run. Every exclusive lock (mutex, fairlock, the write side
 // of rwlock) runs the same table of cases, each naming the rule it checks,
 // and then cases of its own. Tests use random key prefixes and channel
-// names and run in parallel, except those that disturb the whole server
-// (killing connections, restarting, pausing), which run alone. Each has
-// its own deadline.
+// names and run side by side, up to eight at once whatever -parallel says
+// (they mostly wait), except those that disturb the whole server (killing
+// connections, restarting, pausing) or load it heavily, which run alone.
+// Each has its own deadline.
 //
 // # Goroutines
 //
@@ -235,23 +236,16 @@ type NewBackend func(t *testing.T) backend.Backend
 // then every primitive over the adapter.
 func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	s, leakOpts := newSuite(t, newBackend, opts)
-	t.Run("Backend", s.backendTests)
-	t.Run("Mutex", func(t *testing.T) { s.exclusiveTests(t, mutexKind) })
-	t.Run("FairLock", func(t *testing.T) {
-		s.exclusiveTests(t, fairlockKind)
-		s.fairlockTests(t)
+	s.groups(t, []caseGroup{
+		{"Backend", s.backendRules()},
+		{"Mutex", s.exclusiveRules(mutexKind)},
+		{"FairLock", append(s.exclusiveRules(fairlockKind), s.fairlockRules()...)},
+		{"RWLock", append(s.exclusiveRules(rwlockWriteKind), s.rwlockRules()...)},
+		{"Semaphore", append(s.semaphoreRules(), s.permitRules()...)},
+		{"MultiLock", s.multilockRules()},
+		{"Election", s.electionRules()},
+		{"WaitGroup", s.waitgroupRules()},
 	})
-	t.Run("RWLock", func(t *testing.T) {
-		s.exclusiveTests(t, rwlockWriteKind)
-		s.rwlockTests(t)
-	})
-	t.Run("Semaphore", func(t *testing.T) {
-		s.semaphoreTests(t)
-		s.permitTests(t)
-	})
-	t.Run("MultiLock", s.multilockTests)
-	t.Run("Election", s.electionTests)
-	t.Run("WaitGroup", s.waitgroupTests)
 	if !t.Failed() {
 		goleak.VerifyNone(t, leakOpts...)
 	}
@@ -260,7 +254,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 // newSuite makes the suite that Run and RunBackend run, and the options
 // of their final goroutine leak check.
 func newSuite(t *testing.T, newBackend NewBackend, opts []Option) (*suite, []goleak.Option) {
-	s := &suite{newBackend: newBackend, timeout: 60 * time.Second, scale: 1, healthCheck: 5 * time.Second, without: map[string]bool{}}
+	s := &suite{newBackend: newBackend, slots: make(chan struct{}, maxCases), timeout: 60 * time.Second, scale: 1, healthCheck: 5 * time.Second, without: map[string]bool{}}
 	if v := os.Getenv(TimeScaleEnv); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -297,49 +291,88 @@ type suite struct {
 
 	sharedClient NewSharedClient
 
-	// gate lets ordinary tests run together and disruptive ones alone.
-	gate sync.RWMutex
+	// slots bounds how many ordinary cases run at once (maxCases), and
+	// alone lets exclusive ones run one at a time (see groups).
+	slots chan struct{}
+	alone sync.Mutex
 }
 
-// test runs fn as a parallel subtest. An exclusive test runs with no other
-// test of the suite alongside: those that disturb the server, and those
-// that load it so heavily that short leases elsewhere could expire.
-func (s *suite) test(t *testing.T, name string, exclusive bool, fn func(t *testing.T, ctx context.Context)) {
-	t.Run(name, func(t *testing.T) {
-		t.Parallel()
-		if exclusive {
-			s.gate.Lock()
-			defer s.gate.Unlock()
-		} else {
-			s.gate.RLock()
-			defer s.gate.RUnlock()
+// maxCases is how many ordinary cases of the suite run at once. They
+// mostly wait (on leases, hand-offs, timeouts), so they share the machine
+// well; they run as subtests of their own rather than t.Parallel ones,
+// whose number -parallel caps at GOMAXPROCS.
+const maxCases = 8
+
+// caseGroup is a subtest of the suite: its cases, under one name.
+type caseGroup struct {
+	name  string
+	rules []rule
+}
+
+// groups runs the groups as subtests of t and returns when every case has
+// ended: first the ordinary cases of all groups, up to maxCases at once,
+// then the exclusive ones, one at a time with nothing else of the suite
+// alongside: those that disturb the server, and those that load it so
+// heavily that short leases elsewhere could expire.
+func (s *suite) groups(t *testing.T, gs []caseGroup) {
+	var ordinary, all sync.WaitGroup
+	for _, g := range gs {
+		for _, r := range g.rules {
+			if !r.exclusive {
+				ordinary.Add(1)
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		defer cancel()
-		fn(t, ctx)
-	})
+	}
+	for _, g := range gs {
+		all.Go(func() {
+			t.Run(g.name, func(t *testing.T) {
+				var cases sync.WaitGroup
+				for _, r := range g.rules {
+					cases.Go(func() {
+						s.test(t, r, &ordinary)
+						if !r.exclusive {
+							// Counted whether it ran or -run left it out.
+							ordinary.Done()
+						}
+					})
+				}
+				cases.Wait()
+			})
+		})
+	}
+	all.Wait()
 }
 
 // rule is one case of the suite: a test and the rule it checks, which is
 // logged when the test fails.
 type rule struct {
 	name, rule string
-	exclusive  bool // run alone (see test)
+	exclusive  bool // run alone (see groups)
 	fn         func(*testing.T, context.Context)
 }
 
-// rules runs each case as a subtest of t (see test).
-func (s *suite) rules(t *testing.T, rs []rule) {
-	for _, r := range rs {
-		s.test(t, r.name, r.exclusive, func(t *testing.T, ctx context.Context) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rule: %s", r.rule)
-				}
-			})
-			r.fn(t, ctx)
+// test runs r as a subtest of t, with a deadline of its own: an ordinary
+// case in one of maxCases slots, an exclusive one alone once the ordinary
+// cases have ended.
+func (s *suite) test(t *testing.T, r rule, ordinary *sync.WaitGroup) {
+	t.Run(r.name, func(t *testing.T) {
+		if r.exclusive {
+			ordinary.Wait()
+			s.alone.Lock()
+			defer s.alone.Unlock()
+		} else {
+			s.slots <- struct{}{}
+			defer func() { <-s.slots }()
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("rule: %s", r.rule)
+			}
 		})
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		r.fn(t, ctx)
+	})
 }
 
 // bound returns the timing bound d, widened by the time scale.

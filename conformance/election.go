@@ -19,8 +19,8 @@ return redis.call('HLEN', KEYS[1])`)
 
 // electionTests are the cases of package election: who leads, in which
 // order, what ends a term, and what observers are told.
-func (s *suite) electionTests(t *testing.T) {
-	s.rules(t, []rule{
+func (s *suite) electionRules() []rule {
+	return []rule{
 		{"OneLeaderAtATime", "never two terms whose Done is open at once; tokens strictly increase; every candidate leads", true, s.testElectionExclusive},
 		{"ArrivalOrder", "candidates lead in the order they reached the server; State lists them so", false, s.testElectionOrder},
 		{"ResignHandsOver", "Resign hands the term to the next candidate at once, by pub/sub across processes", false, s.testElectionResign},
@@ -38,7 +38,7 @@ func (s *suite) electionTests(t *testing.T) {
 		{"EveryCampaignACandidate", "a Campaign is a candidate of its own whatever owner its ctx carries: a second one with the same owner waits its turn", false, s.testElectionOwner},
 		{"TokensAcrossLostKeys", "tokens increase by one across a term that ran out (the leader hash keeps the last), and still increase when every key is deleted", false, s.testElectionTokens},
 		{"ValuesVerbatim", "values with spaces, newlines and any bytes reach Leader, State and observers as they were", false, s.testElectionValues},
-	})
+	}
 }
 
 func openElection(b backend.Backend, p, name string, opts ...election.Option) *election.Election {

@@ -43,7 +43,7 @@ return out`)
 
 // exclusiveTests is the table every exclusive lock passes: each case names
 // the rule of the design it checks.
-func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
+func (s *suite) exclusiveRules(k lockKind) []rule {
 	cases := []struct {
 		name, rule string
 		exclusive  bool
@@ -79,7 +79,7 @@ func (s *suite) exclusiveTests(t *testing.T, k lockKind) {
 	for i, c := range cases {
 		rs[i] = rule{c.name, c.rule, c.exclusive, func(t *testing.T, ctx context.Context) { c.fn(t, ctx, k) }}
 	}
-	s.rules(t, append(rs, s.releaseRules("", k.releases())...))
+	return append(rs, s.releaseRules("", k.releases())...)
 }
 
 // assertNoKeys fails t if keys under p remain, other than the one that

@@ -13,13 +13,13 @@ import (
 
 // fairlockTests are the cases of the fair lock's own: the order it
 // promises, and what dead and cancelled waiters may cost.
-func (s *suite) fairlockTests(t *testing.T) {
-	s.rules(t, []rule{
+func (s *suite) fairlockRules() []rule {
+	return []rule{
 		{"Order", "holds are granted in the order waiters reached the server, across backends; State tells a waiter its place", true, s.testFairOrder},
 		{"LongWaiterKeepsItsPlace", "a live waiter keeps its place however long it waits, past many waiter timeouts", false, s.testFairLongWaiter},
 		{"CancelledWaiterLeaves", "a waiter whose ctx ends leaves the queue at once, and the one behind it is served at the release", false, s.testFairCancelledWaiter},
 		{"DeadWaiterSkipped", "a dead waiter holds the queue up for at most the waiter timeout", false, s.testFairDeadWaiter},
-	})
+	}
 }
 
 // order records the waiters in the order they held the lock.

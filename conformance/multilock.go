@@ -21,7 +21,7 @@ import (
 // their own (package multilock). Only its releases run here, over members
 // of different names on the one server, which they cannot tell apart from
 // servers of their own.
-func (s *suite) multilockTests(t *testing.T) {
+func (s *suite) multilockRules() []rule {
 	cases := []rule{
 		{"MutualExclusion", "one holder of All at a time, over members given in different orders, across backends", true, s.testMultiMutualExclusion},
 		{"PartialRelease", "a member held elsewhere blocks the group; the others are free right after the attempt", false, s.testMultiPartialRelease},
@@ -31,7 +31,7 @@ func (s *suite) multilockTests(t *testing.T) {
 		{"GiveBackKeepsDeadline", "a failed LockContext returns half a second after its deadline at most, a member it gives back behind a partition included", false, s.testMultiGiveBackKeepsDeadline},
 	}
 	cases = append(cases, s.releaseRules("", groupReleases(false))...)
-	s.rules(t, append(cases, s.releaseRules("RedLock", groupReleases(true))...))
+	return append(cases, s.releaseRules("RedLock", groupReleases(true))...)
 }
 
 // group returns All over the mutexes names[i] for i in order, under p.

@@ -12,12 +12,12 @@ import (
 
 // permitTests are the cases of the semaphore's portable permits, released
 // and extended by id.
-func (s *suite) permitTests(t *testing.T) {
-	s.rules(t, []rule{
+func (s *suite) permitRules() []rule {
+	return []rule{
 		{"PermitReleasedByID", "a portable permit is released by its id through another backend value; a retried release counts once, and a second release is ErrNotHeld and changes nothing", false, s.testPermitByID},
 		{"PermitSharesCapacity", "portable permits and owners' permits share the capacity; a freed permit is handed to a waiting AcquirePermit through pub/sub, with a whole lease", false, s.testPermitCapacity},
 		{"PermitLease", "a portable permit lapses at the end of its lease by itself, unless ExtendPermit extended it", false, s.testPermitLease},
-	})
+	}
 }
 
 // A permit taken through one backend is given back by id through another;

@@ -16,7 +16,7 @@ import (
 
 // rwlockTests are the read-write lock's own cases; its write side runs the
 // exclusive table.
-func (s *suite) rwlockTests(t *testing.T) {
+func (s *suite) rwlockRules() []rule {
 	cases := []rule{
 		{"RWInvariant", "never a writer with any other holder; readers overlap; counts exact", true, s.testRWInvariant},
 		{"RWWriterNotStarved", "with writer preference a waiting writer keeps new readers out", true, s.testRWWriterNotStarved},
@@ -31,7 +31,7 @@ func (s *suite) rwlockTests(t *testing.T) {
 		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
 		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
 	}
-	s.rules(t, append(cases, s.releaseRules("RWRead", rwReadReleases)...))
+	return append(cases, s.releaseRules("RWRead", rwReadReleases)...)
 }
 
 func (s *suite) rwOpen(t *testing.T, p string, opts ...rwlock.Option) *rwlock.RWMutex {

@@ -18,8 +18,8 @@ import (
 // semaphoreTests are the cases of the counting semaphore: the capacity,
 // leased permits, the order that keeps large requests from starving, the
 // hand-off to several waiters, releases, and runtime capacity.
-func (s *suite) semaphoreTests(t *testing.T) {
-	s.rules(t, append([]rule{
+func (s *suite) semaphoreRules() []rule {
+	return append([]rule{
 		{"CapacityNeverExceeded", "never more permits held than the capacity, across processes; all come back, leaving no key", true, s.testSemCapacity},
 		{"LargeRequestNotStarved", "a large request behind a stream of small ones is served: later requests wait behind it", true, s.testSemLargeNotStarved},
 		{"HandOffToSeveral", "one release hands permits to every queued waiter that fits, in queue order, through pub/sub", false, s.testSemHandOffSeveral},
@@ -33,7 +33,7 @@ func (s *suite) semaphoreTests(t *testing.T) {
 		{"SetCapacity", "a lowered capacity revokes nothing; a raised one serves waiters at once; a request above it fails", false, s.testSemSetCapacity},
 		{"CapacityMismatch", "a handle whose capacity differs from the semaphore's fails with ErrCapacityMismatch until a capacity is set at runtime", false, s.testSemMismatch},
 		{"BadInput", "bad input is a sentinel error before any I/O; a request above the capacity in force is ErrInvalidPermits", false, s.testSemBadInput},
-	}, s.releaseRules("", semReleases)...))
+	}, s.releaseRules("", semReleases)...)
 }
 
 // semFreeTTL bounds how long a free semaphore keeps its grant counter:

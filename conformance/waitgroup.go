@@ -15,15 +15,15 @@ import (
 // waitgroupTests are the cases of the wait group: the wake-up at a count
 // of 0, abandoned units reported (or kept), a vanished state reported,
 // Done applied once, bad input.
-func (s *suite) waitgroupTests(t *testing.T) {
-	s.rules(t, []rule{
+func (s *suite) waitgroupRules() []rule {
+	return []rule{
 		{"WaitEndsAtZero", "Wait returns nil at once on an empty group, and otherwise when the Done that empties it wakes every waiter through pub/sub, in every process; the keys vanish with nobody waiting", false, s.testWGZero},
 		{"AbandonedUnitsReported", "units whose owner's lease ran out end every Wait with an error matching dsync.ErrAbandoned that names their owner and count, within the lease and 200ms, and the group's other units count on", false, s.testWGAbandoned},
 		{"KeepAbandoned", "with WithKeepAbandoned, units whose lease ran out stay pending and keep Wait waiting", false, s.testWGKeep},
 		{"VanishedStateReported", "the group's state deleted under a waiter is reported with ErrVanished, not taken for a count of 0; the owners' Done is then ErrNotHeld", false, s.testWGVanished},
 		{"RetriesAppliedOnce", "a Done retried after a lost reply counts once; an Add whose reply was lost is undone", false, s.testWGOnce},
 		{"BadInput", "bad input is a sentinel error before any I/O", false, s.testWGBadInput},
-	})
+	}
 }
 
 func wgOpen(b backend.Backend, p string, opts ...waitgroup.Option) *waitgroup.WaitGroup {
