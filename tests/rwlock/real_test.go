@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,25 @@ func await(t *testing.T, ctx context.Context, m *rwlock.RWMutex, what string, co
 	}
 }
 
+// gated holds a backend's script calls back while closed is set, until
+// open is closed.
+type gated struct {
+	backend.Backend
+	closed atomic.Bool
+	open   chan struct{}
+}
+
+func (g *gated) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	if g.closed.Load() {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Backend.Eval(ctx, s, keys, args...)
+}
+
 // TestReadReleaseCost: the cost of one read release, in server
 // commands, must not grow with the number of readers.
 func TestReadReleaseCost(t *testing.T) {
@@ -117,7 +137,10 @@ func TestReadReleaseCost(t *testing.T) {
 		var got chan error
 		// The waiting writer's heartbeat (an attempt every third of its
 		// waiter timeout) must not fall among the commands counted.
-		w := rwlock.New(srv.NewBackend(t), "cost", rwlock.WithPrefix(p), rwlock.WithLogger(nil), rwlock.WithWaiterTimeout(time.Minute))
+		// And the writer's acquisition, which the last release wakes, must
+		// not either: its calls wait at the gate until the count is taken.
+		gate := &gated{Backend: srv.NewBackend(t), open: make(chan struct{})}
+		w := rwlock.New(gate, "cost", rwlock.WithPrefix(p), rwlock.WithLogger(nil), rwlock.WithWaiterTimeout(time.Minute))
 		if writer {
 			got = make(chan error, 1)
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -130,9 +153,11 @@ func TestReadReleaseCost(t *testing.T) {
 			m.RUnlock()
 			mid = commandCalls(t, srv) - before - 1 // INFO itself
 		}
+		gate.closed.Store(true)
 		before := commandCalls(t, srv)
 		m.RUnlock()
 		last = commandCalls(t, srv) - before - 1
+		close(gate.open)
 		if writer {
 			if err := <-got; err != nil {
 				t.Fatal(err)
