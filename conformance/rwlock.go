@@ -230,14 +230,20 @@ func (s *suite) testRWWriterNotStarved(t *testing.T, ctx context.Context) {
 	defer stop()
 	awaitRW(t, ctx, probe, "readers overlapping", func(st rwlock.State) bool { return st.Readers >= 2 })
 	w := s.rwOpen(t, p)
+	trips := meterTrips(t, ctx, s.newBackend(t))
 	start := time.Now()
 	must(t, w.LockContext(ctx), "writer")
 	waited := time.Since(start)
+	worst := trips.stop()
 	st := rwState(t, ctx, w)
 	must(t, w.UnlockContext(ctx), "writer unlock")
-	t.Logf("the writer waited %v behind readers holding %v each", waited, hold)
-	if waited > s.bound(2*hold) {
-		t.Errorf("the writer waited %v; want at most twice the longest read hold, %v", waited, 2*hold)
+	t.Logf("the writer waited %v behind readers holding %v each (longest round trip meanwhile %v)", waited, hold, worst)
+	// The readers in at the writer's arrival leave within a hold, each
+	// release a round trip and the hand-off to the writer two more. A
+	// writer that let new readers in waits until they stop: the test's
+	// deadline.
+	if limit := s.bound(2*hold) + 4*worst; waited > limit {
+		t.Errorf("the writer waited %v; want at most twice the longest read hold and four of the longest round trips meanwhile, %v", waited, limit)
 	}
 	if st.Mode != rwlock.Write || st.Readers != 0 {
 		t.Errorf("while the writer held: %+v", st)

@@ -30,8 +30,9 @@ var clientOwn = []goleak.Option{lateClose,
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 }
 
-// run runs the kit on the servers that clients made with opt reach.
-func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, without ...string) {
+// run runs suite (conformance.Run, or RunBackend for the backend rules
+// alone) on the servers that clients made with opt reach.
+func run(t *testing.T, suite func(*testing.T, conformance.NewBackend, ...conformance.Option), opt rueidis.ClientOption, hooks conformance.Hooks, without ...string) {
 	client := func(t *testing.T) rueidis.Client {
 		c, err := rueidis.NewClient(opt)
 		if err != nil {
@@ -40,7 +41,7 @@ func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, withou
 		return c
 	}
 	const healthCheck = time.Second
-	conformance.Run(t, func(t *testing.T) backend.Backend {
+	suite(t, func(t *testing.T) backend.Backend {
 		c := client(t)
 		b := dsyncrueidis.New(c, dsyncrueidis.WithPubSub(backend.MuxOptions{HealthCheck: healthCheck}))
 		t.Cleanup(func() { b.Close(); c.Close() })
@@ -54,22 +55,25 @@ func run(t *testing.T, opt rueidis.ClientOption, hooks conformance.Hooks, withou
 		}))
 }
 
+// Every primitive runs on a standalone server and behind Sentinel; the
+// backend rules alone without auto-pipelining and on a cluster, where
+// backend/goredis runs every primitive.
 func TestConformance(t *testing.T) {
 	srv := harness.Standalone(t)
-	run(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}, srv.Hooks())
+	run(t, conformance.Run, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}, srv.Hooks())
 }
 
 func TestConformanceWithoutAutoPipelining(t *testing.T) {
 	srv := harness.Standalone(t)
-	run(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableAutoPipelining: true}, srv.Hooks())
+	run(t, conformance.RunBackend, rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableAutoPipelining: true}, srv.Hooks())
 }
 
 func TestConformanceCluster(t *testing.T) {
 	cl := harness.NewCluster(t, 3)
-	run(t, rueidis.ClientOption{InitAddress: cl.Addrs()}, cl.Hooks())
+	run(t, conformance.RunBackend, rueidis.ClientOption{InitAddress: cl.Addrs()}, cl.Hooks())
 }
 
 func TestConformanceSentinel(t *testing.T) {
 	s := harness.NewSentinel(t)
-	run(t, rueidis.ClientOption{InitAddress: s.SentinelAddrs(), Sentinel: rueidis.SentinelOption{MasterSet: harness.MasterName}}, s.Hooks(), "Restart")
+	run(t, conformance.Run, rueidis.ClientOption{InitAddress: s.SentinelAddrs(), Sentinel: rueidis.SentinelOption{MasterSet: harness.MasterName}}, s.Hooks(), "Restart")
 }
