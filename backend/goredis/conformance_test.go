@@ -52,12 +52,11 @@ func TestConformanceCluster(t *testing.T) {
 	}))
 }
 
-// TestConformanceSentinel runs the backend rules on a primary with a
-// replica, found through Sentinel by a failover client (backend/rueidis
-// runs every primitive there).
+// TestConformanceSentinel runs the suite on a primary with a replica,
+// found through Sentinel by a failover client.
 func TestConformanceSentinel(t *testing.T) {
 	s := harness.NewSentinel(t)
-	conformance.RunBackend(t, func(t *testing.T) backend.Backend {
+	conformance.Run(t, func(t *testing.T) backend.Backend {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
 		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
 		t.Cleanup(func() { b.Close(); c.Close() })

@@ -55,8 +55,8 @@ func run(t *testing.T, suite func(*testing.T, conformance.NewBackend, ...conform
 		}))
 }
 
-// Every primitive runs on a standalone server and behind Sentinel; the
-// backend rules alone without auto-pipelining and on a cluster, where
+// Every primitive runs on a standalone server; the backend rules alone
+// without auto-pipelining, on a cluster and behind Sentinel, where
 // backend/goredis runs every primitive.
 func TestConformance(t *testing.T) {
 	srv := harness.Standalone(t)
@@ -75,5 +75,5 @@ func TestConformanceCluster(t *testing.T) {
 
 func TestConformanceSentinel(t *testing.T) {
 	s := harness.NewSentinel(t)
-	run(t, conformance.Run, rueidis.ClientOption{InitAddress: s.SentinelAddrs(), Sentinel: rueidis.SentinelOption{MasterSet: harness.MasterName}}, s.Hooks(), "Restart")
+	run(t, conformance.RunBackend, rueidis.ClientOption{InitAddress: s.SentinelAddrs(), Sentinel: rueidis.SentinelOption{MasterSet: harness.MasterName}}, s.Hooks(), "Restart")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/election"
+	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
 // Resign hands the term to the queued candidate of another process (by
@@ -25,6 +26,9 @@ func TestResignHandsOverWithin50ms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Round trips timed meanwhile show how long the machine held up any
+	// exchange with the server: the bound allows for that.
+	trips := testserver.MeterTrips(t, srv.NewBackend(t))
 	var took []time.Duration
 	for i := range rounds {
 		next := a
@@ -47,11 +51,12 @@ func TestResignHandsOverWithin50ms(t *testing.T) {
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
+	slow := trips.Stop()
 	slices.Sort(took)
-	t.Logf("Resign to the next leader's Campaign returning, %d hand-overs: p50 %v, p90 %v, max %v",
-		rounds, took[rounds/2], took[rounds*9/10], took[rounds-1])
-	if took[rounds-1] > 50*time.Millisecond {
-		t.Errorf("slowest hand-over %v; want within 50ms", took[rounds-1])
+	t.Logf("Resign to the next leader's Campaign returning, %d hand-overs: p50 %v, p90 %v, max %v; longest round trip meanwhile %v",
+		rounds, took[rounds/2], took[rounds*9/10], took[rounds-1], slow)
+	if took[rounds-1] > 50*time.Millisecond+3*slow {
+		t.Errorf("slowest hand-over %v; want within 50ms, and %v more for the longest round trip timed meanwhile, three times", took[rounds-1], slow)
 	}
 }
 
