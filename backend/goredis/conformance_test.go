@@ -52,11 +52,12 @@ func TestConformanceCluster(t *testing.T) {
 	}))
 }
 
-// TestConformanceSentinel runs the suite on a primary with a replica,
-// found through Sentinel by a failover client.
+// TestConformanceSentinel runs the backend rules on a primary with a
+// replica, found through Sentinel by a failover client: once found, it is
+// a standalone server to the primitives. sentinel_test.go fails it over.
 func TestConformanceSentinel(t *testing.T) {
 	s := harness.NewSentinel(t)
-	conformance.Run(t, func(t *testing.T) backend.Backend {
+	conformance.RunBackend(t, func(t *testing.T) backend.Backend {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: harness.MasterName, SentinelAddrs: s.SentinelAddrs()})
 		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
 		t.Cleanup(func() { b.Close(); c.Close() })

@@ -56,8 +56,8 @@ func run(t *testing.T, suite func(*testing.T, conformance.NewBackend, ...conform
 }
 
 // Every primitive runs on a standalone server; the backend rules alone
-// without auto-pipelining, on a cluster and behind Sentinel, where
-// backend/goredis runs every primitive.
+// without auto-pipelining, on a cluster (where backend/goredis runs every
+// primitive) and behind Sentinel.
 func TestConformance(t *testing.T) {
 	srv := harness.Standalone(t)
 	run(t, conformance.Run, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}, srv.Hooks())

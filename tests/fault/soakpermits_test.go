@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -243,9 +244,15 @@ func TestSoakCheckerPermits(t *testing.T) {
 }
 
 // The soak of the two primitives of issue 36 alone: portable permits and
-// the wait group (see permitsSoakGroup, waitGroupSoakGroup), for -soak.
+// the wait group (see permitsSoakGroup, waitGroupSoakGroup), when -soak is
+// given. TestNemesisSoak runs both groups among the others.
 func TestNemesisSoakPermitsAndWaitGroup(t *testing.T) {
-	testserver.Long(t, "the nemesis soak of portable permits and the wait group, a minute or -soak")
+	testserver.Long(t, "the nemesis soak of portable permits and the wait group, for -soak")
+	soakSet := false
+	flag.Visit(func(f *flag.Flag) { soakSet = soakSet || f.Name == "soak" })
+	if !soakSet {
+		t.Skip("run with -soak=d: TestNemesisSoak runs both groups among the others")
+	}
 	for _, r := range runSoak(t, []soakGroup{permitsSoakGroup(), waitGroupSoakGroup()}, *soakFor, *soakSeed, true) {
 		for _, p := range r.problems {
 			t.Error(p)
