@@ -20,21 +20,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // (three intervals) is short too.
 const healthCheck = time.Second
 
-// TestConformance runs the suite on a private standalone redis-server.
-func TestConformance(t *testing.T) {
-	srv := harness.Standalone(t)
-	conformance.Run(t, func(t *testing.T) backend.Backend {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		b := goredis.New(c, goredis.WithHealthCheck(healthCheck))
-		t.Cleanup(func() { b.Close(); c.Close() })
-		return b
-	}, conformance.WithHealthCheck(healthCheck), conformance.WithHooks(srv.Hooks()), conformance.WithSharedClient(func(t *testing.T) (backend.Backend, backend.Backend) {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		a, b := goredis.New(c), goredis.New(c)
-		t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
-		return a, b
-	}))
-}
+// The backend rules on a standalone server are TestBackendContract's;
+// every primitive runs over go-redis on a cluster, and on a standalone
+// server over rueidis and redigo.
 
 // TestConformanceCluster runs the suite on a 3-master Redis Cluster.
 func TestConformanceCluster(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
@@ -40,9 +41,17 @@ func TestRunPasswordNotInArgv(t *testing.T) {
 	pid, _ := p.expect(t, "ready ")
 	killGroupAtEnd(t, pid)
 	for _, proc := range []string{strconv.Itoa(p.cmd.Process.Pid), strings.TrimSpace(pid)} {
-		argv, err := os.ReadFile("/proc/" + proc + "/cmdline")
-		if err != nil {
-			t.Fatal(err)
+		// The child says "ready" and then execs sleep: its cmdline reads
+		// empty while the exec is under way.
+		var argv []byte
+		for i := 0; i < 200 && len(argv) == 0; i++ {
+			if i > 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			var err error
+			if argv, err = os.ReadFile("/proc/" + proc + "/cmdline"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if strings.Contains(string(argv), "argvsecret") || len(argv) == 0 {
 			t.Errorf("process %s has argv %q", proc, argv)
