@@ -365,13 +365,16 @@ type rule struct {
 // cases have ended.
 func (s *suite) test(t *testing.T, r rule, ordinary *sync.WaitGroup) {
 	t.Run(r.name, func(t *testing.T) {
+		// The place is given up by the case's first clean-up, which runs
+		// last: after the backends the case made are closed, so that an
+		// exclusive case never meets the previous one's connections.
 		if r.exclusive {
 			ordinary.Wait()
 			s.alone.Lock()
-			defer s.alone.Unlock()
+			t.Cleanup(s.alone.Unlock)
 		} else {
 			s.slots <- struct{}{}
-			defer func() { <-s.slots }()
+			t.Cleanup(func() { <-s.slots })
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
