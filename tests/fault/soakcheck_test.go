@@ -365,3 +365,34 @@ func TestSoakReplay(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// A watchdog hold evicted soon after its acquisition (its Token failed),
+// then re-entered by its owner once Done closed: the re-entry, its token
+// unknown, took a new hold, which an eviction in the same window took too
+// (the inner and outer unlocks found nothing), before the owner's next
+// hold. Two expiries of the one chain, both in the window: no violation.
+// A grant while a hold outside any window is kept is still caught.
+func TestSoakCheckerReentryAfterEviction(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 0, call: 0, ret: 10 * msec},
+		{kind: "acq", client: 1, token: 20, call: 100 * msec, ret: 110 * msec},
+		{kind: "lost", client: 0, token: 0, call: 300 * msec},
+		{kind: "enter", client: 0, token: 0, call: 301 * msec, ret: 310 * msec, ok: true, known: true},
+		{kind: "leave", client: 0, token: 0, call: 312 * msec, ret: 315 * msec, ok: false, known: true},
+		{kind: "rel?", client: 0, token: 0, call: 316 * msec},
+		{kind: "rel", client: 0, token: 0, call: 316 * msec, ret: 317 * msec, ok: false, known: true},
+		{kind: "acq", client: 0, token: 21, call: 318 * msec, ret: 322 * msec},
+		{kind: "lost", client: 1, token: 20, call: 440 * msec},
+		{kind: "rel?", client: 1, token: 20, call: 450 * msec},
+		{kind: "rel", client: 1, token: 20, call: 450 * msec, ret: 451 * msec, ok: false, known: true},
+		{kind: "rel?", client: 0, token: 21, call: 500 * msec},
+		{kind: "rel", client: 0, token: 21, call: 500 * msec, ret: 501 * msec, ok: true, known: true},
+	}
+	evicted := soakEvent{kind: "evicted", client: -1, call: 0, ret: 1000 * msec, value: 1}
+	if r := checkSoakGroup("watchdog", append(slices.Clone(es), evicted), time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("a re-entry after an eviction took a new hold, evicted too: %v", r.problems)
+	}
+	if r := checkSoakGroup("watchdog", es, time.Second, 0, 0); !notLinearizable(r) {
+		t.Errorf("without an eviction, client 1 acquired while client 0's renewed hold was kept, not caught: %v", r)
+	}
+}

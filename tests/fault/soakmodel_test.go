@@ -73,6 +73,7 @@ type soakHold struct {
 	optCall, optRet int64                 // unsure: when the first hold may have expired before the re-entry took a new one
 	evicted         []evictWindow         // when an eviction may have ended it
 	evictFrom       int64                 // watchdog: when an eviction may have ended it first, or never
+	blindEnter      int64                 // watchdog: the return of the last re-entry whose token was unknown, or 0
 }
 
 // evictWindow is when an eviction ended a hold, if sure, or may have.
@@ -203,6 +204,11 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 					if watchdog {
 						h.optCall, h.optRet = h.call+int64(lease), never
 					}
+				}
+				if watchdog && e.token == 0 {
+					// A renewed hold may also have been evicted before
+					// the re-entry (see below).
+					h.blindEnter = max(h.blindEnter, e.ret)
 				}
 				if !watchdog {
 					h.expCall, h.expRet = e.call+int64(lease), e.ret+int64(lease)
@@ -382,6 +388,21 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			// found it gone by itself).
 			sure := h.rel != nil && h.rel.known && !h.rel.ok && h.rel.ret < h.call+int64(lease-margin)
 			h.evicted = append(h.evicted, evictWindow{max(w[0], h.call), min(w[1], end), sure})
+		}
+	}
+	// A renewed hold is on the server a lease after its acquisition at
+	// least (see the re-entry above), unless an eviction ended it, as
+	// early as the window opened: a re-entry after that whose token was
+	// unknown may have taken a new hold, which needs an expiry of its own
+	// (an eviction in the same window may end it too, so that its inner
+	// unlock finds nothing).
+	for _, h := range s.holds {
+		if watchdog && h.blindEnter > h.evictFrom {
+			if !h.unsure {
+				h.unsure = true
+				h.optCall, h.optRet = h.evictFrom, never
+			}
+			h.optCall = min(h.optCall, h.evictFrom)
 		}
 	}
 	for _, p := range pending {
