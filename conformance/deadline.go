@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/internal/wait"
 	"github.com/dsyncgo/dsync/observe"
 	"github.com/dsyncgo/dsync/rwlock"
@@ -221,76 +221,10 @@ func (m *stallMeter) stop() time.Duration {
 	return m.worst
 }
 
-// pingScript is the round trip a tripMeter times.
-var pingScript = backend.NewScript(`-- KEYS: none. ARGV: none. Reply: 1.
-return 1`)
-
-// tripMeter times round trips to the server, one every stallTick, from a
-// goroutine of the test's process: the longest shows how long the machine
-// held up the exchange with the server, the test's process or the server
-// waiting for a CPU. A bound on an exchange with the server measured from
-// inside the process allows for that, but only for that: a path that is
-// slow by itself (a wake-up missed, a heartbeat waited out) is slow
-// beside round trips that are quick.
-type tripMeter struct {
-	quit  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	worst atomic.Int64 // ns
-}
-
-// meterTrips starts timing round trips through b until stop, which
-// t's end calls if the test does not.
-func meterTrips(t *testing.T, ctx context.Context, b backend.Backend) *tripMeter {
-	m := &tripMeter{quit: make(chan struct{}), done: make(chan struct{})}
-	t.Cleanup(func() { m.stop() })
-	go func() {
-		defer close(m.done)
-		for i := 0; i < 100000; i++ {
-			start := time.Now()
-			if _, err := b.Eval(ctx, pingScript, nil); err != nil {
-				return
-			}
-			m.note(time.Since(start))
-			// A pause between round trips keeps the meter from loading
-			// the machine it measures; a stall of the process during
-			// the pause shows as its overrun.
-			start = time.Now()
-			select {
-			case <-m.quit:
-				return
-			case <-time.After(stallTick):
-			}
-			m.note(time.Since(start) - stallTick)
-		}
-	}()
-	return m
-}
-
-func (m *tripMeter) note(d time.Duration) {
-	for {
-		w := m.worst.Load()
-		if int64(d) <= w || m.worst.CompareAndSwap(w, int64(d)) {
-			return
-		}
-	}
-}
-
-// sofar returns the longest round trip seen so far.
-func (m *tripMeter) sofar() time.Duration { return time.Duration(m.worst.Load()) }
-
-// stop ends the measure, once the round trip under way is back, and
-// returns the longest seen.
-func (m *tripMeter) stop() time.Duration {
-	m.once.Do(func() { close(m.quit) })
-	<-m.done
-	return m.sofar()
-}
-
 // withinTrips fails t if c is not closed within d and twice the longest
-// round trip m has timed by then (see tripMeter): a bound on something
+// round trip m has timed by then (see tripmeter.Meter): a bound on something
 // that takes a round trip or two, where d alone fits an idle machine.
-func withinTrips(t *testing.T, d time.Duration, c <-chan struct{}, m *tripMeter, what string) {
+func withinTrips(t *testing.T, d time.Duration, c <-chan struct{}, m *tripmeter.Meter, what string) {
 	t.Helper()
 	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -301,7 +235,7 @@ func withinTrips(t *testing.T, d time.Duration, c <-chan struct{}, m *tripMeter,
 			return
 		case <-tick.C:
 		}
-		if limit := d + 2*m.sofar(); time.Since(start) > limit || i > 100000 {
+		if limit := d + 2*m.Longest(); time.Since(start) > limit || i > 100000 {
 			t.Fatalf("%s: nothing within %v (%v, and twice the longest round trip timed meanwhile)", what, limit, d)
 		}
 	}
@@ -313,7 +247,7 @@ func medianTrip(t *testing.T, ctx context.Context, b backend.Backend) time.Durat
 	trips := make([]time.Duration, 11)
 	for i := range trips {
 		start := time.Now()
-		_, err := b.Eval(ctx, pingScript, nil)
+		_, err := b.Eval(ctx, tripmeter.Ping, nil)
 		must(t, err, "ping")
 		trips[i] = time.Since(start)
 	}

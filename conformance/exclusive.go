@@ -14,6 +14,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
 
@@ -446,9 +447,9 @@ func (s *suite) testWatchdog(t *testing.T, ctx context.Context, k lockKind) {
 	// Four leases' worth of holding: the watchdog keeps it. A renewal is
 	// due when two thirds of the lease remain; on a loaded machine it may
 	// land as much later as the longest round trip timed meanwhile.
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	least := sampleTTL(t, ctx, m, 4*leaseD)
-	slow := trips.stop()
+	slow := trips.Stop()
 	select {
 	case <-done:
 		t.Fatal("hold lost while the watchdog was renewing it")
@@ -482,7 +483,7 @@ func (s *suite) testFixedLease(t *testing.T, ctx context.Context, k lockKind) {
 	p := prefix()
 	holder := k.open(s.newBackend(t), "fixed", lockConfig{prefix: p, fixed: leaseD})
 	waiter := k.open(s.newBackend(t), "fixed", lockConfig{prefix: p})
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	start := time.Now()
 	must(t, holder.LockContext(ctx), "lock")
 	done := holder.Done(ctx)
@@ -494,7 +495,7 @@ func (s *suite) testFixedLease(t *testing.T, ctx context.Context, k lockKind) {
 		acquired <- time.Since(start)
 	}()
 	after := within(t, s.bound(5*time.Second), acquired, "waiter on an expiring hold")
-	slow := trips.stop()
+	slow := trips.Stop()
 	if after < leaseD-50*time.Millisecond || after > leaseD+s.bound(100*time.Millisecond)+3*slow {
 		t.Errorf("waiter acquired %v after the hold began; want the lease %v (+100ms at most, and %v more for the longest round trip timed meanwhile, three times)", after, leaseD, slow)
 	}
@@ -516,12 +517,12 @@ func (s *suite) testLostSignal(t *testing.T, ctx context.Context, k lockKind) {
 	done := m.Done(o)
 	// The renewal that finds the hold gone is a round trip: the bound
 	// allows twice the longest timed meanwhile (see withinTrips).
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	deleted := time.Now()
 	withinTrips(t, s.bound(leaseD/3+100*time.Millisecond), done, trips, "lost signal after DEL")
-	trips.stop()
+	trips.Stop()
 	t.Logf("lost signal %v after DEL (renewal interval %v)", time.Since(deleted), leaseD/3)
 	if _, err := m.Token(o); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Token after loss: %v, want ErrNotHeld", err)
@@ -543,7 +544,7 @@ func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k l
 	// The renewal that finds the hold gone is a round trip, two with the
 	// script loaded again: the bound allows twice the longest timed
 	// meanwhile (see withinTrips).
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	_, err := b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	withinTrips(t, s.bound(leaseD/3+100*time.Millisecond), done, trips, "lost signal after SCRIPT FLUSH and DEL")
@@ -555,7 +556,7 @@ func (s *suite) testLostSignalScriptFlush(t *testing.T, ctx context.Context, k l
 	_, err = b.Eval(ctx, delScript, []string{k.key(p, "lost")})
 	must(t, err, "DEL")
 	withinTrips(t, s.bound(leaseD/3+100*time.Millisecond), m.Done(ctx), trips, "second loss")
-	trips.stop()
+	trips.Stop()
 	m.Unlock()
 }
 
@@ -651,11 +652,11 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 		time.Sleep(10 * time.Millisecond)
 		// Round trips timed meanwhile show how long the machine held up
 		// any exchange with the server: the bound allows for that.
-		trips := meterTrips(t, ctx, meter)
+		trips := tripmeter.Start(t, ctx, meter)
 		released := time.Now()
 		must(t, holder.UnlockContext(ctx), "unlock")
 		at := within(t, s.bound(5*time.Second), acquired, "waiter")
-		slow := trips.stop()
+		slow := trips.Stop()
 		d := at.Sub(released)
 		worst = max(worst, d)
 		if limit := s.bound(50*time.Millisecond) + 3*slow; d > limit {

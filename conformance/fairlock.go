@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/fairlock"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 )
 
 // fairlockTests are the cases of the fair lock's own: the order it
@@ -162,13 +163,13 @@ func (s *suite) testFairCancelledWaiter(t *testing.T, ctx context.Context) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	released := time.Now()
 	must(t, holder.UnlockContext(ctx), "unlock")
 	if id := within(t, s.bound(5*time.Second), got, "the waiter behind"); id != 1 {
 		t.Fatalf("got %d", id)
 	}
-	if d, slow := time.Since(released), trips.stop(); d > s.bound(100*time.Millisecond)+3*slow {
+	if d, slow := time.Since(released), trips.Stop(); d > s.bound(100*time.Millisecond)+3*slow {
 		t.Errorf("the waiter behind a cancelled one acquired %v after the release; want at once (within %v, and %v more for the longest round trip timed meanwhile, three times)", d, s.bound(100*time.Millisecond), slow)
 	}
 }

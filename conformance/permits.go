@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
@@ -73,11 +74,11 @@ func (s *suite) testPermitCapacity(t *testing.T, ctx context.Context) {
 	if ok, err := sem.TryAcquire(dsync.WithOwner(ctx), 1); ok || err != nil {
 		t.Fatalf("TryAcquire with 2 of 2 held = %v, %v", ok, err)
 	}
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	released := time.Now()
 	must(t, sem.Release(o, 1), "release")
 	second := within(t, s.bound(time.Second), got, "the permit handed to the waiter")
-	if d, slow := time.Since(released), trips.stop(); d > s.bound(50*time.Millisecond)+3*slow {
+	if d, slow := time.Since(released), trips.Stop(); d > s.bound(50*time.Millisecond)+3*slow {
 		t.Errorf("the freed permit reached the waiter %v after the release, want within %v, and %v more for the longest round trip timed meanwhile, three times", d, s.bound(50*time.Millisecond), slow)
 	}
 	if left := time.Until(second.Expires); left < lease*3/4 {

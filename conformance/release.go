@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 )
 
 // vanishing deletes a lock key right after the next script call that
@@ -80,14 +81,14 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 		// machine, with the ctx's error, the release going on, which
 		// Done tells the end of. Round trips timed meanwhile show how
 		// long the machine held up the release's.
-		trips := meterTrips(t, ctx, s.newBackend(t))
+		trips := tripmeter.Start(t, ctx, s.newBackend(t))
 		err := m.UnlockContext(octx)
 		if err != nil && !errors.Is(err, octx.Err()) {
 			t.Errorf("%s ctx: UnlockContext: %v, want the release done", ended, err)
 		}
 		cancel()
 		withinTrips(t, s.bound(time.Second), done, trips, "Done after the release")
-		trips.stop()
+		trips.Stop()
 		if locked, err := other.IsLocked(ctx); err != nil || locked {
 			t.Errorf("%s ctx: after UnlockContext the lock is held: %v, %v", ended, locked, err)
 		}
@@ -97,12 +98,12 @@ func (s *suite) testUnlockEndedContext(t *testing.T, ctx context.Context, k lock
 	done := m.Done(ctx)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	if err := m.UnlockContext(cctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("ownerless UnlockContext with a cancelled ctx: %v, want the release done", err)
 	}
 	withinTrips(t, s.bound(time.Second), done, trips, "Done after the ownerless release")
-	trips.stop()
+	trips.Stop()
 	if locked, err := other.IsLocked(ctx); err != nil || locked {
 		t.Errorf("ownerless: after UnlockContext the lock is held: %v, %v", locked, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/rwlock"
 )
 
@@ -97,7 +98,11 @@ func (s *suite) testRWInvariant(t *testing.T, ctx context.Context) {
 					shared.Store(v + 1)
 					writes.Add(1)
 					nWriters.Add(-1)
-					must(t, m.UnlockContext(lctx), "writer unlock")
+					if err := m.UnlockContext(lctx); err != nil {
+						cancel()
+						t.Errorf("writer unlock: %v", err)
+						return
+					}
 				} else {
 					if err := m.RLockContext(lctx); err != nil {
 						cancel()
@@ -117,7 +122,11 @@ func (s *suite) testRWInvariant(t *testing.T, ctx context.Context) {
 					}
 					reads.Add(1)
 					nReaders.Add(-1)
-					must(t, m.RUnlockContext(lctx), "reader unlock")
+					if err := m.RUnlockContext(lctx); err != nil {
+						cancel()
+						t.Errorf("reader unlock: %v", err)
+						return
+					}
 				}
 				cancel()
 			}
@@ -168,7 +177,11 @@ func (s *suite) overlappingReaders(t *testing.T, ctx context.Context, p string, 
 				}
 				taken.Add(1)
 				sleepCtx(rctx, hold)
-				must(t, m.RUnlockContext(ctx), "reader unlock")
+				// Not must: t.FailNow belongs to the test's goroutine.
+				if err := m.RUnlockContext(ctx); err != nil {
+					t.Errorf("reader unlock: %v", err)
+					return
+				}
 			}
 		})
 	}
@@ -194,7 +207,12 @@ func (s *suite) chainedReaders(t *testing.T, ctx context.Context, p string, n in
 		taken.Add(1)
 		wg.Go(func() {
 			held := 0
-			defer func() { must(t, pair[held].RUnlockContext(ctx), "reader unlock") }()
+			// Not must: t.FailNow belongs to the test's goroutine.
+			defer func() {
+				if err := pair[held].RUnlockContext(ctx); err != nil {
+					t.Errorf("reader unlock: %v", err)
+				}
+			}()
 			for j := 0; j < 10000 && sleepCtx(rctx, hold); j++ {
 				if err := pair[1-held].RLockContext(rctx); err != nil {
 					if rctx.Err() == nil {
@@ -203,8 +221,12 @@ func (s *suite) chainedReaders(t *testing.T, ctx context.Context, p string, n in
 					return
 				}
 				taken.Add(1)
-				must(t, pair[held].RUnlockContext(ctx), "reader unlock")
+				err := pair[held].RUnlockContext(ctx)
 				held = 1 - held
+				if err != nil {
+					t.Errorf("reader unlock: %v", err)
+					return
+				}
 			}
 		})
 	}
@@ -230,11 +252,11 @@ func (s *suite) testRWWriterNotStarved(t *testing.T, ctx context.Context) {
 	defer stop()
 	awaitRW(t, ctx, probe, "readers overlapping", func(st rwlock.State) bool { return st.Readers >= 2 })
 	w := s.rwOpen(t, p)
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	start := time.Now()
 	must(t, w.LockContext(ctx), "writer")
 	waited := time.Since(start)
-	worst := trips.stop()
+	worst := trips.Stop()
 	st := rwState(t, ctx, w)
 	must(t, w.UnlockContext(ctx), "writer unlock")
 	t.Logf("the writer waited %v behind readers holding %v each (longest round trip meanwhile %v)", waited, hold, worst)
@@ -488,7 +510,7 @@ func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
 	took := time.Now()
 	// Round trips timed until the expired reader is seen gone show how
 	// long the machine held up the polls that see it.
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	ended := make(chan time.Time, 1)
 	go func() {
 		select {
@@ -507,7 +529,7 @@ func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
 		t.Errorf("RDone of the fixed lease closed %v after the call; want at least %v", at.Sub(sent), early)
 	}
 	awaitRW(t, ctx, w, "the expired reader gone", func(st rwlock.State) bool { return st.Readers == 1 })
-	slow := trips.stop()
+	slow := trips.Stop()
 	if d := time.Since(took); d > fixed+s.bound(200*time.Millisecond)+2*slow {
 		t.Errorf("the expired reader counted for %v; its lease was %v (checked with %v more, twice the longest round trip timed meanwhile)", d, fixed, s.bound(200*time.Millisecond)+2*slow)
 	}

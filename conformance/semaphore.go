@@ -12,6 +12,7 @@ import (
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/keys"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/semaphore"
 )
 
@@ -186,7 +187,7 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 		}()
 		semAwait(t, ctx, holder, "waiter queued", semQueued(i+1))
 	}
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	released := time.Now()
 	must(t, holder.Release(ctx, 4), "release")
 	var first [2]res
@@ -196,7 +197,7 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 			t.Fatalf("waiter %d (wants %d) served before waiters 0 and 1", first[j].i, wants[first[j].i])
 		}
 	}
-	slow := trips.stop()
+	slow := trips.Stop()
 	for _, r := range first {
 		if d := r.at.Sub(released); d > s.bound(50*time.Millisecond)+3*slow {
 			t.Errorf("waiter %d acquired %v after the release, want within %v, and %v more for the longest round trip timed meanwhile, three times", r.i, d, s.bound(50*time.Millisecond), slow)
@@ -230,13 +231,13 @@ func (s *suite) testSemCrashedHolder(t *testing.T, ctx context.Context) {
 	must(t, holder.Acquire(o, 2), "holder")
 	acquired := time.Now()
 	// The waiter's last attempt is a round trip: the bound allows twice
-	// the longest timed meanwhile (see tripMeter).
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	// the longest timed meanwhile (see tripmeter.Meter).
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	done := holder.Done(o)
 	hb.Close()
 	w := semOpen(s.newBackend(t), p, 3)
 	must(t, w.Acquire(ctx, 3), "waiter")
-	d, slow := time.Since(acquired), trips.stop()
+	d, slow := time.Since(acquired), trips.Stop()
 	t.Logf("crashed holder's permits back after %v (lease %v; longest round trip meanwhile %v)", d, leaseD, slow)
 	if d > leaseD+s.bound(200*time.Millisecond)+2*slow {
 		t.Errorf("permits back after %v, want within the lease %v + %v, and twice %v for the longest round trip timed meanwhile", d, leaseD, s.bound(200*time.Millisecond), slow)

@@ -9,6 +9,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/keys"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/waitgroup"
 )
 
@@ -96,7 +97,7 @@ func (s *suite) testWGZero(t *testing.T, ctx context.Context) {
 		default:
 		}
 	}
-	trips := meterTrips(t, ctx, s.newBackend(t))
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	must(t, b.Done(ctx), "last done")
 	last := time.Now()
 	var rs []wgResult
@@ -105,7 +106,7 @@ func (s *suite) testWGZero(t *testing.T, ctx context.Context) {
 		must(t, r.err, "Wait")
 		rs = append(rs, r)
 	}
-	slow := trips.stop()
+	slow := trips.Stop()
 	for _, r := range rs {
 		if d := r.at.Sub(last); d > s.bound(50*time.Millisecond)+3*slow {
 			t.Errorf("Wait returned %v after the last Done, want within %v, and %v more for the longest round trip timed meanwhile, three times", d, s.bound(50*time.Millisecond), slow)

@@ -18,6 +18,7 @@ import (
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/hub"
 	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 	"github.com/dsyncgo/dsync/rwlock"
 )
 
@@ -208,7 +209,7 @@ func TestReadersAcquireWithin50msOfWriteRelease(t *testing.T) {
 		// On a loaded machine the release's round trip, the publication
 		// and the readers' wake-up may each wait for a CPU as long as a
 		// round trip timed meanwhile did: the bound allows three of those.
-		trips := testserver.MeterTrips(t, srv.NewBackend(t))
+		trips := tripmeter.Start(t, context.Background(), srv.NewBackend(t))
 		released := time.Now()
 		w.Unlock()
 		var worst time.Duration

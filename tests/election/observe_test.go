@@ -9,7 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/election"
-	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 )
 
 // watcher is one observer, recording what it receives.
@@ -54,7 +54,7 @@ func TestObserversSeeEveryChangeInOrder(t *testing.T) {
 			// On a loaded machine each step to an observer may wait for a
 			// CPU as long as a round trip timed meanwhile did: the bounds
 			// below allow three of those.
-			trips := testserver.MeterTrips(t, srv.NewBackend(t))
+			trips := tripmeter.Start(t, context.Background(), srv.NewBackend(t))
 			watchers := make([]*watcher, 3)
 			var firsts []time.Duration
 			for i := range watchers {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/election"
-	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/internal/tripmeter"
 )
 
 // Resign hands the term to the queued candidate of another process (by
@@ -28,7 +28,7 @@ func TestResignHandsOverWithin50ms(t *testing.T) {
 	}
 	// Round trips timed meanwhile show how long the machine held up any
 	// exchange with the server: the bound allows for that.
-	trips := testserver.MeterTrips(t, srv.NewBackend(t))
+	trips := tripmeter.Start(t, context.Background(), srv.NewBackend(t))
 	var took []time.Duration
 	for i := range rounds {
 		next := a
