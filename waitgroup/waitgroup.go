@@ -153,6 +153,17 @@ func (g *WaitGroup) header(op any, entry string) []any {
 	return []any{g.owner, op, "", "", core.Ms(g.h.Cfg.Lease), g.channel, g.h.HubID(), entry, core.Ms(g.h.Cfg.WaiterTimeout), "0", "0"}
 }
 
+// MaxUnits is the most units a group counts: the greatest integer that
+// the server's Lua counts exactly (2^53 - 1).
+const MaxUnits = 1<<53 - 1
+
+// tooMany reports the add script's refusal of units that would take the
+// count past MaxUnits.
+func tooMany(err error) bool {
+	var se *backend.ServerError
+	return errors.As(err, &se) && strings.HasPrefix(se.Message, "DSYNC too many units")
+}
+
 // scriptError makes the wait script's error replies an *AbandonedError or
 // ErrVanished.
 func scriptError(err error) error {
