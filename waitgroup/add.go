@@ -27,9 +27,7 @@ func (g *WaitGroup) Add(ctx context.Context, n int64) error {
 	}
 	op, sent := dsync.NewID(), time.Now()
 	reply, err := g.h.Attempt(ctx, addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), core.Ms(g.h.Cfg.WaiterTimeout))...)
-	if tooMany(err) {
-		return g.h.Wrap("add", fmt.Errorf("%w: %d units more would pass %d", dsync.ErrInvalidPermits, n, int64(MaxUnits)))
-	}
+	err = scriptError(err) // too many units: nothing added, the undo finds nothing
 	r, rerr := codec.AttemptReply(reply, op, g.h.Cfg.Lease)
 	if err = cmp.Or(err, rerr); err != nil {
 		wait.Cleanup(ctx, func(ctx context.Context) {

@@ -19,9 +19,7 @@ if not st or st.n <= 0 then
 end
 local e = wg_entry(a.owner) or {owner = a.owner, units = 0, id = a.op, ops = ''}
 if not seen(e.ops, a.op) then
-  if st.n + ARGV[12] > 9007199254740991 then
-    return redis.error_reply('DSYNC too many units')
-  end
+  if st.n + ARGV[12] > 9007199254740991 then return redis.error_reply('DSYNC too many units') end
   e.units, st.n = e.units + ARGV[12], st.n + ARGV[12]
 end
 e.ops = remember(e.ops, a.op, math.floor(now_ms / 1000), acquisition_memory(a.lease))
