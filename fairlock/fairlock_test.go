@@ -147,8 +147,11 @@ func TestCommandsPerHandOffIndependentOfQueueLength(t *testing.T) {
 	ctx := context.Background()
 	per := map[int]int64{}
 	// The first round loads the scripts (a NOSCRIPT reply and an EVAL
-	// count as two calls): it is not counted.
-	for round, n := range []int{2, 2, 10, 50} {
+	// count as two calls): it is not counted. Each length is measured
+	// twice and the fewer counted: INFO counts every client's calls, and
+	// on a loaded machine a stray one (a waiter's retry, a renewal) can
+	// fall in; a hand-off whose cost grows with the queue grows both times.
+	for round, n := range []int{2, 2, 10, 50, 2, 10, 50} {
 		p := "ops:" + dsync.NewID()[:8]
 		b := srv.NewBackend(t)
 		// A long waiter timeout: no heartbeat runs while counting.
@@ -174,8 +177,8 @@ func TestCommandsPerHandOffIndependentOfQueueLength(t *testing.T) {
 		if first := <-acquired; first != 0 {
 			t.Fatalf("%d waiters: waiter %d acquired first", n, first)
 		}
-		if round > 0 {
-			per[n] = commandCalls(t, srv) - before
+		if c := commandCalls(t, srv) - before; round > 0 && (per[n] == 0 || c < per[n]) {
+			per[n] = c
 		}
 		close(proceed)
 		for range n - 1 {

@@ -68,7 +68,7 @@ func prefix() string { return "rwtest:" + dsync.NewID()[:8] }
 // A reader whose process is killed stops blocking writers when its fixed
 // lease ends, while a live reader's watchdog keeps that reader's own hold.
 func TestKilledReaderFreesItsHold(t *testing.T) {
-	const fixed, renewed = time.Second, 300 * time.Millisecond
+	const fixed, renewed = time.Second, 600 * time.Millisecond // renewed: a watchdog that keeps up under load
 	srv := testserver.Real(t)
 	ctx := context.Background()
 	p := prefix()

@@ -14,17 +14,20 @@ import (
 
 // Add adds n units to the group's count, pending until Done counts each
 // down, owned by g's owner and kept alive by g's lease (the watchdog's
-// unless WithLease). n must be at least 1, else the error matches
-// dsync.ErrInvalidPermits, without I/O. When the call fails, nothing is
-// left added: an Add whose reply was lost is undone.
+// unless WithLease). n must be at least 1 and at most MaxUnits, else the
+// error matches dsync.ErrInvalidPermits, without I/O; so does an Add that
+// would take the group's count past MaxUnits, which adds nothing. When the
+// call fails, nothing is left added: an Add whose reply was lost is
+// undone.
 func (g *WaitGroup) Add(ctx context.Context, n int64) error {
 	if err := g.h.Begin("add", ctx); err != nil {
 		return err
-	} else if n < 1 {
-		return g.h.Wrap("add", fmt.Errorf("%w: %d units", dsync.ErrInvalidPermits, n))
+	} else if n < 1 || n > MaxUnits {
+		return g.h.Wrap("add", fmt.Errorf("%w: %d units (at most %d)", dsync.ErrInvalidPermits, n, int64(MaxUnits)))
 	}
 	op, sent := dsync.NewID(), time.Now()
 	reply, err := g.h.Attempt(ctx, addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), core.Ms(g.h.Cfg.WaiterTimeout))...)
+	err = scriptError(err) // too many units: nothing added, the undo finds nothing
 	r, rerr := codec.AttemptReply(reply, op, g.h.Cfg.Lease)
 	if err = cmp.Or(err, rerr); err != nil {
 		wait.Cleanup(ctx, func(ctx context.Context) {

@@ -54,16 +54,12 @@ type Option struct{ apply func(*settings) }
 // through the handle are pending, every d/3. The default is 30s, so the
 // units of a process that crashes are abandoned within 30s. d must be at
 // least 1ms.
-func WithWatchdog(d time.Duration) Option {
-	return Option{func(s *settings) { s.SetWatchdog(d) }}
-}
+func WithWatchdog(d time.Duration) Option { return Option{func(s *settings) { s.SetWatchdog(d) }} }
 
 // WithLease makes the units added through the handle abandoned d after the
 // handle's last Add unless counted down by then, with no renewal. d must
 // be at least 1ms.
-func WithLease(d time.Duration) Option {
-	return Option{func(s *settings) { s.SetLease(d) }}
-}
+func WithLease(d time.Duration) Option { return Option{func(s *settings) { s.SetLease(d) }} }
 
 // WithWaiterTimeout sets how long a waiter's registration outlives its
 // last heartbeat; waiters beat every third of it. A Wait stopped (SIGSTOP,
@@ -79,29 +75,21 @@ func WithWaiterTimeout(d time.Duration) Option {
 // do not expire until its count is 0. It takes effect when an Add through
 // the handle finds the group empty, for every handle until the count is 0
 // again: handles on one group should agree.
-func WithKeepAbandoned() Option {
-	return Option{func(s *settings) { s.keep = true }}
-}
+func WithKeepAbandoned() Option { return Option{func(s *settings) { s.keep = true }} }
 
 // WithObserver sets the observer of this handle's holds of units (see
 // package observe), instead of its backend's. The default is the
 // backend's observer, if observe.Set gave it one.
-func WithObserver(o *observe.Observer) Option {
-	return Option{func(s *settings) { s.Observer = o }}
-}
+func WithObserver(o *observe.Observer) Option { return Option{func(s *settings) { s.Observer = o }} }
 
 // WithPrefix sets the first part of every key and channel name; the
 // default is "dsync". It must not be empty or contain braces.
-func WithPrefix(p string) Option {
-	return Option{func(s *settings) { s.Prefix = p }}
-}
+func WithPrefix(p string) Option { return Option{func(s *settings) { s.Prefix = p }} }
 
 // WithLogger sets where background events are logged: units lost (Warn),
 // a server that cannot be reached while waiting (Warn), lease renewals
 // retried (Debug). The default is slog.Default(); nil discards them.
-func WithLogger(l *slog.Logger) Option {
-	return Option{func(s *settings) { s.SetLogger(l) }}
-}
+func WithLogger(l *slog.Logger) Option { return Option{func(s *settings) { s.SetLogger(l) }} }
 
 // A WaitGroup is a handle on a wait group shared through a Redis-compatible
 // server. Create one with New; the zero value is not usable. A WaitGroup is
@@ -153,12 +141,18 @@ func (g *WaitGroup) header(op any, entry string) []any {
 	return []any{g.owner, op, "", "", core.Ms(g.h.Cfg.Lease), g.channel, g.h.HubID(), entry, core.Ms(g.h.Cfg.WaiterTimeout), "0", "0"}
 }
 
+// MaxUnits is the most units a group counts: the greatest integer that
+// the server's Lua counts exactly (2^53 - 1).
+const MaxUnits = 1<<53 - 1
+
 // scriptError makes the wait script's error replies an *AbandonedError or
 // ErrVanished.
 func scriptError(err error) error {
 	var se *backend.ServerError
 	switch {
 	case !errors.As(err, &se):
+	case strings.HasPrefix(se.Message, "DSYNC too many units"):
+		return fmt.Errorf("%w: the count would pass %d", dsync.ErrInvalidPermits, int64(MaxUnits))
 	case strings.HasPrefix(se.Message, "DSYNC vanished"):
 		return ErrVanished
 	case strings.HasPrefix(se.Message, "DSYNC abandoned "):

@@ -138,13 +138,11 @@ func (a *acquisition) entryArg() any {
 func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
 	a := &acquisition{h: h, s: s}
 	a.owner, a.anon = LockOwner(ctx)
-	a.op = a.owner // an ownerless hold's owner is as fresh as an operation id
-	a.ownerArg = a.owner
-	a.opArg = a.ownerArg
-	if !a.anon {
-		a.op = dsync.NewID()
-		a.opArg = a.op
-	}
+	// An operation id of its own even for an ownerless hold, whose owner is
+	// as fresh: only a portable permit (LockUnkept) has its owner for its
+	// hold id, so that a permit's id never names another hold.
+	a.op = dsync.NewID()
+	a.ownerArg, a.opArg = a.owner, a.op
 	a.plainArg = codec.PlainValue(a.owner, a.op, s.Role, s.PlainFields...)
 	return a
 }

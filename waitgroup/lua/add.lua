@@ -7,7 +7,9 @@
 -- '1' if a phase that begins keeps abandoned units; ARGV[14] the grace
 -- ms (see state.lua).
 -- Reply: an attempt's (see codec.lua): {1, the owner's units, the phase's
--- generation, the owner's hold id, ms its lease has left}.
+-- generation, the owner's hold id, ms its lease has left}; the error
+-- "DSYNC too many units", the units not added, if the count would pass
+-- 2^53 - 1 (MaxUnits), past which Lua's numbers are not exact.
 local a = header()
 local now_ms, now_us = now()
 local st = wg_load(now_ms)
@@ -17,6 +19,7 @@ if not st or st.n <= 0 then
 end
 local e = wg_entry(a.owner) or {owner = a.owner, units = 0, id = a.op, ops = ''}
 if not seen(e.ops, a.op) then
+  if st.n + ARGV[12] > 9007199254740991 then return redis.error_reply('DSYNC too many units') end
   e.units, st.n = e.units + ARGV[12], st.n + ARGV[12]
 end
 e.ops = remember(e.ops, a.op, math.floor(now_ms / 1000), acquisition_memory(a.lease))

@@ -88,7 +88,9 @@ end
 -- count is then 0 ends (see wg_save).
 local function wg_load(now_ms)
   local v = redis.call('HMGET', hash, 'n', 'gen', 'ab', 'keep')
-  if not v[2] and redis.call('EXISTS', hash) == 1 then
+  -- A hash that dsync did not write fails the script before any write,
+  -- one that has a 'gen' field too: its count must be a number.
+  if v[2] and not (tonumber(v[1]) and string.match(v[2], '^%d+$')) or not v[2] and redis.call('EXISTS', hash) == 1 then
     error('DSYNC unexpected value at ' .. hash .. ': not a wait group')
   end
   local st = v[2] and {n = tonumber(v[1]), gen = v[2], ab = v[3] ~= '' and v[3] or nil, keep = v[4] == '1'}
