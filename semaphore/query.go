@@ -76,7 +76,7 @@ func (s *Semaphore) Capacity(ctx context.Context) (int64, error) {
 // on it, in every process, until set again: it is kept on the server with
 // no expiry, and overrides the capacity handles were made with. c = 0
 // clears it, after which the handles' own capacity applies again (this
-// handle's, for a semaphore in use). c must not be negative.
+// handle's, for a semaphore in use). c must be from 0 to MaxCapacity.
 //
 // A raised capacity hands the new permits to the waiters at the head of
 // the queue at once. A lowered one takes no permit away: holders keep what
@@ -88,7 +88,7 @@ func (s *Semaphore) SetCapacity(ctx context.Context, c int64) error {
 	if err := s.valid(); err != nil {
 		return err
 	}
-	if c < 0 {
+	if c < 0 || c > MaxCapacity {
 		return s.h.Wrap("set capacity", fmt.Errorf("%w: capacity %d", dsync.ErrInvalidPermits, c))
 	}
 	if err := s.h.Begin("set capacity", ctx); err != nil {

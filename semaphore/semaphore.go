@@ -118,11 +118,16 @@ type anonHold struct {
 	permits int64 // guarded by Semaphore.mu: not yet given back
 }
 
+// MaxCapacity is the largest capacity: the greatest integer that the
+// server's Lua counts exactly (2^53 - 1).
+const MaxCapacity = 1<<53 - 1
+
 // New returns a handle on the semaphore called name on b, with capacity
 // permits. It does no I/O. Bad arguments (a nil backend, an empty name or
-// one over 1 KiB, a capacity under 1, a lease under 1ms, a bad prefix) are
-// reported, matching dsync.ErrInvalidBackend, ErrInvalidName,
-// ErrInvalidPermits or ErrInvalidLease, by every call on the handle.
+// one over 1 KiB, a capacity under 1 or over MaxCapacity, a lease under
+// 1ms, a bad prefix) are reported, matching dsync.ErrInvalidBackend,
+// ErrInvalidName, ErrInvalidPermits or ErrInvalidLease, by every call on
+// the handle.
 func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaphore {
 	cfg := options.Defaults()
 	cfg.WaiterTimeout = DefaultWaiterTimeout
@@ -131,7 +136,7 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 	}
 	s := &Semaphore{capacity: capacity}
 	s.h.Init(b, "semaphore", name, cfg)
-	if capacity < 1 && s.h.Check() == nil {
+	if (capacity < 1 || capacity > MaxCapacity) && s.h.Check() == nil {
 		s.err = fmt.Errorf("semaphore %q: %w: capacity %d", name, dsync.ErrInvalidPermits, capacity)
 	}
 	s.holders = s.h.Companion("holders")
