@@ -118,8 +118,8 @@ func leaseMS(held bool, ttl time.Duration) int64 {
 // unknownCapacity is the capacity of the semaphore handle inspect reads
 // through: State reports the capacity in force, or, for a semaphore with
 // no state on the server and none set at runtime, the handle's own, which
-// no semaphore in use has. (Exact as a Lua number.)
-const unknownCapacity = 1 << 53
+// no semaphore in use has.
+const unknownCapacity = semaphore.MaxCapacity
 
 // readState reads the state of the lock of the given kind and name.
 func readState(ctx context.Context, b backend.Backend, kind, prefix, name string) (lockState, error) {
