@@ -127,19 +127,28 @@ func (s *suite) testWGAbandoned(t *testing.T, ctx context.Context) {
 	probe := wgOpen(s.newBackend(t), p)
 	dead := wgOpen(s.newBackend(t), p, waitgroup.WithLease(lease))
 	live := wgOpen(s.newBackend(t), p)
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	must(t, live.Add(ctx, 1), "add")
 	must(t, dead.Add(ctx, 2), "add")
 	added := time.Now()
 	w1 := s.wgWait(t, ctx, wgOpen(s.newBackend(t), p), probe, 1)
 	w2 := s.wgWait(t, ctx, wgOpen(s.newBackend(t), p), probe, 2)
+	var rs []wgResult
 	for _, w := range []<-chan wgResult{w1, w2} {
 		r := within(t, s.bound(lease+time.Second), w, "Wait")
 		var ab *waitgroup.AbandonedError
 		if !errors.Is(r.err, dsync.ErrAbandoned) || !errors.As(r.err, &ab) || ab.Owner != dead.Owner() || ab.Units != 2 {
 			t.Fatalf("Wait = %v, want the 2 units of %s abandoned", r.err, dead.Owner())
 		}
-		if d := r.at.Sub(added); d > lease+s.bound(200*time.Millisecond) {
-			t.Errorf("told %v after the Add, on a %v lease", d, lease)
+		rs = append(rs, r)
+	}
+	// A waiter learns it by timers and round trips: a machine that runs
+	// them late (seen beside two CPU hogs: 569ms, 1.05s) is allowed the
+	// longest lag timed meanwhile, three times.
+	slow := trips.Stop()
+	for _, r := range rs {
+		if d := r.at.Sub(added); d > lease+s.bound(200*time.Millisecond)+3*slow {
+			t.Errorf("told %v after the Add, on a %v lease (and %v for the longest round trip timed meanwhile, three times)", d, lease, slow)
 		}
 	}
 	if err := wgOpen(s.newBackend(t), p).Wait(ctx); !errors.Is(err, dsync.ErrAbandoned) {
