@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,19 +48,32 @@ type wgResult struct {
 // wgWait starts g.Wait and waits until it is registered on the server.
 func (s *suite) wgWait(t *testing.T, ctx context.Context, g, probe *waitgroup.WaitGroup, registered int) <-chan wgResult {
 	t.Helper()
+	c := wgStart(ctx, g)
+	s.wgRegistered(t, ctx, probe, registered, c)
+	return c
+}
+
+// wgStart runs g.Wait on a goroutine of its own.
+func wgStart(ctx context.Context, g *waitgroup.WaitGroup) <-chan wgResult {
 	c := make(chan wgResult, 1)
 	go func() {
 		err := g.Wait(ctx)
 		c <- wgResult{err, time.Now()}
 	}()
+	return c
+}
+
+// wgRegistered waits until registered waiters are, as probe says, or one
+// of the Waits cs returned already: a Wait that finds units abandoned
+// returns without registering.
+func (s *suite) wgRegistered(t *testing.T, ctx context.Context, probe *waitgroup.WaitGroup, registered int, cs ...<-chan wgResult) {
+	t.Helper()
 	deadline := time.Now().Add(s.bound(5 * time.Second))
 	for i := 0; ; i++ {
 		st, err := probe.State(ctx)
 		must(t, err, "state")
-		// Registered, or returned already: a Wait that finds units
-		// abandoned returns without registering.
-		if st.Waiters >= registered || len(c) > 0 {
-			return c
+		if st.Waiters >= registered || slices.ContainsFunc(cs, func(c <-chan wgResult) bool { return len(c) > 0 }) {
+			return
 		}
 		if time.Now().After(deadline) || i > 100000 {
 			t.Fatalf("%d waiters not registered within %v (%+v)", registered, s.bound(5*time.Second), st)
@@ -131,8 +145,10 @@ func (s *suite) testWGAbandoned(t *testing.T, ctx context.Context) {
 	must(t, live.Add(ctx, 1), "add")
 	must(t, dead.Add(ctx, 2), "add")
 	added := time.Now()
-	w1 := s.wgWait(t, ctx, wgOpen(s.newBackend(t), p), probe, 1)
-	w2 := s.wgWait(t, ctx, wgOpen(s.newBackend(t), p), probe, 2)
+	// Both wait from the start: a waiter started once the other had
+	// registered was told a registration's round trips later.
+	w1, w2 := wgStart(ctx, wgOpen(s.newBackend(t), p)), wgStart(ctx, wgOpen(s.newBackend(t), p))
+	s.wgRegistered(t, ctx, probe, 2, w1, w2)
 	var rs []wgResult
 	for _, w := range []<-chan wgResult{w1, w2} {
 		r := within(t, s.bound(lease+time.Second), w, "Wait")
