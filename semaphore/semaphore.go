@@ -14,6 +14,7 @@ import (
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
+	"github.com/dsyncgo/dsync/internal/script"
 	"github.com/dsyncgo/dsync/observe"
 )
 
@@ -120,7 +121,7 @@ type anonHold struct {
 
 // MaxCapacity is the largest capacity: the greatest integer that the
 // server's Lua counts exactly (2^53 - 1).
-const MaxCapacity = 1<<53 - 1
+const MaxCapacity = script.MaxExact
 
 // New returns a handle on the semaphore called name on b, with capacity
 // permits. It does no I/O. Bad arguments (a nil backend, an empty name or

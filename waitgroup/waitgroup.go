@@ -143,7 +143,7 @@ func (g *WaitGroup) header(op any, entry string) []any {
 
 // MaxUnits is the most units a group counts: the greatest integer that
 // the server's Lua counts exactly (2^53 - 1).
-const MaxUnits = 1<<53 - 1
+const MaxUnits = script.MaxExact
 
 // scriptError makes the wait script's error replies an *AbandonedError or
 // ErrVanished.

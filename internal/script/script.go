@@ -45,6 +45,10 @@ var (
 // format.
 const Library = "-- dsync:library\n"
 
+// MaxExact is the greatest integer that a script's numbers (doubles)
+// count exactly, 2^53 - 1: counts a script adds up are kept within it.
+const MaxExact = 1<<53 - 1
+
 // New returns a script made of the library, then parts, in order, the
 // last of which is the script's body. If the body has a Library line, what
 // comes before it runs first, before the library.
