@@ -17,7 +17,10 @@ var ErrClosed = dsync.ErrClosed
 type Backend interface {
 	// Eval runs s with the given keys and arguments and returns its
 	// normalized reply. Arguments are of four types: string, []byte, int
-	// and int64; dsync passes no other.
+	// and int64; dsync passes no other. Eval may go on reading ctx, keys
+	// and args after it returned an error (a pipelining client may still
+	// be writing a call whose caller has left): dsync never changes them
+	// once it has made a call.
 	Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error)
 
 	// Subscribe subscribes to channel and returns once the server has

@@ -119,9 +119,10 @@ type acquisition struct {
 	entry     string       // under which the waiter registers
 	behind    *lease.Lease // the hold of the session it is queued behind (Local)
 
-	ownerArg, opArg, plainArg any // made once, for every attempt and the hold's release
-	entryBox                  any // entry, once made
-	buf                       [codec.HeaderLen + 4]any
+	ownerArg, opArg, plainArg any                      // made once, for every attempt and the hold's release
+	entryBox                  any                      // entry, once made
+	buf                       [codec.HeaderLen + 4]any // an attempt's args, until one fails
+	lent                      bool                     // an attempt failed: buf may still be read
 }
 
 // entryArg returns the waiter entry as a script argument, made once.
@@ -226,11 +227,18 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			h.contended.Store(true)
 		}
 	}
-	args := a.header(a.buf[:0], registered)
+	var args []any
+	if !a.lent {
+		args = a.buf[:0]
+	}
+	args = a.header(args, registered)
 	args = append(args, s.Args...)
 	sent := time.Now()
 	reply, err := h.Attempt(ctx, s.Acquire, s.Keys, args...)
 	if err != nil {
+		// The backend may read a failed call's args after it returned
+		// (see backend.Backend): the next attempt has its own.
+		a.lent = true
 		if s.Refine != nil {
 			err = s.Refine(err)
 		}

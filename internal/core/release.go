@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +100,7 @@ func (r *release) start(ctx context.Context) (int64, error) {
 	// the server's later expiry leaves time for, learn its outcome.
 	now := time.Now()
 	r.bound, r.first = now.Add(ReleaseTimeout), true
+	r.call = &r.firstCall
 	r.call.Context = ctx
 	if end := l.Deadline(); end.After(now) {
 		now = end
@@ -135,7 +137,9 @@ type release struct {
 	args      []any
 	fixed     int                      // args past it are carried by the first attempt only
 	buf       [codec.HeaderLen + 8]any // args, unless more
-	call      wait.DeadlineOnly        // the context of an attempt: the caller's values, a deadline
+	call      *wait.DeadlineOnly       // the context of an attempt: the caller's values, a deadline
+	firstCall wait.DeadlineOnly        // call, until an attempt fails
+	noLease   bool                     // args restore no lease
 	bound     time.Time                // past it, the release fails
 	first     bool                     // no attempt sent yet
 	ambiguous bool                     // an attempt failed: it may have been applied
@@ -151,7 +155,7 @@ func (r *release) attempt() (wait.Reply, error) {
 	}
 	first := r.first
 	r.first = false
-	rep, err := r.h.HandOff(&r.call, r.rs.Channel, r.rs.Script, r.rs.Keys, args...)
+	rep, err := r.h.HandOff(r.call, r.rs.Channel, r.rs.Script, r.rs.Keys, args...)
 	if first && len(args) > r.fixed {
 		r.l.Carried()
 	}
@@ -165,11 +169,19 @@ func (r *release) attempt() (wait.Reply, error) {
 // passes, and reports whether the release ended, and how.
 func (r *release) run(until time.Time) (left int64, err error, done bool) {
 	for {
-		r.call.Until = until
-		if !r.first && r.l.Ended() {
-			// Its lease ended since the first attempt: what is left of
-			// the hold expires when the server was to expire it.
-			r.args[codec.Lease] = noLease
+		if r.first {
+			r.call.Until = until
+		} else {
+			// The backend may still read the failed attempt's context
+			// and arguments (see backend.Backend): the next has its own.
+			r.call = &wait.DeadlineOnly{Context: r.call.Context, Until: until}
+			if !r.noLease && r.l.Ended() {
+				// Its lease ended since the first attempt: what is left
+				// of the hold expires when the server was to expire it.
+				r.args = slices.Clone(r.args)
+				r.args[codec.Lease] = noLease
+				r.noLease = true
+			}
 		}
 		rep, err := r.attempt()
 		if err == nil {
