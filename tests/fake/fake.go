@@ -7,6 +7,7 @@ package fake
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,8 +68,8 @@ type Server struct {
 	stop chan struct{} // ends the clock (see tick)
 	done chan struct{}
 
-	clock sync.Mutex
-	last  time.Time // the TTLs follow the clock up to it
+	clock sync.Mutex   // held by an advance
+	last  atomic.Int64 // the TTLs follow the clock up to it, in Unix ns
 }
 
 var (
@@ -96,7 +97,8 @@ func Mini(t testing.TB) *Server {
 // newServer returns m as a Server whose TTLs follow the clock from now on,
 // once its clock ticks (see tick).
 func newServer(m *miniredis.Miniredis) *Server {
-	s := &Server{mini: m, stop: make(chan struct{}), done: make(chan struct{}), last: time.Now()}
+	s := &Server{mini: m, stop: make(chan struct{}), done: make(chan struct{})}
+	s.last.Store(time.Now().UnixNano())
 	m.Server().SetPreHook(s.beforeCommand)
 	return s
 }
@@ -126,25 +128,42 @@ func (s *Server) tick() {
 // beforeCommand advances the TTLs before a command when the ticks are late
 // (a loaded machine): otherwise the next tick would charge a key the command
 // sets with the whole gap, and expire it early. A miniredis pre-hook.
-func (s *Server) beforeCommand(*server.Peer, string, ...string) bool {
-	s.advance(clockStep)
+//
+// The commands a script makes come through the hook too, while the script
+// holds the server's lock, which FastForward takes: only a script's own
+// command (never nested) advances for sure; another advances if the lock
+// is free, and is left to the next tick otherwise.
+func (s *Server) beforeCommand(_ *server.Peer, cmd string, _ ...string) bool {
+	switch cmd {
+	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO":
+		s.advance(clockStep)
+	default:
+		if s.late() && s.mini.TryLock() {
+			s.mini.Unlock()
+			s.advance(clockStep)
+		}
+	}
 	return false
+}
+
+// late reports whether the TTLs are more than a clockStep behind. It takes
+// no lock: a script's command, which holds the server's, calls it.
+func (s *Server) late() bool {
+	return time.Now().UnixNano()-s.last.Load() > int64(clockStep)
 }
 
 // advance charges the TTLs with the time since the last advance, if more
 // than over.
 func (s *Server) advance(over time.Duration) {
 	s.clock.Lock()
-	now := time.Now()
-	d := now.Sub(s.last)
+	defer s.clock.Unlock() // under clock: two advances charge their shares in turn
+	now := time.Now().UnixNano()
+	d := time.Duration(now - s.last.Load())
 	if d <= over {
-		s.clock.Unlock()
 		return
 	}
-	s.last = now
-	// Under clock: two advances charge their shares in turn.
+	s.last.Store(now)
 	s.mini.FastForward(d)
-	s.clock.Unlock()
 }
 
 // StopShared stops the shared server; call it from TestMain after m.Run.
