@@ -2,10 +2,9 @@ package dsync
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
-	mrand "math/rand/v2"
-	"sync"
+
+	"github.com/dsyncgo/dsync/internal/ids"
 )
 
 type ownerKey struct{}
@@ -30,18 +29,7 @@ func OwnerFrom(ctx context.Context) (id string, ok bool) {
 // for owners, waiters and operation ids; it is exported so that backends
 // and tests can make ids of the same shape.
 func NewID() string {
-	g := generators.Get().(*mrand.ChaCha8)
 	var b [16]byte
-	g.Read(b[:])
-	generators.Put(g)
+	ids.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// generators are ChaCha8 streams seeded from crypto/rand: as unpredictable
-// and collision-free as crypto/rand for 128-bit ids, without a system call
-// per id on the lock path.
-var generators = sync.Pool{New: func() any {
-	var seed [32]byte
-	rand.Read(seed[:])
-	return mrand.NewChaCha8(seed)
-}}

@@ -97,13 +97,17 @@ type Call struct {
 	// the caller, which CommandLine returns as it is.
 	Command string
 	Line    []any
+
+	// boxes, when set (by a Pipeline), boxes the keys for CommandLine.
+	boxes *boxes
 }
 
 // CommandLine returns the call as the arguments of one command, its name
 // first: EVALSHA sha numkeys keys... args..., or EVAL with the script's
 // source when source is true, or a plain command's Command keys... args....
 // Script hashes and sources are interface values made once (see
-// Script.HashArg).
+// Script.HashArg), and so are the keys of a call made through a Pipeline,
+// which keeps them boxed for the next calls with the same keys.
 func (c Call) CommandLine(source bool) []any {
 	if c.Script == nil && c.Line != nil {
 		return c.Line
@@ -118,7 +122,11 @@ func (c Call) CommandLine(source bool) []any {
 		line = append(line, "EVALSHA", c.Script.HashArg(), len(c.Keys))
 	}
 	for _, k := range c.Keys {
-		line = append(line, k)
+		if c.boxes != nil {
+			line = append(line, c.boxes.box(k))
+		} else {
+			line = append(line, k)
+		}
 	}
 	return append(line, c.Args...)
 }

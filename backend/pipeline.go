@@ -125,6 +125,11 @@ type Pipeline struct {
 	// of one program (or of one testing/synctest bubble, whose channels
 	// and timers no other may touch).
 	pendings sync.Pool
+
+	// The keys of calls, and the PX of SetNX, boxed once for the calls
+	// that repeat them: those of one handle.
+	boxes *boxes
+	px    lastInt
 }
 
 // NewPipeline returns a Pipeline that sends calls as cfg says.
@@ -138,7 +143,7 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	if cfg.Conns <= 0 {
 		cfg.Conns = 1
 	}
-	p := &Pipeline{cfg: cfg}
+	p := &Pipeline{cfg: cfg, boxes: newBoxes()}
 	p.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	return p
 }
@@ -174,6 +179,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c.boxes = p.boxes
 	cctx, direct := CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
 	p.mu.Lock()
 	if p.closed {
@@ -225,7 +231,7 @@ func (p *Pipeline) SetNX(ctx context.Context, key, value string, ttl time.Durati
 	if err != nil {
 		return false, err
 	}
-	return SetReply(p.Do(ctx, Call{Command: "SET", Line: []any{"SET", key, value, "NX", "PX", ms}}))
+	return SetReply(p.Do(ctx, Call{Command: "SET", Line: []any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}}))
 }
 
 // EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:

@@ -594,3 +594,35 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("CommandLine of SET = %#v, want %#v", got, want)
 	}
 }
+
+func TestPipelineCommandLineOfReusedKeys(t *testing.T) {
+	var lines [][]any
+	p := backend.NewPipeline(backend.PipelineConfig{Send: func(ctx context.Context, c backend.Call) (any, error) {
+		lines = append(lines, c.CommandLine(false))
+		return "OK", nil
+	}})
+	defer p.Close()
+	s := backend.NewScript("return 1")
+	keys := []string{"{a}:1", "{a}:2"}
+	for _, k := range []string{"{a}:2", "{a}:3", "{a}:2"} {
+		keys[1] = k
+		if _, err := p.Do(context.Background(), backend.Call{Script: s, Keys: keys, Args: []any{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ttl := range []time.Duration{8 * time.Second, 9 * time.Second} {
+		if _, err := p.SetNX(context.Background(), keys[1], "v", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]any{
+		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:2", "x"},
+		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:3", "x"},
+		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:2", "x"},
+		{"SET", "{a}:2", "v", "NX", "PX", int64(8000)},
+		{"SET", "{a}:2", "v", "NX", "PX", int64(9000)},
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("command lines = %#v\nwant %#v", lines, want)
+	}
+}

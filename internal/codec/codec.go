@@ -7,6 +7,7 @@
 package codec
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/ids"
 )
 
 // The positions in the argument header (ARGV[i+1] in Lua).
@@ -39,14 +41,70 @@ const (
 // its own (see rwlock/lua/rw.lua); with fields, those of a primitive that
 // counts what it holds (the semaphore's permits and capacity).
 func PlainValue(owner, id, role string, fields ...int64) string {
-	v := owner + " " + id
+	var b strings.Builder
+	b.Grow(plainLen(len(owner), len(id), role, fields))
+	b.WriteString(owner)
+	b.WriteByte(' ')
+	b.WriteString(id)
+	writePlainRest(&b, role, fields)
+	return b.String()
+}
+
+// NewHold returns the ids of a fresh acquisition in role and its hold's
+// plain value, PlainValue(owner, op, role, fields...): owner is the one
+// given, or a fresh owner id if it is "" (an ownerless hold), and op a
+// fresh operation id, each made as dsync.NewID makes ids (128 random bits,
+// 32 hex digits). The three are parts of one string, made with one
+// allocation, on the path of every acquisition.
+func NewHold(owner, role string, fields ...int64) (ownerID, op, plain string) {
+	var random [32]byte
+	var digits [64]byte
+	fresh := owner == ""
+	n := 16
+	if fresh {
+		n = 32
+	}
+	ids.Read(random[:n])
+	hex.Encode(digits[:], random[:n])
+	ownerLen := len(owner)
+	if fresh {
+		ownerLen = 32
+	}
+	var b strings.Builder
+	b.Grow(plainLen(ownerLen, 32, role, fields))
+	id := digits[:32]
+	if fresh {
+		b.Write(digits[:32])
+		id = digits[32:]
+	} else {
+		b.WriteString(owner)
+	}
+	b.WriteByte(' ')
+	b.Write(id)
+	writePlainRest(&b, role, fields)
+	plain = b.String()
+	return plain[:ownerLen], plain[ownerLen+1 : ownerLen+33], plain
+}
+
+// plainLen bounds the length of a plain value.
+func plainLen(owner, id int, role string, fields []int64) int {
+	n := owner + 1 + id + len(" r")
+	for range fields {
+		n += len(" -9223372036854775808")
+	}
+	return n
+}
+
+// writePlainRest writes what follows the hold id in a plain value.
+func writePlainRest(b *strings.Builder, role string, fields []int64) {
 	if role == "r" {
-		v += " r"
+		b.WriteString(" r")
 	}
+	var digits [20]byte
 	for _, f := range fields {
-		v += " " + strconv.FormatInt(f, 10)
+		b.WriteByte(' ')
+		b.Write(strconv.AppendInt(digits[:0], f, 10))
 	}
-	return v
 }
 
 // EntryOf returns the waiter entry of the waiter at address (see package

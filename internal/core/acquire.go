@@ -138,13 +138,15 @@ func (a *acquisition) entryArg() any {
 
 func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
 	a := &acquisition{h: h, s: s}
-	a.owner, a.anon = LockOwner(ctx)
-	// An operation id of its own even for an ownerless hold, whose owner is
-	// as fresh: only a portable permit (LockUnkept) has its owner for its
-	// hold id, so that a permit's id never names another hold.
-	a.op = dsync.NewID()
-	a.ownerArg, a.opArg = a.owner, a.op
-	a.plainArg = codec.PlainValue(a.owner, a.op, s.Role, s.PlainFields...)
+	// ctx's owner, or a fresh one for an ownerless hold. An operation id
+	// of its own even for an ownerless hold, whose owner is as fresh: only
+	// a portable permit (LockUnkept) has its owner for its hold id, so that
+	// a permit's id never names another hold.
+	owner, ok := dsync.OwnerFrom(ctx)
+	var plain string
+	a.owner, a.op, plain = codec.NewHold(owner, s.Role, s.PlainFields...)
+	a.anon = !ok
+	a.ownerArg, a.opArg, a.plainArg = a.owner, a.op, plain
 	return a
 }
 

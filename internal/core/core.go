@@ -250,15 +250,6 @@ func foreign(err error) bool {
 	return strings.Contains(se.Message, "DSYNC unexpected value") || strings.Contains(se.Message, "WRONGTYPE")
 }
 
-// LockOwner returns the owner an acquisition with ctx is made for: ctx's
-// owner, or a fresh one for an ownerless hold.
-func LockOwner(ctx context.Context) (owner string, anon bool) {
-	if id, ok := dsync.OwnerFrom(ctx); ok {
-		return id, false
-	}
-	return dsync.NewID(), true
-}
-
 // Current returns the hold of role that a query with ctx refers to: ctx's
 // owner's hold kept by h's session, or with no owner in ctx, the newest
 // ownerless hold taken through h. It returns the owner, and a nil lease if
