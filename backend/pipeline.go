@@ -27,7 +27,10 @@ type PipelineConfig struct {
 	// cluster), with EVALSHA, or EVAL when source is true, and returns one
 	// Result per call, in order, or an error for the whole batch: the
 	// pipeline of PipelineBatch, whose contract it keeps. A Result's Err
-	// is a *ServerError or nil. ctx is as for Send.
+	// is a *ServerError or nil. ctx is as for Send. Like Send, it runs on
+	// the calling goroutine and is done with calls when it returns,
+	// whatever it returns: the Pipeline reuses the slice for its next
+	// batch.
 	Batch func(ctx context.Context, calls []Call, source bool) ([]Result, error)
 
 	// Wrap classifies an error of Send, or of a Batch as a whole, for a
