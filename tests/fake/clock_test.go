@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 	"github.com/gomodule/redigo/redis"
 	"go.uber.org/goleak"
 )
@@ -74,5 +75,44 @@ func TestKeySetWhileTicksLateKeepsItsTTL(t *testing.T) {
 	s.advance(0)
 	if got, want := pttl("scripted"), ttl-20*time.Millisecond; got < want {
 		t.Errorf("a key a script set while the ticks were %v late has %v of its %v left; want at least %v", gap, got, ttl, want)
+	}
+}
+
+// A command a script makes never waits for the server's lock, which the
+// script holds, whatever it is: a script's EVAL, which the server refuses
+// with an error reply, included. Before, the clock's pre-hook advanced
+// the TTLs for it as for a script's own EVAL, and the server hung.
+func TestScriptsNestedEvalIsAnsweredWhileTicksLate(t *testing.T) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(m)
+	// The ticks fall late while the script runs: its PING marks them so,
+	// deterministically, before its EVAL comes through the hook.
+	m.Server().SetPreHook(func(p *server.Peer, cmd string, args ...string) bool {
+		if cmd == "PING" {
+			s.last.Add(-int64(200 * time.Millisecond))
+		}
+		return s.beforeCommand(p, cmd, args...)
+	})
+	c, err := redis.DialContext(context.Background(), "tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A first command, after which the connection has a context.
+	if _, err := c.Do("ECHO", "x"); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := redis.DoWithTimeout(c, 5*time.Second, "EVAL",
+		"redis.call('PING'); local r = redis.pcall('EVAL', 'return 1', 0); return type(r) == 'table' and r.err ~= nil and 1 or 0", 0)
+	if err != nil {
+		// The server is stuck under its lock: closing it would hang too.
+		t.Fatalf("a script calling EVAL while the ticks were late: %v", err)
+	}
+	m.Close()
+	if n, _ := redis.Int(reply, nil); n != 1 {
+		t.Errorf("a script's EVAL: reply %v, want an error reply", reply)
 	}
 }

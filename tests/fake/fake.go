@@ -130,17 +130,28 @@ func (s *Server) tick() {
 // sets with the whole gap, and expire it early. A miniredis pre-hook.
 //
 // The commands a script makes come through the hook too, while the script
-// holds the server's lock, which FastForward takes: only a script's own
-// command (never nested) advances for sure; another advances if the lock
-// is free, and is left to the next tick otherwise.
+// holds the server's lock, which FastForward takes: the hook advances only
+// once it has seen the lock free, and never waits for it. A script, whose
+// keys matter most, tries for a while (another connection's command ends
+// within microseconds); a script's own commands, a nested EVAL included,
+// find the lock held and leave the advance to the next tick.
 func (s *Server) beforeCommand(_ *server.Peer, cmd string, _ ...string) bool {
+	if !s.late() {
+		return false
+	}
+	tries := 1
 	switch cmd {
 	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO":
-		s.advance(clockStep)
-	default:
-		if s.late() && s.mini.TryLock() {
+		tries = 20
+	}
+	for i := range tries {
+		if s.mini.TryLock() {
 			s.mini.Unlock()
 			s.advance(clockStep)
+			return false
+		}
+		if i+1 < tries {
+			time.Sleep(50 * time.Microsecond)
 		}
 	}
 	return false
