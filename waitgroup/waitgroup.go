@@ -63,8 +63,10 @@ func WithLease(d time.Duration) Option { return Option{func(s *settings) { s.Set
 
 // WithWaiterTimeout sets how long a waiter's registration outlives its
 // last heartbeat; waiters beat every third of it. A Wait stopped (SIGSTOP,
-// a debugger) for longer than that may report ErrVanished for a group
-// that emptied meanwhile. The default is DefaultWaiterTimeout, 5s. d must
+// a debugger) or cut off from the server for longer than that may report
+// ErrVanished for a group that emptied meanwhile; so may one cut off while
+// more than 64 later phases with waiters ended (a group remembers the ends
+// of its last 64 such phases). The default is DefaultWaiterTimeout, 5s. d must
 // be at least 10ms.
 func WithWaiterTimeout(d time.Duration) Option {
 	return Option{func(s *settings) { s.SetWaiterTimeout(d) }}

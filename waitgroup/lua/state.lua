@@ -17,7 +17,7 @@
 --       which their lease ends
 --   KEYS[3] waiters: sorted set of waiter entries (see codec.lua) by the
 --       server time at which they expire, unless their waiter beats again
---   KEYS[4] done: the ends of the last phases that had waiters, newest
+--   KEYS[4] done: the ends of the last 64 phases that had waiters, newest
 --       first, space-separated: "<gen>", or "<gen>:<owner>:<units>" for
 --       one with units abandoned; it outlives the last waiter of the last
 --       such phase by a waiter ttl, so that a waiter that missed its
@@ -70,7 +70,7 @@ local function wg_save(st, a, e)
   elseif redis.call('EXISTS', waiters) == 1 then
     local list = {st.gen .. (st.ab and (':' .. string.gsub(st.ab, ' ', ':')) or '')}
     for m in string.gmatch(redis.call('GET', done) or '', '%S+') do
-      list[#list + 1] = #list < 8 and m or nil
+      list[#list + 1] = #list < 64 and m or nil
     end
     redis.call('SET', done, table.concat(list, ' '), 'PX', math.max(redis.call('PTTL', waiters), 0) + a.entry_ttl)
     for _, w in ipairs(redis.call('ZRANGE', waiters, 0, -1)) do
