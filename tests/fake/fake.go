@@ -6,7 +6,6 @@ package fake
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,31 +129,21 @@ func (s *Server) tick() {
 // (a loaded machine): otherwise the next tick would charge a key the command
 // sets with the whole gap, and expire it early. A miniredis pre-hook.
 //
-// The commands a script makes come through the hook too, while the script
-// holds the server's lock, which FastForward takes: those are left to the
-// next tick (the script's own command advanced already).
-func (s *Server) beforeCommand(p *server.Peer, _ string, _ ...string) bool {
-	if s.late() && !nested(p) {
-		s.advance(clockStep)
+// It never waits. The commands a script makes come through the hook while
+// the script holds the server's lock, which FastForward takes, and a hook
+// that waited for an advance under a burst of scripts made every command
+// wait in line: it advances only when no advance is under way and the
+// server's lock is free, and otherwise leaves the command to the next tick.
+func (s *Server) beforeCommand(*server.Peer, string, ...string) bool {
+	if !s.late() || !s.clock.TryLock() {
+		return false
+	}
+	defer s.clock.Unlock()
+	if s.mini.TryLock() {
+		s.mini.Unlock()
+		s.advanceLocked(clockStep)
 	}
 	return false
-}
-
-// nested reports whether p may be the peer of a command made by a script,
-// which holds the server's lock: miniredis marks the context of such a
-// peer "nested" (a field it does not export, read here by reflection). A
-// peer whose context has no such field is taken for nested, so that a
-// later miniredis can only make the hook advance less often, never hang.
-func nested(p *server.Peer) bool {
-	v := reflect.ValueOf(p.Ctx)
-	if !v.IsValid() {
-		return false // a connection's first command: no context yet
-	}
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return true
-	}
-	f := v.Elem().FieldByName("nested")
-	return f.Kind() != reflect.Bool || f.Bool()
 }
 
 // late reports whether the TTLs are more than a clockStep behind. It takes
@@ -168,6 +157,11 @@ func (s *Server) late() bool {
 func (s *Server) advance(over time.Duration) {
 	s.clock.Lock()
 	defer s.clock.Unlock() // under clock: two advances charge their shares in turn
+	s.advanceLocked(over)
+}
+
+// advanceLocked is advance, with s.clock held.
+func (s *Server) advanceLocked(over time.Duration) {
 	now := time.Now().UnixNano()
 	d := time.Duration(now - s.last.Load())
 	if d <= over {
