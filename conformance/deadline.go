@@ -421,7 +421,10 @@ func (s *suite) testReleaseAfterPartitionCountsOnce(t *testing.T, ctx context.Co
 func (s *suite) testRelockAfterEarlyRelease(t *testing.T, ctx context.Context, rk releaseKind) {
 	for _, k := range []int{1, 2} {
 		t.Run(fmt.Sprintf("Holding%d", k), func(t *testing.T) {
-			r := s.releaseRig(t, rk, lockConfig{fixed: releaseLease})
+			// A longer lease: what is tested is the late reply, which
+			// must come before the lease ends (with releaseLease, a
+			// multi-lock's members expired first on rueidis in a CI run).
+			r := s.releaseRig(t, rk, lockConfig{fixed: 3 * releaseLease})
 			o := dsync.WithOwner(ctx)
 			for range k {
 				must(t, r.holder.lock(o), "lock")
