@@ -34,6 +34,9 @@ type lockConfig struct {
 	watchdog time.Duration // a watchdog lease
 	fixed    time.Duration // a fixed lease
 	setFixed bool          // pass fixed even if zero
+	// waiterTimeout, if not zero, is the waiter timeout of the kinds that
+	// take one (the mutex's is fixed at 15s).
+	waiterTimeout time.Duration
 }
 
 // lockKind is an exclusive primitive the table runs against.
@@ -77,6 +80,9 @@ var (
 			if c.fixed != 0 || c.setFixed {
 				opts = append(opts, fairlock.WithLease(c.fixed))
 			}
+			if c.waiterTimeout != 0 {
+				opts = append(opts, fairlock.WithWaiterTimeout(c.waiterTimeout))
+			}
 			return fairlock.New(b, name, opts...)
 		},
 		zero: func() exclusiveLock { return new(fairlock.Mutex) },
@@ -101,6 +107,9 @@ func newRWLock(b backend.Backend, name string, c lockConfig, more ...rwlock.Opti
 	}
 	if c.fixed != 0 || c.setFixed {
 		opts = append(opts, rwlock.WithLease(c.fixed))
+	}
+	if c.waiterTimeout != 0 {
+		opts = append(opts, rwlock.WithWaiterTimeout(c.waiterTimeout))
 	}
 	return rwlock.New(b, name, append(opts, more...)...)
 }
