@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,7 @@ func (s *suite) exclusiveRules(k lockKind) []rule {
 		fn         func(*testing.T, context.Context, lockKind)
 	}{
 		{"MutualExclusion", "one holder at a time, across backends, owned and ownerless", true, s.testMutualExclusion},
-		{"ManyGoroutines", "500 waiters (100 with -short) on 4 backends all acquire in turn", true, s.testManyGoroutines},
+		{"ManyGoroutines", "500 waiters (100 with -short, fewer on a server slow to run scripts) on 4 backends all acquire in turn", true, s.testManyGoroutines},
 		{"GiveUpStorm", "waiters that give up leave nothing held or queued", true, s.testGiveUpStorm},
 		{"Reentrancy", "an owner re-enters, counted; another owner waits", false, s.testReentrancy},
 		{"OwnerlessNotReentrant", "a ctx without owner is not reentrant, like sync.Mutex", false, s.testOwnerlessNotReentrant},
@@ -308,32 +309,36 @@ func (s *suite) testGiveUpStorm(t *testing.T, ctx context.Context, k lockKind) {
 }
 
 func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind) {
-	// With -short, 100: the first attempts all queue for the server at
-	// once, and a server that runs a script in milliseconds (miniredis
-	// under -race, on a loaded machine) makes the first holder's release
-	// wait behind all of them, past the release's 5s bound.
-	n := 500
-	if testing.Short() {
-		n = 100
-	}
 	p := prefix()
 	bs := []backend.Backend{s.newBackend(t), s.newBackend(t), s.newBackend(t), s.newBackend(t)}
+	gate := k.open(bs[0], "many", lockConfig{prefix: p})
+	n := manyWaiters(t, ctx, gate)
 	var holders atomic.Int32
-	var wg sync.WaitGroup
+	// The waiters' first attempts all go to the server at once. The
+	// first release waits until the server has answered them (see
+	// settle): behind them it could outlast its own bound (5s) on a
+	// server that runs a script in milliseconds, as miniredis does under
+	// -race on a loaded machine.
+	must(t, gate.LockContext(ctx), "lock the gate")
+	holders.Add(1)
+	var wg, calling sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
+		calling.Add(1)
 		go func() {
 			defer wg.Done()
-			// The test's deadline, not a shorter one: 500 holds in turn
-			// take seconds on a loaded machine (-race, packages in
-			// parallel), and a waiter giving up is not what this tests.
+			// The test's deadline, not a shorter one: hundreds of
+			// holds in turn take seconds on a loaded machine (-race,
+			// packages in parallel), and a waiter giving up is not
+			// what this tests.
 			cctx := ctx
-			// The mutex's waiter timeout, for every kind: each waiter's
-			// heartbeat is a script, and 500 waiters beating every
-			// 1.7s (the default 5s timeout's) load a slow server more
-			// than the hand-offs do.
+			// The mutex's waiter timeout, for every kind: each
+			// waiter's heartbeat is a script, and hundreds of waiters
+			// beating every 1.7s (the default 5s timeout's) load a
+			// slow server more than the hand-offs do.
 			m := k.open(bs[i%len(bs)], "many", lockConfig{prefix: p, waiterTimeout: 15 * time.Second})
+			calling.Done()
 			if err := m.LockContext(cctx); err != nil {
 				errs <- fmt.Errorf("goroutine %d: %w", i, err)
 				return
@@ -347,12 +352,61 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 			}
 		}()
 	}
+	calling.Wait()
+	settle(t, ctx, bs[1])
+	holders.Add(-1)
+	must(t, gate.UnlockContext(ctx), "unlock the gate")
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
 	assertNoKeys(t, ctx, bs[0], p, k.key(p, "many"), options.DefaultFenceTTL)
+}
+
+// manyWaiters returns how many waiters ManyGoroutines starts: 500 (100
+// with -short), or as many as the server answers a lock and an unlock of
+// m for in 1.5s if fewer, but at least 50: every waiter's heartbeat is a
+// script, and hundreds of them keep a server that runs a script in
+// milliseconds (miniredis under -race) too busy to answer a release
+// within its bound.
+func manyWaiters(t *testing.T, ctx context.Context, m exclusiveLock) int {
+	most := 500
+	if testing.Short() {
+		most = 100
+	}
+	var slowest time.Duration
+	for i := range 8 {
+		start := time.Now()
+		must(t, m.LockContext(ctx), "lock")
+		must(t, m.UnlockContext(ctx), "unlock")
+		if d := time.Since(start); i > 0 && d > slowest { // the first loads the scripts
+			slowest = d
+		}
+	}
+	n := min(max(int(1500*time.Millisecond/max(slowest, time.Microsecond)), 50), most)
+	t.Logf("%d waiters: a lock and an unlock took up to %v", n, slowest)
+	return n
+}
+
+// settle returns once a round trip to the server through b is quick
+// again: no longer than three times the quickest of the round trips
+// timed, or 20ms, whichever is longer, when the calls sent before it have
+// been answered.
+func settle(t *testing.T, ctx context.Context, b backend.Backend) {
+	t.Helper()
+	quickest := time.Duration(math.MaxInt64)
+	for i := 0; i < 1000; i++ {
+		start := time.Now()
+		_, err := b.Eval(ctx, tripmeter.Ping, nil)
+		must(t, err, "ping")
+		d := time.Since(start)
+		quickest = min(quickest, d)
+		if i > 0 && d <= max(3*quickest, 20*time.Millisecond) {
+			return
+		}
+	}
+	t.Fatal("the server's round trips stayed slow for 1000 round trips")
 }
 
 func (s *suite) testReentrancy(t *testing.T, ctx context.Context, k lockKind) {
