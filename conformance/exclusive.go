@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func (s *suite) exclusiveRules(k lockKind) []rule {
 		fn         func(*testing.T, context.Context, lockKind)
 	}{
 		{"MutualExclusion", "one holder at a time, across backends, owned and ownerless", true, s.testMutualExclusion},
-		{"ManyGoroutines", "500 waiters (100 with -short, fewer on a server slow to run scripts) on 4 backends all acquire in turn", true, s.testManyGoroutines},
+		{"ManyGoroutines", "500 waiters (100 with -short; fewer, at least 50, on a server slow to run scripts) on 4 backends all acquire in turn", true, s.testManyGoroutines},
 		{"GiveUpStorm", "waiters that give up leave nothing held or queued", true, s.testGiveUpStorm},
 		{"Reentrancy", "an owner re-enters, counted; another owner waits", false, s.testReentrancy},
 		{"OwnerlessNotReentrant", "a ctx without owner is not reentrant, like sync.Mutex", false, s.testOwnerlessNotReentrant},
@@ -313,6 +314,8 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 	bs := []backend.Backend{s.newBackend(t), s.newBackend(t), s.newBackend(t), s.newBackend(t)}
 	gate := k.open(bs[0], "many", lockConfig{prefix: p})
 	n := manyWaiters(t, ctx, gate)
+	queue := k.key(p, "many") + ":" + k.waiters
+	quick := probe(t, ctx, bs[1], queue)
 	var holders atomic.Int32
 	// The waiters' first attempts all go to the server at once. The
 	// first release waits until the server has answered them (see
@@ -322,6 +325,13 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 	must(t, gate.LockContext(ctx), "lock the gate")
 	holders.Add(1)
 	var wg, calling sync.WaitGroup
+	// A case that fails before the waiters are done stops them: they
+	// would load the server under the next case.
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -333,10 +343,11 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 			// packages in parallel), and a waiter giving up is not
 			// what this tests.
 			cctx := ctx
-			// The mutex's waiter timeout, for every kind: each
-			// waiter's heartbeat is a script, and hundreds of waiters
-			// beating every 1.7s (the default 5s timeout's) load a
-			// slow server more than the hand-offs do.
+			// The mutex's waiter timeout (fixed) for the kinds that
+			// take one: each waiter's heartbeat is a script, and
+			// hundreds of waiters beating every 1.7s (the default 5s
+			// timeout's) load a slow server more than the hand-offs
+			// do.
 			m := k.open(bs[i%len(bs)], "many", lockConfig{prefix: p, waiterTimeout: 15 * time.Second})
 			calling.Done()
 			if err := m.LockContext(cctx); err != nil {
@@ -353,7 +364,7 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 		}()
 	}
 	calling.Wait()
-	settle(t, ctx, bs[1])
+	settle(t, ctx, bs[1], queue, quick)
 	holders.Add(-1)
 	must(t, gate.UnlockContext(ctx), "unlock the gate")
 	wg.Wait()
@@ -369,44 +380,61 @@ func (s *suite) testManyGoroutines(t *testing.T, ctx context.Context, k lockKind
 // m for in 1.5s if fewer, but at least 50: every waiter's heartbeat is a
 // script, and hundreds of them keep a server that runs a script in
 // milliseconds (miniredis under -race) too busy to answer a release
-// within its bound.
+// within its bound. The pair's time is the second slowest of seven, so
+// that one stall of the machine does not cut the case down.
 func manyWaiters(t *testing.T, ctx context.Context, m exclusiveLock) int {
 	most := 500
 	if testing.Short() {
 		most = 100
 	}
-	var slowest time.Duration
+	var pairs []time.Duration
 	for i := range 8 {
 		start := time.Now()
 		must(t, m.LockContext(ctx), "lock")
 		must(t, m.UnlockContext(ctx), "unlock")
-		if d := time.Since(start); i > 0 && d > slowest { // the first loads the scripts
-			slowest = d
+		if i > 0 { // the first loads the scripts
+			pairs = append(pairs, time.Since(start))
 		}
 	}
-	n := min(max(int(1500*time.Millisecond/max(slowest, time.Microsecond)), 50), most)
-	t.Logf("%d waiters: a lock and an unlock took up to %v", n, slowest)
+	slices.Sort(pairs)
+	pair := pairs[len(pairs)-2]
+	n := min(max(int(1500*time.Millisecond/max(pair, time.Microsecond)), 50), most)
+	t.Logf("%d waiters: a lock and an unlock took %v (the second slowest of %d)", n, pair, len(pairs))
 	return n
 }
 
-// settle returns once a round trip to the server through b is quick
-// again: no longer than three times the quickest of the round trips
-// timed, or 20ms, whichever is longer, when the calls sent before it have
-// been answered.
-func settle(t *testing.T, ctx context.Context, b backend.Backend) {
+// probe returns the quickest of three round trips to the node of key
+// through b, on a server with nothing queued.
+func probe(t *testing.T, ctx context.Context, b backend.Backend, key string) time.Duration {
 	t.Helper()
 	quickest := time.Duration(math.MaxInt64)
-	for i := 0; i < 1000; i++ {
+	for range 3 {
 		start := time.Now()
-		_, err := b.Eval(ctx, tripmeter.Ping, nil)
-		must(t, err, "ping")
-		d := time.Since(start)
-		quickest = min(quickest, d)
-		if i > 0 && d <= max(3*quickest, 20*time.Millisecond) {
+		_, err := b.Eval(ctx, zcardScript, []string{key})
+		must(t, err, "ZCARD")
+		quickest = min(quickest, time.Since(start))
+	}
+	return quickest
+}
+
+// settle returns once three round trips in a row to the node of key
+// through b take no longer than three times quick (see probe), or 20ms if
+// longer: the calls sent before them have been answered.
+func settle(t *testing.T, ctx context.Context, b backend.Backend, key string, quick time.Duration) {
+	t.Helper()
+	bound := max(3*quick, 20*time.Millisecond)
+	for i, inRow := 0, 0; i < 1000; i++ {
+		start := time.Now()
+		_, err := b.Eval(ctx, zcardScript, []string{key})
+		must(t, err, "ZCARD")
+		if inRow++; time.Since(start) > bound {
+			inRow = 0
+		}
+		if inRow == 3 {
 			return
 		}
 	}
-	t.Fatal("the server's round trips stayed slow for 1000 round trips")
+	t.Fatalf("round trips to the server stayed over %v for 1000 round trips", bound)
 }
 
 func (s *suite) testReentrancy(t *testing.T, ctx context.Context, k lockKind) {

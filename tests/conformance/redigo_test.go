@@ -17,13 +17,12 @@ func TestMain(m *testing.M) { testserver.Main(m, fake.StopShared) }
 // embedded miniredis, which cannot kill clients or count them: those cases
 // skip, as declared. Its calls do not share round trips: miniredis runs
 // Lua some hundred times slower than Redis under -race, so that a batch of
-// the 500 acquisitions of Mutex/ManyGoroutines takes seconds to answer,
-// and a release sent behind it outlasts a handed hold's lease. The
-// adapter's own suite runs the pipelined calls on redis-server. For the
-// same reason a call may wait longer than the adapter's default 10s for
-// its turn: the 500 first attempts of ManyGoroutines queue for a server
-// that runs one script at a time, and on a loaded machine the first
-// holder's release waited behind them for more than 10s.
+// the hundreds of acquisitions of Mutex/ManyGoroutines takes seconds to
+// answer, and a release sent behind it outlasts a handed hold's lease.
+// The adapter's own suite runs the pipelined calls on redis-server. For
+// the same reason a call may wait longer than the adapter's default 10s
+// for its turn: a server that runs one script at a time, milliseconds
+// each, answers hundreds of waiters' attempts and heartbeats in turn.
 func TestRedigoOnMiniredis(t *testing.T) {
 	srv := fake.Mini(t)
 	conformance.Run(t, func(t *testing.T) backend.Backend {
