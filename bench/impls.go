@@ -194,6 +194,7 @@ func (d *dsyncFairClient) Close()                           { observe.Set(d.b, n
 // over several (addr comma-separated), one pool each.
 type redsyncClient struct {
 	pools []*redis.Pool
+	close func() // instead of pools, for another client library
 	m     *redsync.Mutex
 }
 
@@ -228,6 +229,9 @@ func (r *redsyncClient) Unlock(ctx context.Context) error {
 }
 
 func (r *redsyncClient) Close() {
+	if r.close != nil {
+		r.close()
+	}
 	for _, p := range r.pools {
 		p.Close()
 	}

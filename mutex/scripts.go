@@ -30,8 +30,8 @@ var (
 )
 
 // newScript builds a mutex script on the library parts every mutex script
-// may use: an exclusive hold's state and fencing, and a waiter set in the
-// order "longest without an attempt".
+// may use: an exclusive hold's state and fencing, and the waiters' queue in
+// the order of their arrival at the server (script.Queue).
 func newScript(body string) *backend.Script {
 	return script.New(script.Queue, script.Exclusive, body)
 }

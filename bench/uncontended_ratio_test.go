@@ -1,0 +1,35 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+// A machine that drifts between rounds moves both implementations of a
+// round alike: the ratio is the median of the rounds' ratios, not the
+// ratio of two medians taken from different rounds.
+func TestUncontendedRatioPairsTheRounds(t *testing.T) {
+	us := func(xs ...int) []time.Duration {
+		ds := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			ds[i] = time.Duration(x) * time.Microsecond
+		}
+		return ds
+	}
+	// Each round the row costs 0.9x the peer, in rounds whose speed
+	// differs threefold; the medians alone would say 1.5x.
+	u := UncontendedRow{times: us(90, 270, 90, 270, 270), cpus: us(45, 135, 45, 135, 135)}
+	peer := UncontendedRow{times: us(100, 300, 100, 300, 100), cpus: us(50, 150, 50, 150, 50)}
+	if got := float64(median(u.times)) / float64(median(peer.times)); got < 1.5 {
+		t.Fatalf("the ratio of the medians is %.2f; the case means to make it 1.5 or more", got)
+	}
+	if got := u.ratio(peer, false); got != 0.9 {
+		t.Errorf("time ratio %.3f, want 0.9 (four of five rounds)", got)
+	}
+	if got := u.ratio(peer, true); got != 0.9 {
+		t.Errorf("CPU ratio %.3f, want 0.9", got)
+	}
+	if got := u.ratio(UncontendedRow{}, true); got != 0 {
+		t.Errorf("ratio to a row without rounds %.3f, want 0", got)
+	}
+}
