@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,42 @@ func (a admin) serverCalls() (int64, error) {
 			return 0, fmt.Errorf("commandstats line %q: %w", line, err)
 		}
 		total += v
+	}
+	return total, nil
+}
+
+// scriptTime returns how long the server has spent running scripts
+// (EVALSHA and EVAL, the commands they call included), from INFO
+// commandstats: the time of the commands themselves, without reading the
+// request or writing the reply, which INFO cpu counts too.
+func (a admin) scriptTime() (time.Duration, error) {
+	s, err := redis.String(a.do("INFO", "commandstats"))
+	if err != nil {
+		return 0, err
+	}
+	return namedCommandsTime(s, "evalsha", "eval")
+}
+
+// namedCommandsTime sums the usec of the named commands in an INFO
+// commandstats reply.
+func namedCommandsTime(info string, names ...string) (time.Duration, error) {
+	var total time.Duration
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !slices.Contains(names, strings.TrimPrefix(name, "cmdstat_")) {
+			continue
+		}
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("commandstats line %q: %w", line, err)
+			}
+			total += time.Duration(n) * time.Microsecond
+		}
 	}
 	return total, nil
 }

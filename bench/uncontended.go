@@ -42,6 +42,7 @@ type UncontendedRow struct {
 	Impl, Caller string
 	Time         time.Duration
 	RedisCPU     time.Duration
+	ScriptTime   time.Duration // of the server's CPU, running scripts (INFO commandstats)
 	ServerCalls  float64
 	RoundTrips   float64
 	Allocs       float64
@@ -91,7 +92,7 @@ func UncontendedImpls() []Impl {
 
 // sameClient returns the redsync row over impl's client library.
 func sameClient(impl string) string {
-	if impl == "dsync-goredis" {
+	if impl == "dsync-goredis" || impl == "redsync-goredis" {
 		return "redsync-goredis"
 	}
 	return "redsync"
@@ -130,7 +131,7 @@ const clientsPerImpl = 4
 // their order rotating from one round to the next.
 func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, rounds, perRound int) ([]UncontendedRow, error) {
 	type cell struct {
-		time, cpu           []time.Duration
+		time, cpu, script   []time.Duration
 		calls, rtts, allocs []float64
 	}
 	cells := make(map[[2]string]*cell)
@@ -168,6 +169,10 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 				if err != nil {
 					return nil, err
 				}
+				script0, err := ad.scriptTime()
+				if err != nil {
+					return nil, err
+				}
 				cpu0, err := ad.cpu()
 				if err != nil {
 					return nil, err
@@ -195,6 +200,10 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 				if err != nil {
 					return nil, err
 				}
+				script1, err := ad.scriptTime()
+				if err != nil {
+					return nil, err
+				}
 				calls1, err := ad.serverCalls()
 				if err != nil {
 					return nil, err
@@ -207,6 +216,7 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 				n := float64(perRound)
 				c.time = append(c.time, elapsed/time.Duration(perRound))
 				c.cpu = append(c.cpu, (cpu1-cpu0)/time.Duration(perRound))
+				c.script = append(c.script, (script1-script0)/time.Duration(perRound))
 				c.calls = append(c.calls, float64(calls1-calls0)/n)
 				c.rtts = append(c.rtts, float64(counters[i].roundTrips.Load()-rtts0)/n)
 				allocs := float64(mallocs) / n
@@ -223,7 +233,7 @@ func UncontendedInterleaved(ctx context.Context, addr string, impls []Impl, roun
 			c := cells[[2]string{impl.Name, caller}]
 			rows = append(rows, UncontendedRow{
 				Impl: impl.Name, Caller: caller,
-				Time: median(c.time), RedisCPU: median(c.cpu),
+				Time: median(c.time), RedisCPU: median(c.cpu), ScriptTime: median(c.script),
 				ServerCalls: medianF(c.calls), RoundTrips: medianF(c.rtts), Allocs: medianF(c.allocs),
 				times: c.time, cpus: c.cpu,
 			})
@@ -299,18 +309,19 @@ func (r *Report) writeUncontended(w io.Writer) {
 	fmt.Fprintf(w, "uncontended lock+unlock (acquire+release), alone: %d interleaved rounds of %d pairs per implementation and caller, %d clients per implementation taking turns; medians per pair\n",
 		uncontendedRounds, max(1, r.Config.Uncontended/uncontendedRounds), clientsPerImpl)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tcaller\ttime\t/redsync\t/redislock\tredis CPU\t/same client\tserver cmds\tround trips\tallocs\t")
+	fmt.Fprintln(tw, "\tcaller\ttime\t/redsync\t/redislock\tredis CPU\t/same client\tscripts\tserver cmds\tround trips\tallocs\t")
 	for _, u := range r.Uncont {
 		rs, _ := r.row("redsync", u.Caller)
 		rl, _ := r.row("redislock", u.Caller)
 		sc, _ := r.row(sameClient(u.Impl), u.Caller)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.2fx\t%.2fx\t%s\t%.2fx\t%.1f\t%.2f\t%.1f\t\n", u.Impl, u.Caller,
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.2fx\t%.2fx\t%s\t%.2fx\t%.1fµs\t%.1f\t%.2f\t%.1f\t\n", u.Impl, u.Caller,
 			us(u.Time), u.ratio(rs, false), u.ratio(rl, false),
-			us(u.RedisCPU), u.ratio(sc, true), u.ServerCalls, u.RoundTrips, u.Allocs)
+			us(u.RedisCPU), u.ratio(sc, true), float64(u.ScriptTime)/float64(time.Microsecond), u.ServerCalls, u.RoundTrips, u.Allocs)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "  callers: deadline = a context.WithTimeout(5s) per pair, as a request handler calls (its own allocations not counted);")
 	fmt.Fprintln(w, "  background = context.Background(), as sync.Locker calls. Allocations are this process's, the client library's included.")
+	fmt.Fprintln(w, "  scripts: the part of the Redis CPU spent running scripts (EVALSHA, the commands they call included; INFO commandstats), without the I/O.")
 	fmt.Fprintln(w, "  Ratios: the median of the rounds' ratios; \"same client\" is redsync over the row's client library (go-redis for dsync-goredis, otherwise redigo).")
 	fmt.Fprintln(w)
 }

@@ -33,3 +33,18 @@ func TestUncontendedRatioPairsTheRounds(t *testing.T) {
 		t.Errorf("ratio to a row without rounds %.3f, want 0", got)
 	}
 }
+
+func TestNamedCommandsTimeSumsTheirUsec(t *testing.T) {
+	const info = "# Commandstats\r\n" +
+		"cmdstat_set:calls=10,usec=7,usec_per_call=0.70,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=4,usec=21,usec_per_call=5.25,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_eval:calls=1,usec=9,usec_per_call=9.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha_ro:calls=1,usec=1000,usec_per_call=1000.00,rejected_calls=0,failed_calls=0\r\n"
+	got, err := namedCommandsTime(info, "evalsha", "eval")
+	if err != nil || got != 30*time.Microsecond {
+		t.Errorf("namedCommandsTime = %v, %v; want 30µs (evalsha and eval, nothing else)", got, err)
+	}
+	if _, err := namedCommandsTime("cmdstat_eval:calls=1,usec=x\r\n", "eval"); err == nil {
+		t.Error("a usec that is not a number gave no error")
+	}
+}
