@@ -58,17 +58,21 @@ func (r *Result) add(o Result) {
 }
 
 // pairedRatio returns the median, over the interleaved rounds both ran,
-// of a's time per cycle over b's in the same round: on a machine that
-// drifts between fast and slow spells, each round compares the two under
-// the same conditions.
-func pairedRatio(a, b Result) float64 {
-	n := min(len(a.Rounds), len(b.Rounds))
+// of a's time per cycle over b's in the same round (see pairedMedian).
+func pairedRatio(a, b Result) float64 { return pairedMedian(a.Rounds, b.Rounds) }
+
+// pairedMedian returns the median, over the rounds both ran, of a's figure
+// over b's in the same round: on a machine that drifts between fast and
+// slow spells, each round compares the two under the same conditions.
+// It is 0 when they share no round.
+func pairedMedian(a, b []time.Duration) float64 {
+	n := min(len(a), len(b))
 	if n == 0 {
 		return 0
 	}
 	rs := make([]float64, n)
 	for i := range rs {
-		rs[i] = float64(a.Rounds[i]) / float64(b.Rounds[i])
+		rs[i] = float64(a[i]) / float64(max(1, b[i]))
 	}
 	slices.Sort(rs)
 	if n%2 == 1 {

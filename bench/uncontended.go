@@ -52,21 +52,12 @@ type UncontendedRow struct {
 }
 
 // ratio returns the median of the rounds' ratios of u's time (cpu false)
-// or Redis CPU (cpu true) to peer's.
+// or Redis CPU (cpu true) to peer's (see pairedMedian).
 func (u UncontendedRow) ratio(peer UncontendedRow, cpu bool) float64 {
-	a, b := u.times, peer.times
 	if cpu {
-		a, b = u.cpus, peer.cpus
+		return pairedMedian(u.cpus, peer.cpus)
 	}
-	n := min(len(a), len(b))
-	if n == 0 {
-		return 0
-	}
-	rs := make([]float64, n)
-	for i := range rs {
-		rs[i] = float64(a[i]) / float64(max(1, b[i]))
-	}
-	return medianF(rs)
+	return pairedMedian(u.times, peer.times)
 }
 
 // UncontendedImpls returns the implementations of the interleaved table:
