@@ -42,7 +42,7 @@ type UncontendedRow struct {
 	Impl, Caller string
 	Time         time.Duration
 	RedisCPU     time.Duration
-	ScriptTime   time.Duration // of the server's CPU, running scripts (INFO commandstats)
+	ScriptTime   time.Duration // the server's time running scripts (INFO commandstats)
 	ServerCalls  float64
 	RoundTrips   float64
 	Allocs       float64
@@ -83,7 +83,8 @@ func UncontendedImpls() []Impl {
 
 // sameClient returns the redsync row over impl's client library.
 func sameClient(impl string) string {
-	if impl == "dsync-goredis" || impl == "redsync-goredis" {
+	switch impl {
+	case "dsync-goredis", "redsync-goredis", "redislock":
 		return "redsync-goredis"
 	}
 	return "redsync"
@@ -305,15 +306,16 @@ func (r *Report) writeUncontended(w io.Writer) {
 		rs, _ := r.row("redsync", u.Caller)
 		rl, _ := r.row("redislock", u.Caller)
 		sc, _ := r.row(sameClient(u.Impl), u.Caller)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.2fx\t%.2fx\t%s\t%.2fx\t%.1fµs\t%.1f\t%.2f\t%.1f\t\n", u.Impl, u.Caller,
-			us(u.Time), u.ratio(rs, false), u.ratio(rl, false),
-			us(u.RedisCPU), u.ratio(sc, true), float64(u.ScriptTime)/float64(time.Microsecond), u.ServerCalls, u.RoundTrips, u.Allocs)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1fµs\t%.1f\t%.2f\t%.1f\t\n", u.Impl, u.Caller,
+			us(u.Time), ratioCell(u.ratio(rs, false)), ratioCell(u.ratio(rl, false)),
+			us(u.RedisCPU), ratioCell(u.ratio(sc, true)), float64(u.ScriptTime)/float64(time.Microsecond), u.ServerCalls, u.RoundTrips, u.Allocs)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "  callers: deadline = a context.WithTimeout(5s) per pair, as a request handler calls (its own allocations not counted);")
 	fmt.Fprintln(w, "  background = context.Background(), as sync.Locker calls. Allocations are this process's, the client library's included.")
-	fmt.Fprintln(w, "  scripts: the part of the Redis CPU spent running scripts (EVALSHA, the commands they call included; INFO commandstats), without the I/O.")
-	fmt.Fprintln(w, "  Ratios: the median of the rounds' ratios; \"same client\" is redsync over the row's client library (go-redis for dsync-goredis, otherwise redigo).")
+	fmt.Fprintln(w, "  scripts: the server's time running scripts (EVALSHA, the commands they call included; INFO commandstats usec), without the I/O.")
+	fmt.Fprintln(w, "  Ratios: the median of the rounds' ratios (not the ratio of the medians printed); \"same client\" is redsync over the row's client")
+	fmt.Fprintln(w, "  library (go-redis for dsync-goredis and redislock, otherwise redigo); \"-\" where the peer's row did not run.")
 	fmt.Fprintln(w)
 }
 
@@ -337,8 +339,12 @@ func (r *Report) uncontendedTargets(check func(ok bool, format string, args ...a
 		rl, ok2 := r.row("redislock", caller)
 		for _, impl := range []string{"dsync", "dsync-goredis"} {
 			u, ok := r.row(impl, caller)
+			if !ok {
+				continue
+			}
 			sc, ok3 := r.row(sameClient(impl), caller)
-			if !ok || !ok1 || !ok2 || !ok3 {
+			if !ok1 || !ok2 || !ok3 {
+				check(false, "%s, %s: uncontended: a peer's row (redsync, redislock, %s) did not run, so the targets against it are not checked", impl, caller, sameClient(impl))
 				continue
 			}
 			budget(u)

@@ -17,7 +17,7 @@ func TestUncontendedRatioPairsTheRounds(t *testing.T) {
 		return ds
 	}
 	// Each round the row costs 0.9x the peer, in rounds whose speed
-	// differs threefold; the medians alone would say 1.5x.
+	// differs threefold; the medians alone would say 2.7x.
 	u := UncontendedRow{times: us(90, 270, 90, 270, 270), cpus: us(45, 135, 45, 135, 135)}
 	peer := UncontendedRow{times: us(100, 300, 100, 300, 100), cpus: us(50, 150, 50, 150, 50)}
 	if got := float64(median(u.times)) / float64(median(peer.times)); got < 1.5 {
@@ -46,5 +46,24 @@ func TestNamedCommandsTimeSumsTheirUsec(t *testing.T) {
 	}
 	if _, err := namedCommandsTime("cmdstat_eval:calls=1,usec=x\r\n", "eval"); err == nil {
 		t.Error("a usec that is not a number gave no error")
+	}
+}
+
+// Redis CPU is compared with redsync over the row's own client library.
+func TestUncontendedSameClient(t *testing.T) {
+	names := map[string]bool{}
+	for _, impl := range UncontendedImpls() {
+		names[impl.Name] = true
+	}
+	for impl, want := range map[string]string{
+		"dsync": "redsync", "dsync-fair": "redsync", "redsync": "redsync",
+		"dsync-goredis": "redsync-goredis", "redislock": "redsync-goredis", "redsync-goredis": "redsync-goredis",
+	} {
+		if !names[impl] || !names[want] {
+			t.Fatalf("%s or %s is not a row of the table", impl, want)
+		}
+		if got := sameClient(impl); got != want {
+			t.Errorf("sameClient(%q) = %q, want %q", impl, got, want)
+		}
 	}
 }
