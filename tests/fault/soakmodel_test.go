@@ -55,6 +55,7 @@ const never = 1 << 62
 type soakHold struct {
 	client     int
 	token      int64
+	told       int64 // token 0: the token a re-entry told (see buildHolds), or 0
 	n          int64 // semaphore: the permits of the first acquisition
 	call, from int64 // acquisition sent, reply received
 	until      int64 // validity: unlock sent, or lease less margin
@@ -68,7 +69,7 @@ type soakHold struct {
 	expCall, expRet int64
 	inner           []porcupine.Operation // re-entries and inner unlocks, in order
 	depth           int                   // locks not yet unlocked, as the client counts them
-	unsure          bool                  // a re-entry's token was unknown: it may have been a new hold
+	unsure          bool                  // a re-entry's token, or the hold's, was unknown: it may have been a new hold
 	id              int                   // the model's name for the hold
 	optCall, optRet int64                 // unsure: when the first hold may have expired before the re-entry took a new one
 	evicted         []evictWindow         // when an eviction may have ended it
@@ -150,7 +151,7 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			Output: regOutput{ok: e.ok, known: e.known, value: e.value}, Return: e.ret}
 	}
 	input := func(op string, e *soakEvent, h *soakHold) lockInput {
-		return lockInput{op: op, client: e.client, token: e.token, hold: h.id, read: read, n: e.value}
+		return lockInput{op: op, client: e.client, token: e.token, hold: h.id, read: read, n: e.value, tells: h.told != 0 && e.token == h.told}
 	}
 	for i := range events {
 		e := &events[i]
@@ -184,9 +185,19 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			if !e.ok || h == nil {
 				break
 			}
-			if e.token == 0 || e.token == h.token {
+			if e.token == 0 || e.token == h.token || h.token == 0 && h.told == 0 {
 				// A re-entry (or, with its token unknown, perhaps a new
-				// hold: the model allows both).
+				// hold: the model allows both). With the hold's token
+				// unknown (its Token() failed) and the re-entry's known,
+				// it tells the hold's token, drawn by then (a plain
+				// hold's is drawn on demand), or the first hold was lost
+				// and it took a new one: the model allows both too, and
+				// the client's events name the hold by either token.
+				same := e.token != 0 && e.token == h.token
+				if h.token == 0 && e.token != 0 {
+					h.told = e.token
+					byToken[[2]int64{int64(e.client), e.token}] = h
+				}
 				h.depth++
 				s.reenter++
 				h.inner = append(h.inner, porcupine.Operation{ClientId: e.client, Input: input("enter", e, h),
@@ -197,7 +208,7 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 				// ran; so did one that ran before the hold's earliest
 				// expiry. Otherwise, with the token unknown, it may have
 				// taken a new hold after the first expired.
-				sure := e.token != 0 || e.ret < h.expCall
+				sure := same || e.ret < h.expCall
 				if !sure {
 					h.unsure = true
 					h.optCall, h.optRet = h.expCall, h.expRet
@@ -205,7 +216,7 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 						h.optCall, h.optRet = h.call+int64(lease), never
 					}
 				}
-				if watchdog && e.token == 0 {
+				if watchdog && !same {
 					// A renewed hold may also have been evicted before
 					// the re-entry (see below).
 					h.blindEnter = max(h.blindEnter, e.ret)
@@ -258,7 +269,7 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 				// loss of a hold the re-entry took.
 				h.until = min(h.until, e.call)
 				h.lost = true
-			} else if h != nil && h.token == e.token {
+			} else if h != nil && (h.token == e.token || h.told != 0 && h.told == e.token) {
 				if h.depth--; h.depth <= 0 || h.unsure {
 					// It may have released the hold (a re-entry that
 					// was a new hold).
@@ -641,6 +652,7 @@ type lockInput struct {
 	op     string // acq, enter (re-entry, or more permits), rel (one unlock), rel? (outcome unknown), exp, exp? (perhaps)
 	client int
 	token  int64 // of the hold; 0: unknown (Token failed), or none
+	tells  bool  // enter: token is the one a re-entry told for a hold whose own was unknown
 	hold   int   // the checker's hold the operation belongs to
 	read   bool  // a read-write lock's read side
 	n      int64 // semaphore: permits
@@ -688,12 +700,18 @@ func mutexStep(s mutexState, in lockInput, token int64, free bool) []mutexState 
 	case "enter":
 		// A re-entry keeps the hold and its token. With the token
 		// unknown (Token failed) it may also have been a new hold.
+		// One that tells the token of a hold whose own was unknown
+		// tells that hold's, newer than any before it, or took a new
+		// hold.
 		var next []mutexState
-		if mine && (in.token == 0 || in.token == s.token) {
+		switch {
+		case mine && !in.tells && (in.token == 0 || in.token == s.token):
 			next = append(next, mutexState{holder: s.holder, count: s.count + 1, token: s.token, hold: s.hold})
+		case mine && in.tells && in.token > s.token:
+			next = append(next, mutexState{holder: s.holder, count: s.count + 1, token: in.token, hold: s.hold})
 		}
-		if in.token == 0 && s.holder == -1 && free {
-			next = append(next, mutexState{holder: in.client, count: 1, token: s.token, hold: in.hold})
+		if (in.token == 0 || in.tells && in.token > s.token) && s.holder == -1 && free {
+			next = append(next, mutexState{holder: in.client, count: 1, token: max(s.token, in.token), hold: in.hold})
 		}
 		return next
 	case "rel":

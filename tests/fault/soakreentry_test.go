@@ -167,3 +167,72 @@ func TestSoakCheckerReentryExtensionStillChecked(t *testing.T) {
 		t.Errorf("token 11 granted at 1200ms, while the re-entered hold was on the server until >= 1500ms: %v", r)
 	}
 }
+
+// The acquisition's Token() failed (token 0: a plain hold's token is drawn
+// by a round trip, and the server was restarting), and the re-entry, run
+// once the server was back, told the hold's token (11): the same hold,
+// its token drawn then (its key persisted through the restart). The inner
+// unlock names token 11, the outer one token 0, and it released the hold
+// (13ms); client 1 was handed it then. The checker took token 11 for a new
+// hold, since it differs from the acquisition's (0), left the outer unlock
+// to no hold, and kept the first valid a lease from its acquisition: an
+// overlap with client 1's (found by the nemesis soak, seed
+// 3981651698968925168, in CI).
+func TestSoakCheckerReentryTellsUnknownToken(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 0, call: 0, ret: 17 * msec},
+		{kind: "enter", client: 0, token: 11, call: 17 * msec, ret: 252 * msec, ok: true, known: true},
+		{kind: "leave", client: 0, token: 11, call: 255 * msec, ret: 263 * msec, ok: true, known: true},
+		{kind: "rel?", client: 0, token: 0, call: 264 * msec},
+		{kind: "rel", client: 0, token: 0, call: 264 * msec, ret: 269 * msec, ok: true, known: true},
+		{kind: "acq", client: 1, token: 12, call: 100 * msec, ret: 270 * msec},
+		{kind: "rel?", client: 1, token: 12, call: 300 * msec},
+		{kind: "rel", client: 1, token: 12, call: 300 * msec, ret: 301 * msec, ok: true, known: true},
+	}
+	for _, g := range []string{"mutex", "fairlock", "multilock", "watchdog"} {
+		if r := checkSoakGroup(g, es, time.Second, 0, 0); len(r.problems) > 0 {
+			t.Errorf("%s: a re-entry that told the hold's unknown token: %v", g, r.problems)
+		}
+	}
+	// Or the first hold expired (1000ms) before the re-entry (1300ms),
+	// which took a new one (token 12) after client 1's (token 11): its
+	// inner unlock released that, and the outer unlock found nothing.
+	lost := []soakEvent{
+		{kind: "acq", client: 0, token: 0, call: 0, ret: 1 * msec},
+		{kind: "acq", client: 1, token: 11, call: 500 * msec, ret: 1002 * msec},
+		{kind: "rel?", client: 1, token: 11, call: 1100 * msec},
+		{kind: "rel", client: 1, token: 11, call: 1100 * msec, ret: 1101 * msec, ok: true, known: true},
+		{kind: "enter", client: 0, token: 12, call: 1300 * msec, ret: 1301 * msec, ok: true, known: true},
+		{kind: "leave", client: 0, token: 12, call: 1302 * msec, ret: 1303 * msec, ok: true, known: true},
+		{kind: "rel?", client: 0, token: 0, call: 1304 * msec},
+		{kind: "rel", client: 0, token: 0, call: 1304 * msec, ret: 1305 * msec, ok: false, known: true},
+		{kind: "acq", client: 1, token: 13, call: 1303 * msec, ret: 1306 * msec},
+		{kind: "rel?", client: 1, token: 13, call: 1400 * msec},
+		{kind: "rel", client: 1, token: 13, call: 1400 * msec, ret: 1401 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("mutex", lost, time.Second, 0, 0); len(r.problems) > 0 {
+		t.Errorf("a re-entry that took a new hold after the first, token unknown, expired: %v", r.problems)
+	}
+	// Still checked: a token the re-entry tells must be newer than every
+	// earlier hold's; and the hold it extended is valid a lease from it.
+	old := []soakEvent{
+		{kind: "acq", client: 1, token: 11, call: 0, ret: 1 * msec},
+		{kind: "rel?", client: 1, token: 11, call: 5 * msec},
+		{kind: "rel", client: 1, token: 11, call: 5 * msec, ret: 6 * msec, ok: true, known: true},
+		{kind: "acq", client: 0, token: 0, call: 10 * msec, ret: 11 * msec},
+		{kind: "enter", client: 0, token: 11, call: 12 * msec, ret: 13 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("mutex", old, time.Second, 0, 0); !notLinearizable(r) {
+		t.Errorf("a re-entry told token 11, the previous hold's: %v", r)
+	}
+	extended := []soakEvent{
+		{kind: "acq", client: 0, token: 0, call: 0, ret: 1 * msec},
+		{kind: "enter", client: 0, token: 11, call: 500 * msec, ret: 501 * msec, ok: true, known: true},
+		{kind: "acq", client: 1, token: 12, call: 900 * msec, ret: 1200 * msec},
+		{kind: "rel?", client: 1, token: 12, call: 1300 * msec},
+		{kind: "rel", client: 1, token: 12, call: 1300 * msec, ret: 1301 * msec, ok: true, known: true},
+	}
+	if r := checkSoakGroup("mutex", extended, time.Second, 0, 0); r.overlaps == 0 || !notLinearizable(r) {
+		t.Errorf("token 12 granted at 1200ms, within the lease the re-entry (token 11) extended to 1488ms: %v", r)
+	}
+}
