@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -146,19 +147,48 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 
 	// Re-entered through the second: one hold on the server, which each
 	// backend value releases as often as it took it, with no loss
-	// reported.
+	// reported. A machine that holds up the watchdog's exchanges with the
+	// server for two thirds of its lease or more (miniredis under -race,
+	// packages in parallel) may lose the hold meanwhile: such an attempt,
+	// and only such, is made once more.
+	for attempt := 1; ; attempt++ {
+		stall, lost := s.reenterThroughAnother(t, ctx, k, p, fmt.Sprintf("twob-%d", attempt))
+		if !lost {
+			return
+		}
+		if stall < 2*time.Second/3 {
+			t.Fatalf("the hold kept through the first backend ended when the second released its share (longest stall of an exchange with the server meanwhile %v)", stall)
+		}
+		if attempt == 2 {
+			t.Fatalf("the hold kept through the first backend ended, in two attempts; the machine held up an exchange with the server for %v", stall)
+		}
+		t.Logf("the hold ended while the machine held up an exchange with the server for %v, two thirds of the watchdog's lease or more: once more", stall)
+	}
+}
+
+// reenterThroughAnother takes name through one backend value, re-enters
+// it through another, and releases each share through the value that took
+// it. It returns the longest stall of an exchange with the server while
+// only the first share was held (see tripmeter.Meter), and whether that
+// share was lost meanwhile.
+func (s *suite) reenterThroughAnother(t *testing.T, ctx context.Context, k lockKind, p, name string) (time.Duration, bool) {
+	m1 := k.open(s.newBackend(t), name, lockConfig{prefix: p, watchdog: time.Second})
+	m2 := k.open(s.newBackend(t), name, lockConfig{prefix: p, watchdog: time.Second})
+	o := dsync.WithOwner(ctx)
 	must(t, m1.LockContext(o), "lock through the first backend")
 	must(t, m2.LockContext(o), "re-enter through the second backend")
 	if n, err := m2.HoldCount(o); err != nil || n != 2 {
 		t.Fatalf("HoldCount after re-entering through another backend: %d, %v; want 2", n, err)
 	}
 	done1, done2 := m1.Done(o), m2.Done(o)
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	must(t, m2.UnlockContext(o), "unlock through the second backend")
 	within(t, s.bound(time.Second), done2, "Done through the second backend after its unlock")
 	time.Sleep(time.Second) // three renewals of the hold kept through the first
+	stall := trips.Stop()
 	select {
 	case <-done1:
-		t.Fatal("the hold kept through the first backend ended when the second released its share")
+		return stall, true
 	default:
 	}
 	if n, err := m1.HoldCount(o); err != nil || n != 1 {
@@ -172,6 +202,7 @@ func (s *suite) testUnlockThroughAnotherBackend(t *testing.T, ctx context.Contex
 	if locked, err := m1.IsLocked(ctx); err != nil || locked {
 		t.Errorf("after two unlocks: locked %v, %v", locked, err)
 	}
+	return stall, false
 }
 
 var (
