@@ -32,9 +32,11 @@
 --
 --   - every waiter that queues turns a single form into the shared one
 --     first, and each enqueue (a registration, or a heartbeat) makes the
---     hash live at least as long as the entry, plus 2ms: entries expire by
---     TIME, read when a script starts, and a key's expiry set in the same
---     script counts from no earlier, but may be rounded down to the ms;
+--     hash live at least as long as the entry, plus 2ms: an entry expires
+--     by TIME, read early in the script, in whole ms, and a key's expiry
+--     set in the same script counts from the server's clock at the command
+--     (before Redis 7.2) or at the script's start (since), at most the
+--     script's run earlier;
 --   - while a capacity is set at runtime the state is the shared form,
 --     without expiry (the leases end through holders), kept when every
 --     permit is free; SetCapacity turns a single form into it, and

@@ -113,29 +113,45 @@ func TestUncontendedPairCommands(t *testing.T) {
 // lease runs out while a live waiter is queued whose next attempt is late
 // (held back, as by a slow network): a newcomer's plain SET NX must not
 // take the permits ahead of it. The state outlives the waiter's entry, so
-// the newcomer's SET NX fails, and its script serves the waiter first.
+// the newcomer's SET NX fails, and its script serves the waiter first;
+// also when the state was kept for a capacity set at runtime, which was
+// cleared while the waiter was queued.
 func TestPlainAcquireWaitsBehindQueueAfterHoldersDied(t *testing.T) {
 	srv := testserver.Real(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, asks := range []int64{4, 1} {
+	for _, c := range []struct {
+		asks    int64
+		cleared bool
+	}{{4, false}, {1, false}, {4, true}} {
+		what := fmt.Sprintf("asks %d, runtime capacity cleared %v", c.asks, c.cleared)
 		name := "behind-" + dsync.NewID()[:8]
 		const leaseD = time.Second
 		holder := semaphore.New(srv.NewBackend(t), name, 4, semaphore.WithLease(leaseD), semaphore.WithLogger(nil))
 		gated := fake.NewGated(t, srv.NewBackend(t))
 		w := semaphore.New(gated, name, 4, semaphore.WithWaiterTimeout(5*time.Second), semaphore.WithLogger(nil))
 		probe := semaphore.New(srv.NewBackend(t), name, 4)
-		if err := holder.Acquire(ctx, 4); err != nil { // plain, and never given back
+		if c.cleared {
+			if err := probe.SetCapacity(ctx, 4); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := holder.Acquire(ctx, 4); err != nil { // never given back
 			t.Fatal(err)
 		}
-		got := acquire(ctx, w, asks) // ownerless: a hand-off needs no attempt to confirm it
+		got := acquire(ctx, w, c.asks) // ownerless: a hand-off needs no attempt to confirm it
 		awaitState(t, ctx, probe, "the waiter queued", func(st semaphore.State) bool { return st.Queued == 1 })
 		gated.HoldEvals() // its attempt at the lease's end is late
+		if c.cleared {
+			if err := probe.SetCapacity(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
 		// Past the end of the holder's lease, on the server's clock, by
 		// more than the ms a key's expiry may be rounded to.
 		end, err := redis.Strings(srv.Do(ctx, "ZRANGE", "dsync:semaphore:{"+name+"}:holders", 0, 0, "WITHSCORES"))
 		if err != nil || len(end) != 2 {
-			t.Fatalf("asks %d: the holder's lease on the server: %v, %v", asks, end, err)
+			t.Fatalf("%s: the holder's lease on the server: %v, %v", what, end, err)
 		}
 		endMs, err := strconv.ParseInt(end[1], 10, 64)
 		if err != nil {
@@ -153,22 +169,22 @@ func TestPlainAcquireWaitsBehindQueueAfterHoldersDied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if asks == 4 && ok {
-			t.Errorf("asks %d: a newcomer's TryAcquire(1) succeeded ahead of a live waiter for 4, after the only holder's lease ran out (%+v)", asks, st)
+		if c.asks == 4 && ok {
+			t.Errorf("%s: a newcomer's TryAcquire(1) succeeded ahead of a live waiter for 4, after the only holder's lease ran out (%+v)", what, st)
 		}
-		if st.Queued != 0 || st.Held != asks+map[bool]int64{true: 1}[ok] {
-			t.Errorf("asks %d: after a newcomer's TryAcquire(1) = %v: %+v; want the waiter served first, nobody queued", asks, ok, st)
+		if st.Queued != 0 || st.Held != c.asks+map[bool]int64{true: 1}[ok] {
+			t.Errorf("%s: after a newcomer's TryAcquire(1) = %v: %+v; want the waiter served first, nobody queued", what, ok, st)
 		}
 		gated.OpenEvals()
 		select {
 		case err := <-got:
 			if err != nil {
-				t.Fatalf("asks %d: the waiter: %v", asks, err)
+				t.Fatalf("%s: the waiter: %v", what, err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("asks %d: the waiter not served 5s after the holder's lease ran out", asks)
+			t.Fatalf("%s: the waiter not served 5s after the holder's lease ran out", what)
 		}
-		if err := w.Release(ctx, asks); err != nil {
+		if err := w.Release(ctx, c.asks); err != nil {
 			t.Error(err)
 		}
 		if ok {
@@ -177,7 +193,7 @@ func TestPlainAcquireWaitsBehindQueueAfterHoldersDied(t *testing.T) {
 			}
 		}
 		if left := keysLeft(t, ctx, srv, "dsync:semaphore:{"+name+"}*"); len(left) > 0 {
-			t.Errorf("asks %d: keys left once every permit is back: %v", asks, left)
+			t.Errorf("%s: keys left once every permit is back: %v", what, left)
 		}
 	}
 }
