@@ -370,3 +370,85 @@ func TestSharedAcquisitionsAskTheScriptFirst(t *testing.T) {
 		}
 	}
 }
+
+// losesSet runs every SET NX, and loses the reply of the next lose ones
+// that set their key, as a timeout after the server ran it would.
+type losesSet struct {
+	backend.Backend
+	lose atomic.Int64
+}
+
+func (l *losesSet) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ok, err := l.Backend.(backend.Setter).SetNX(ctx, key, value, ttl)
+	if err == nil && ok && l.lose.Add(-1) >= 0 {
+		return false, errNet
+	}
+	return ok, err
+}
+
+// TestPlainSetReplyLost: a plain SET NX that took the semaphore, its reply
+// lost: an Acquire's next attempt, the script's, finds the plain form of
+// its own acquisition and holds it once, as a retry; a TryAcquire fails
+// and its abandon gives it back; a portable permit is acquired once and
+// released by its id. Nothing is left held or on the server.
+func TestPlainSetReplyLost(t *testing.T) {
+	srv := testserver.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	name := "lostset-" + dsync.NewID()[:8]
+	b := &losesSet{Backend: srv.NewBackend(t)}
+	sem := semaphore.New(b, name, 4, semaphore.WithLogger(nil))
+	probe := semaphore.New(srv.NewBackend(t), name, 4)
+	free := func(what string) {
+		t.Helper()
+		if st, err := probe.State(ctx); err != nil || st.Held != 0 || st.Holders != 0 {
+			t.Errorf("%s: %+v, %v; want nothing held", what, st, err)
+		}
+		if left := keysLeft(t, ctx, srv, "dsync:semaphore:{"+name+"}*"); len(left) > 0 {
+			t.Errorf("%s: keys left: %v", what, left)
+		}
+	}
+
+	for _, owned := range []bool{true, false} {
+		actx := ctx
+		if owned {
+			actx = dsync.WithOwner(ctx)
+		}
+		b.lose.Store(1)
+		if err := sem.Acquire(actx, 1); err != nil {
+			t.Fatalf("owner %v: Acquire after a lost SET NX reply: %v", owned, err)
+		}
+		if b.lose.Load() > 0 {
+			t.Fatalf("owner %v: no SET NX took the semaphore", owned)
+		}
+		if st, err := probe.State(ctx); err != nil || st.Held != 1 || st.Holders != 1 {
+			t.Errorf("owner %v: after an Acquire(1) whose SET NX reply was lost: %+v, %v; want 1 held", owned, st, err)
+		}
+		if err := sem.Release(actx, 1); err != nil {
+			t.Errorf("owner %v: Release: %v", owned, err)
+		}
+		if err := sem.Release(actx, 1); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("owner %v: a second Release(1) = %v, want ErrNotHeld", owned, err)
+		}
+		free(fmt.Sprintf("owner %v, once released", owned))
+	}
+
+	b.lose.Store(1)
+	if ok, err := sem.TryAcquire(ctx, 1); ok || err == nil || b.lose.Load() > 0 {
+		t.Errorf("TryAcquire whose SET NX reply was lost = %v, %v; want the error", ok, err)
+	}
+	free("after a TryAcquire whose SET NX reply was lost")
+
+	b.lose.Store(1)
+	p, err := sem.AcquirePermit(ctx)
+	if err != nil || b.lose.Load() > 0 {
+		t.Fatalf("AcquirePermit after a lost SET NX reply: %v (SET NX replies left to lose: %d)", err, b.lose.Load())
+	}
+	if st, err := probe.State(ctx); err != nil || st.Held != 1 {
+		t.Errorf("after an AcquirePermit whose SET NX reply was lost: %+v, %v; want 1 held", st, err)
+	}
+	if err := sem.ReleasePermit(ctx, p.ID); err != nil {
+		t.Errorf("ReleasePermit: %v", err)
+	}
+	free("once the permit was released")
+}
