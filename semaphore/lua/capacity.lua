@@ -20,7 +20,11 @@ local s = type(v) == 'string' and sem_single(v)
 if type(v) == 'string' and not s then
   return unexpected(k.hash, 'not a semaphore state')
 end
-redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
+-- WRONGTYPE before any write: a capacity key written before a foreign
+-- queue failed the script would be one that no plain SET NX sees.
+redis.call('ZRANGE', k.holders, 0, 0)
+redis.call('ZRANGE', k.queue, 0, 0)
+redis.call('ZRANGE', k.expiry, 0, 0)
 sem_override(k)
 if s and c == 0 then
   -- No capacity set at runtime is in force over a single form (but an
