@@ -23,7 +23,7 @@ func TestRecordedCapacityVanishesWithLastPermit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	name := "vanishes-" + dsync.NewID()[:8]
-	holder := semaphore.New(srv.NewBackend(t), name, 4, semaphore.WithLease(300*time.Millisecond), semaphore.WithLogger(nil))
+	holder := semaphore.New(srv.NewBackend(t), name, 4, semaphore.WithLease(time.Second), semaphore.WithLogger(nil))
 	if err := holder.Acquire(ctx, 4); err != nil { // never given back
 		t.Fatal(err)
 	}
