@@ -89,9 +89,10 @@
 // state lives (any permit held or waiter queued), an acquisition through a
 // handle with another capacity fails with ErrCapacityMismatch: two
 // processes configured differently learn it instead of sharing a
-// semaphore of unclear size. The state, and with it the recorded
-// capacity, vanishes when every permit is free and nobody is queued, unless
-// a capacity is set at runtime.
+// semaphore of unclear size. The recorded capacity binds no longer once
+// every permit is free and nobody is queued (the state may outlive that
+// for a while: the next acquisition records its handle's), unless a
+// capacity is set at runtime.
 //
 // SetCapacity changes the capacity at runtime for every handle: it is kept
 // on the server without expiry, with the semaphore's state (the keys that
@@ -103,6 +104,13 @@
 // a waiter asking for more than the new capacity fails with
 // dsync.ErrInvalidPermits. A handle still rejects n above its own capacity
 // before any I/O.
+//
+// Versions of dsync before the plain acquisition (see Keys) kept a
+// runtime capacity on a free semaphore as the capacity key alone, which a
+// plain acquisition does not read: after upgrading, call SetCapacity again.
+// Processes of both kinds must not share a semaphore: the earlier kind's
+// waiters do not keep the state that the later kind's plain acquisitions
+// test.
 //
 // # Keys
 //

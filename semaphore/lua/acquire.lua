@@ -91,8 +91,16 @@ if (s or not v) and not override then
 end
 local st = sem_open(k, v, s, hcap, now_ms)
 st.override = override
+sem_purge(k, st, now_ms)
 if not override and st.cap and st.cap ~= hcap then
-  return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
+  local hd = head(k.queue, k.expiry, now_ms)
+  if st.used > 0 or (hd and hd ~= entry) then
+    return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
+  end
+  -- Every permit free and nobody queued: the recorded capacity went with
+  -- the last permit, although the state outlives it (a waiter that left
+  -- had made it outlive its place).
+  st.cap = hcap
 end
 st.cap = st.cap or hcap
 local limit = sem_limit(st, hcap)
@@ -102,7 +110,6 @@ if n > limit then
   end
   return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
 end
-sem_purge(k, st, now_ms)
 sem_dispatch(k, st, limit, now_ms, now_us, {channel = a.channel, hub = ''}, entry, nil)
 local h = sem_holder(k, owner)
 local till
