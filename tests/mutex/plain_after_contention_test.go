@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
@@ -39,18 +36,9 @@ func (c *setterCounting) SetNX(ctx context.Context, key, value string, ttl time.
 // scripts' inner calls included, by command.
 func serverCalls(t *testing.T, ctx context.Context, srv *testserver.Server) map[string]int64 {
 	t.Helper()
-	v, err := redis.String(srv.Do(ctx, "INFO", "commandstats"))
+	calls, err := srv.CommandCalls(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	calls := map[string]int64{}
-	for _, line := range strings.Split(v, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") || name == "info" {
-			continue
-		}
-		n, _, _ := strings.Cut(rest, ",")
-		calls[name], _ = strconv.ParseInt(n, 10, 64)
 	}
 	return calls
 }
