@@ -5,32 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 )
-
-// setterCounting counts a backend's calls, script calls and SET NX apart,
-// and keeps its backend.Setter.
-type setterCounting struct {
-	backend.Backend
-	evals, sets atomic.Int64
-}
-
-func (c *setterCounting) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	c.evals.Add(1)
-	return c.Backend.Eval(ctx, s, keys, args...)
-}
-
-func (c *setterCounting) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	c.sets.Add(1)
-	return c.Backend.(backend.Setter).SetNX(ctx, key, value, ttl)
-}
 
 // serverCalls returns the calls of every command srv ran but INFO,
 // scripts' inner calls included, by command.
@@ -59,7 +40,7 @@ func TestPlainAgainAfterContention(t *testing.T) {
 	for _, owned := range []bool{false, true} {
 		name := "again-" + dsync.NewID()[:8]
 		other := mutex.New(srv.NewBackend(t), name, mutex.WithLogger(nil))
-		c := &setterCounting{Backend: srv.NewBackend(t)}
+		c := &testserver.SetterCounting{Backend: srv.NewBackend(t)}
 		m := mutex.New(c, name, mutex.WithLogger(nil))
 		lctx := ctx
 		if owned {
@@ -104,11 +85,11 @@ func TestPlainAgainAfterContention(t *testing.T) {
 			if i == 1 {
 				before = serverCalls(t, ctx, srv)
 			}
-			evals, sets := c.evals.Load(), c.sets.Load()
+			evals, sets := c.Evals.Load(), c.Sets.Load()
 			if err := m.LockContext(lctx); err != nil {
 				t.Fatal(err)
 			}
-			de, ds := c.evals.Load()-evals, c.sets.Load()-sets
+			de, ds := c.Evals.Load()-evals, c.Sets.Load()-sets
 			if i > 0 && (de != 0 || ds != 1) {
 				t.Fatalf("owner %v: uncontended Lock %d after a contended period: %d script calls and %d SET NX, want one SET NX", owned, i+1, de, ds)
 			}

@@ -284,23 +284,6 @@ func TestPlainAcquireObeysLoweredCapacity(t *testing.T) {
 	}
 }
 
-// setterCounting counts a backend's calls, script calls and SET NX apart,
-// and keeps its backend.Setter.
-type setterCounting struct {
-	backend.Backend
-	evals, sets atomic.Int64
-}
-
-func (c *setterCounting) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	c.evals.Add(1)
-	return c.Backend.Eval(ctx, s, keys, args...)
-}
-
-func (c *setterCounting) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	c.sets.Add(1)
-	return c.Backend.(backend.Setter).SetNX(ctx, key, value, ttl)
-}
-
 // TestSharedAcquisitionsAskTheScriptFirst: a handle whose acquisitions
 // join another owner's permits finds the state there every time; after
 // its first SET NX failed, it asks the script at once, and keeps doing so
@@ -317,7 +300,7 @@ func TestSharedAcquisitionsAskTheScriptFirst(t *testing.T) {
 		if err := other.Acquire(oo, 1); err != nil {
 			t.Fatal(err)
 		}
-		c := &setterCounting{Backend: srv.NewBackend(t)}
+		c := &testserver.SetterCounting{Backend: srv.NewBackend(t)}
 		sem := semaphore.New(c, name, 4)
 		actx := ctx
 		if owned {
@@ -326,21 +309,21 @@ func TestSharedAcquisitionsAskTheScriptFirst(t *testing.T) {
 		const n = 10
 		var calls int64
 		for i := range n {
-			before := c.evals.Load() + c.sets.Load()
+			before := c.Evals.Load() + c.Sets.Load()
 			if err := sem.Acquire(actx, 1); err != nil {
 				t.Fatal(err)
 			}
-			calls += c.evals.Load() + c.sets.Load() - before
+			calls += c.Evals.Load() + c.Sets.Load() - before
 			if err := sem.Release(actx, 1); err != nil {
 				t.Fatal(err)
 			}
-			if i == 0 && c.sets.Load() != 1 {
-				t.Fatalf("owner %v: the first acquisition sent %d SET NX, want 1", owned, c.sets.Load())
+			if i == 0 && c.Sets.Load() != 1 {
+				t.Fatalf("owner %v: the first acquisition sent %d SET NX, want 1", owned, c.Sets.Load())
 			}
 		}
 		if calls > n+1 {
 			t.Errorf("owner %v: %d acquisitions joining another owner's permits made %d calls (%d SET NX), want at most %d",
-				owned, n, calls, c.sets.Load(), n+1)
+				owned, n, calls, c.Sets.Load(), n+1)
 		}
 		if err := other.Release(oo, 1); err != nil {
 			t.Fatal(err)
@@ -348,14 +331,14 @@ func TestSharedAcquisitionsAskTheScriptFirst(t *testing.T) {
 		// Free again: the script's plain reply lets the next one try the
 		// SET NX first again.
 		for i := range 3 {
-			sets := c.sets.Load()
+			sets := c.Sets.Load()
 			if err := sem.Acquire(actx, 1); err != nil {
 				t.Fatal(err)
 			}
 			if err := sem.Release(actx, 1); err != nil {
 				t.Fatal(err)
 			}
-			if i > 0 && c.sets.Load() != sets+1 {
+			if i > 0 && c.Sets.Load() != sets+1 {
 				t.Errorf("owner %v: acquisition %d on a free semaphore, after one the script found free, sent no SET NX", owned, i+1)
 			}
 		}
