@@ -103,6 +103,10 @@ local function keep_turn(lock, s, ttl, now_ms)
     end
     s.waiting, s.ends = true, now_ms + left
     store(lock, s)
+    if left < life then
+      redis.call('PEXPIRE', lock, life)
+    end
+    return
   elseif not s.owner and not s.token then
     mark_free(lock, draw(nil), life)
     return
