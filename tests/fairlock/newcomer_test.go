@@ -38,6 +38,19 @@ func (o *acquisitions) lockAndRecord(ctx context.Context, m *fairlock.Mutex, nam
 	return got
 }
 
+// await returns what c carries, or fails t if nothing comes within a
+// minute of the bubble's clock.
+func await(t *testing.T, c <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: nothing within a minute", what)
+		return nil
+	}
+}
+
 func (o *acquisitions) order() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -95,7 +108,7 @@ func TestNewcomerWaitsAfterHoldExpired(t *testing.T) {
 				synctest.Wait()
 				wb.OpenEvals()
 				for _, c := range []<-chan error{wGot, nGot} {
-					if err := <-c; err != nil {
+					if err := await(t, c, "an acquisition"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -122,7 +135,7 @@ func TestNewcomerWaitsAfterHoldExpired(t *testing.T) {
 				// The live waiter's next attempt is held up.
 				lb.HoldEvals()
 				db.Close() // the head's process dies: no heartbeat, no abandon
-				if err := <-deadGot; err == nil {
+				if err := await(t, deadGot, "the dead waiter's LockContext"); err == nil {
 					t.Fatal("the dead waiter acquired")
 				}
 				// Handed to the dead head on the hand-off lease (2s), with
@@ -136,7 +149,7 @@ func TestNewcomerWaitsAfterHoldExpired(t *testing.T) {
 				synctest.Wait()
 				lb.OpenEvals()
 				for _, c := range []<-chan error{liveGot, nGot} {
-					if err := <-c; err != nil {
+					if err := await(t, c, "an acquisition"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -184,7 +197,7 @@ func TestNewcomerWaitsAfterHoldExpired(t *testing.T) {
 				wb.OpenEvals()
 				wb.OpenDeliveries()
 				for _, c := range []<-chan error{wGot, n1Got, n2Got} {
-					if err := <-c; err != nil {
+					if err := await(t, c, "an acquisition"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -241,7 +254,7 @@ func TestEndedHoldIsLost(t *testing.T) {
 		}
 		hb.OpenEvals()
 		wb.OpenEvals()
-		if err := <-wGot; err != nil {
+		if err := await(t, wGot, "the waiter's LockContext"); err != nil {
 			t.Fatal(err)
 		}
 		if wt, err := w.Token(wo); err != nil || wt <= token {
