@@ -33,4 +33,5 @@ if not s.owner then
   s.waiting = true
   return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a))}
 end
+leave_turn(lock, s, expiry)
 return {0, ''}

@@ -114,6 +114,19 @@ local function keep_turn(lock, s, ttl, now_ms)
   expire_at_least(lock, life)
 end
 
+-- leave_turn cuts the life of the key at lock, whose hold s (held by
+-- someone else) is in the end form, back to what the hold and the live
+-- waiters still queued need, once a waiter left the queue of turn (see
+-- a.turn) without taking the hold: the key was kept for that waiter, and
+-- outliving an ended hold with nobody queued would keep the primitive's
+-- key past its being free.
+local function leave_turn(lock, s, turn)
+  if s.owner and s.ends then
+    local now_ms = now()
+    store_turn(lock, s, s.ends - now_ms, turn, now_ms)
+  end
+end
+
 -- queue_behind registers the waiter of the attempt a (if it has an entry)
 -- behind the hold s at lock, or behind the head of a free primitive, and
 -- returns the failed attempt's reply.
