@@ -222,10 +222,11 @@ local function load(lock)
 end
 
 -- hold_left returns the ms left of the held state s at lock: until its end
--- in the end form, else the key's PTTL.
+-- in the end form, else the key's PTTL. A hold decode found held has at
+-- least 1 ms left, though the clock may have moved on to its end since.
 local function hold_left(lock, s)
   if s.ends then
-    return s.ends - now()
+    return math.max(s.ends - now(), 1)
   end
   return redis.call('PTTL', lock)
 end

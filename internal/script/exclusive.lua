@@ -123,7 +123,7 @@ end
 local function leave_turn(lock, s, turn)
   if s.owner and s.ends then
     local now_ms = now()
-    store_turn(lock, s, s.ends - now_ms, turn, now_ms)
+    store_turn(lock, s, math.max(s.ends - now_ms, 1), turn, now_ms)
   end
 end
 
