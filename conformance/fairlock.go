@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/tripmeter"
 )
@@ -20,6 +21,7 @@ func (s *suite) fairlockRules() []rule {
 		{"LongWaiterKeepsItsPlace", "a live waiter keeps its place however long it waits, past many waiter timeouts", false, s.testFairLongWaiter},
 		{"CancelledWaiterLeaves", "a waiter whose ctx ends leaves the queue at once, and the one behind it is served at the release", false, s.testFairCancelledWaiter},
 		{"DeadWaiterSkipped", "a dead waiter holds the queue up for at most the waiter timeout", false, s.testFairDeadWaiter},
+		{"NoOvertakeAfterExpiry", "a newcomer never takes the lock ahead of a live waiter once the hold the waiter queued behind ran out: TryLock fails and Lock waits its turn", false, s.testFairNoOvertake},
 	}
 }
 
@@ -202,4 +204,90 @@ func (s *suite) testFairDeadWaiter(t *testing.T, ctx context.Context) {
 		t.Errorf("the live waiter behind a dead one acquired %v after the release; want at most the waiter timeout %v + 200ms", d, timeout)
 	}
 	t.Logf("a dead waiter at the head delayed the queue by %v (waiter timeout %v)", time.Since(released), timeout)
+}
+
+func (s *suite) testFairNoOvertake(t *testing.T, ctx context.Context) {
+	lease := s.bound(200 * time.Millisecond)
+	p := prefix()
+	open := func(b backend.Backend) *fairlock.Mutex { return fairlock.New(b, "overtake", fairlock.WithPrefix(p)) }
+	probe := open(s.newBackend(t))
+	holder := fairlock.New(s.newBackend(t), "overtake", fairlock.WithPrefix(p), fairlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
+	// The waiter makes no attempt from when it queued until it is let
+	// go, as a process stalled between two attempts: its place lasts the
+	// waiter timeout (5s), and the lock is free with it queued once the
+	// hold ran out.
+	wb := newStalled(t, s.newBackend(t))
+	var o order
+	got := make(chan int, 2)
+	proceed := make(chan struct{})
+	waiter := open(wb)
+	go func() {
+		if err := waiter.LockContext(ctx); err != nil {
+			t.Errorf("waiter: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 0)
+		o.mu.Unlock()
+		<-proceed
+		if err := waiter.UnlockContext(ctx); err != nil {
+			t.Errorf("waiter: unlock: %v", err)
+		}
+		got <- 0
+	}()
+	awaitFairQueued(t, ctx, probe, 1)
+	wb.shut()
+	time.Sleep(lease + s.bound(100*time.Millisecond))
+	st, err := probe.State(ctx)
+	must(t, err, "state")
+	if st.Locked || st.Queued != 1 {
+		t.Fatalf("past the hold's lease: %+v; want free with the waiter queued", st)
+	}
+	// A newcomer with one plain SET NX where the backend has it, and one
+	// through the acquire script.
+	for _, b := range []backend.Backend{s.newBackend(t), elsewhere{s.newBackend(t)}} {
+		if ok, err := open(b).TryLockContext(ctx); ok || err != nil {
+			t.Fatalf("a newcomer's TryLock on %T past the hold's lease = %v, %v; want false: a live waiter is queued", b, ok, err)
+		}
+	}
+	newcomer := open(s.newBackend(t))
+	go func() {
+		if err := newcomer.LockContext(ctx); err != nil {
+			t.Errorf("newcomer: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 1)
+		o.mu.Unlock()
+		if err := newcomer.UnlockContext(ctx); err != nil {
+			t.Errorf("newcomer: unlock: %v", err)
+		}
+		got <- 1
+	}()
+	awaitFairQueued(t, ctx, probe, 2)
+	wb.open()
+	close(proceed)
+	within(t, s.bound(5*time.Second), got, "an acquisition")
+	within(t, s.bound(5*time.Second), got, "an acquisition")
+	o.check(t, 2)
+}
+
+// awaitFairQueued returns once n waiters are queued on the lock of probe.
+func awaitFairQueued(t *testing.T, ctx context.Context, probe *fairlock.Mutex, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		st, err := probe.State(ctx)
+		must(t, err, "state")
+		if st.Queued >= n {
+			return
+		}
+		if time.Now().After(deadline) || i > 5000 {
+			t.Fatalf("%d waiters not queued within 5s (%d queued)", n, st.Queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

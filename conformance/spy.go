@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/hub"
@@ -94,3 +96,64 @@ func (e elsewhere) Eval(ctx context.Context, s *backend.Script, keys []string, a
 
 func (s *spy) Sharded() bool      { return backend.IsSharded(s.Backend) }
 func (e elsewhere) Sharded() bool { return backend.IsSharded(e.Backend) }
+
+// stalled wraps a backend whose script calls wait while it is shut, as
+// those of a process stalled between two attempts: a waiter on it keeps
+// its place, its entry living the waiter timeout, and makes no attempt.
+type stalled struct {
+	backend.Backend
+
+	mu   sync.Mutex
+	gate chan struct{} // nil while open
+}
+
+// newStalled returns b wrapped, open, and opened when t ends.
+func newStalled(t *testing.T, b backend.Backend) *stalled {
+	s := &stalled{Backend: b}
+	t.Cleanup(s.open)
+	return s
+}
+
+func (s *stalled) shut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate == nil {
+		s.gate = make(chan struct{})
+	}
+}
+
+func (s *stalled) open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate != nil {
+		close(s.gate)
+		s.gate = nil
+	}
+}
+
+// Eval runs the script once the wrapper is open, or fails when ctx ends:
+// at its deadline too when it can never be done (Done returns nil), as
+// dsync's releases and renewals pass (rule 7 of package backend).
+func (s *stalled) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		var expiry <-chan time.Time
+		if d, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+			t := time.NewTimer(time.Until(d))
+			defer t.Stop()
+			expiry = t.C
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-expiry:
+			return nil, context.DeadlineExceeded
+		}
+	}
+	return s.Backend.Eval(ctx, sc, keys, args...)
+}
+
+func (s *stalled) Sharded() bool { return backend.IsSharded(s.Backend) }

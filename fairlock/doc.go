@@ -22,8 +22,15 @@
 // a fresh fencing token, and wakes that waiter alone: a release costs the
 // same few commands and one message whatever the queue's length. Nobody
 // takes the lock out of turn: TryLockContext, and a new LockContext,
-// succeed on a free lock only if no live waiter is queued. An owner that
-// already holds the lock re-enters at once, without queueing.
+// succeed on a free lock only if no live waiter is queued, also once the
+// hold the waiters queued behind ran out without a release (see Keys). An
+// owner that already holds the lock re-enters at once, without queueing.
+//
+// A waiter's place is that of its registration. The first attempt of an
+// acquisition is one plain SET NX where the backend has backend.Setter
+// (see Keys): on a held lock it registers nothing, and the acquire script
+// that follows at once does; another acquisition whose script reaches the
+// server between the two queues ahead of it.
 //
 // A waiter's place lasts the waiter timeout (WithWaiterTimeout, 5s by
 // default) past its last heartbeat, and it beats every third of that while
@@ -67,17 +74,38 @@
 // The lock "reports" under the default prefix uses
 //
 //	dsync:fairlock:{reports}          string: the hold, as in package mutex;
-//	                                  gone when the lock is free
+//	                                  there while a live waiter is queued;
+//	                                  else gone when the lock is free
 //	dsync:fairlock:{reports}:queue    sorted set: waiters by arrival
 //	dsync:fairlock:{reports}:expiry   sorted set: waiters by expiry
 //	dsync:fairlock:{reports}:fence    the last token drawn, for an hour
 //	dsync:fairlock:{reports}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The queue keys vanish with their last
-// waiter, or expire a waiter timeout after its last beat. A free lock that
-// nobody is queued for is taken by a script that checks the queue key and
-// runs one SET, and a hold nobody queued behind is freed with a GET and a
-// DEL, as the mutex's: the queue is read only when a waiter joined it.
+// waiter, or expire a waiter timeout after its last beat.
+//
+// The lock key exists whenever a live waiter is queued, so that a missing
+// key means a lock nobody waits for. A hold that a waiter queues behind
+// records its end in its value, and its key lives on past that end for as
+// long as the last waiter's place lasts (and 2ms more): once its end has
+// passed, the hold is gone (its holder's renewal and release find it so,
+// and State reports the lock free, with the hold's token as the last),
+// but the key still keeps newcomers out. Every heartbeat of a waiter
+// pushes the key's expiry past its place's, and one that finds the key
+// missing while the lock is free writes a free marker ("<token> free")
+// there. A hold handed to a waiter on the hand-off lease is kept so too.
+// When the last waiter leaves or dies, the key goes with the hold, or with
+// the waiter's place.
+//
+// So an uncontended Lock is one plain SET NX PX of the lock key, as the
+// mutex's, through a backend with backend.Setter (elsewhere a script that
+// runs that SET), and an uncontended Unlock a script that GETs and DELs
+// it: four server commands in two round trips; the queue is read only
+// when a waiter joined it. A handle whose last acquisition met the lock
+// held tries the script first. If the lock key is deleted or evicted
+// behind dsync's back while waiters are queued, one newcomer may take the
+// lock ahead of them before a waiter's next heartbeat writes the key
+// back, as a newcomer may take a mutex whose key vanished.
 //
 // # Errors
 //

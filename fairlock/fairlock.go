@@ -111,8 +111,10 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	to := m.h.Cfg.WaiterTimeout
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
 		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}
-	// No Local: queueing in the process first would reorder waiters; no
-	// Plain: a plain SET would take the lock out of turn.
+	// No Local: queueing in the process first would reorder waiters.
+	// Plain: the lock key exists whenever a live waiter is queued (see
+	// a.turn in internal/script/exclusive.lua), so that a plain SET NX
+	// takes only a lock nobody is queued for.
 	m.spec = core.LockSpec{
 		Role:      core.Exclusive,
 		Channel:   m.channel,
@@ -124,6 +126,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Abandon:   abandonScript,
 		Fence:     true,
 		Hold:      &m.hold,
+		Plain:     true,
 	}
 	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}

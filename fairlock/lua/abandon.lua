@@ -4,12 +4,13 @@
 -- found free is passed on too: its last hold expired, and the head may
 -- not know yet.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua).
+-- queue.lua); KEYS[4] fence key (see fence.lua).
 -- ARGV: the header (see codec.lua) of the acquisition.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by the
 -- waiter handed the lock (see hand_to).
 local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
 local a = header()
+a.turn = expiry
 if a.entry ~= '' then
   dequeue(queue, expiry, a.entry)
 end
@@ -32,4 +33,5 @@ if not s.owner then
   s.waiting = true
   return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a))}
 end
+leave_turn(lock, s, expiry)
 return {0, ''}

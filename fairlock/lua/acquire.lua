@@ -1,6 +1,6 @@
 -- acquire: take or re-enter the fair lock, in turn.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
--- queue.lua).
+-- queue.lua); KEYS[4] fence key (see fence.lua).
 -- ARGV: the header (see codec.lua).
 -- Reply: an attempt's (see codec.lua).
 --
@@ -8,7 +8,10 @@
 -- head of the queue, or by anyone if no live waiter is queued: never out
 -- of turn. A waiter that finds the lock free and someone else at the head
 -- queues, and wakes the head, which may be sleeping out its heartbeat.
-if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2]) == 0 and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+-- The lock key exists whenever a live waiter is queued (see a.turn in
+-- exclusive.lua): where it is missing, nobody is queued, and a plain SET
+-- NX, the client's or this script's, takes the lock in turn.
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   -- The common case: a free lock nobody is queued for, taken as a plain
   -- SET does.
   return 0
@@ -16,6 +19,7 @@ end
 -- dsync:library
 local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
 local a = header()
+a.turn = expiry
 local s = load(lock)
 if s.foreign then
   return unexpected(lock, s.foreign)

@@ -3,8 +3,9 @@
 -- queue.lua); KEYS[4] fence key (see fence.lua).
 -- ARGV: the header (see codec.lua), of which the owner whose hold count
 -- and queue position to report ('' for none) and the fence ttl count.
--- Reply: {held (0/1), that owner's hold count, remaining ms (-2 if free,
--- -1 if no expiry), token (the hold's; the last one drawn if free, 0 if
+-- Reply: {held (0/1), that owner's hold count, remaining ms of the hold
+-- (until its end in the end form, see codec.lua; -2 if free, -1 if no
+-- expiry), token (the hold's; the last one drawn if free, 0 if
 -- none is known), holder's owner id ('' if free), holder's hold count,
 -- live waiters queued, that owner's position in the queue (1 at the head,
 -- 0 if not queued), the hold's id ('' if free)}. A plain hold draws its
@@ -23,7 +24,7 @@ if not s.owner and not last then
 end
 local out = {0, 0, -2, last or '0', '', 0, redis.call('ZCOUNT', KEYS[3], '(' .. now_ms, '+inf'), 0, ''}
 if s.owner then
-  out[1], out[3], out[5], out[6], out[9] = 1, redis.call('PTTL', KEYS[1]), s.owner, s.count, s.id
+  out[1], out[3], out[5], out[6], out[9] = 1, hold_left(KEYS[1], s), s.owner, s.count, s.id
   if s.owner == ARGV[1] then
     out[2] = s.count
   end

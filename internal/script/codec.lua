@@ -30,7 +30,8 @@
 -- these positions and compares or stores ARGV[4] as it is: it never spells
 -- a format out.
 
--- header returns the header as a table.
+-- header returns the header as a table. A primitive that keeps its
+-- waiters' turn sets its field turn (see exclusive.lua).
 local function header()
   return {owner = ARGV[1], op = ARGV[2], id = ARGV[3], plain = ARGV[4], lease = ARGV[5], channel = ARGV[6],
     hub = ARGV[7], entry = ARGV[8], entry_ttl = ARGV[9], registered = ARGV[10] == '1', fence_ttl = ARGV[11]}
@@ -137,12 +138,6 @@ end
 -- with one triple per waiter it handed the primitive to or woke (see
 -- hand_to). What n and the hold id mean is the script's to say.
 
--- acquired returns the reply of an attempt that holds the exclusive hold
--- s at lock.
-local function acquired(lock, s)
-  return {1, s.count, s.token or '0', s.id, redis.call('PTTL', lock)}
-end
-
 -- not_acquired returns the reply of an attempt that did not acquire.
 local function not_acquired(left, token)
   return {0, left, token or '0'}
@@ -153,7 +148,9 @@ end
 -- taking or freeing it is one command with its expiry. The key is
 --
 --   missing
---       free, and no waiter registered when it was freed
+--       free, and no waiter registered when it was freed; for a primitive
+--       that keeps its waiters' turn (fairlock, see keep_turn in
+--       exclusive.lua), no live waiter registered at all
 --   "<owner id> <hold id>"
 --       the plain form: a hold taken by one SET NX (its count 1, its
 --       fencing token not drawn yet, nobody registered behind it); ARGV[4]
@@ -161,9 +158,18 @@ end
 --       read hold has a plain form of its own, see rwlock/lua/rw.lua)
 --   "<token> <count> <waiting> <owner id> <hold id> <ops>"
 --       the full form: token, the fencing token (see fence.lua); count,
---       the owner's hold count; waiting, 0 only if no waiter registered
---       behind the hold, which spares its release a look at the waiters;
---       ops, the recent operation ids (see seen)
+--       the owner's hold count; ops, the recent operation ids (see seen);
+--       waiting, one of
+--         0         no waiter registered behind the hold, which spares its
+--                   release a look at the waiters; the key expires with
+--                   the hold
+--         1         waiters may be registered; the key expires with the
+--                   hold
+--         <end ms>  the end form: waiters may be registered, and the hold
+--                   ends at that server time (ms), while the key lives on
+--                   as long as its waiters need it (see keep_turn in
+--                   exclusive.lua); past its end the hold is gone and the
+--                   key reads as free, with the hold's token as the last
 --   "<token> free"
 --       free, with waiters registered, woken to try (see pass_on in
 --       exclusive.lua); token is the last one handed out
@@ -171,10 +177,11 @@ end
 -- Anything else there was not written by dsync, and is left alone.
 
 -- decode reads the state at lock from v, the reply of a GET of it (by
--- pcall): a table with owner, id, count, waiting, ops and, once drawn,
--- token (a string) while held (plain set for the plain form); with token
--- alone while free; empty when the key is missing; with foreign set when
--- the key holds something else (see unexpected).
+-- pcall): a table with owner, id, count, waiting, ops, ends (the end, in
+-- the end form) and, once drawn, token (a string) while held (plain set
+-- for the plain form); with token alone while free, an ended hold
+-- included; empty when the key is missing; with foreign set when the key
+-- holds something else (see unexpected).
 local function decode(lock, v)
   if type(v) == 'table' then
     return {foreign = v.err}
@@ -182,9 +189,16 @@ local function decode(lock, v)
   if not v then
     return {}
   end
-  local token, count, waiting, owner, id, ops = string.match(v, '^(%d+) (%d+) ([01]) (%S+) (%S+) ?(.*)$')
+  local token, count, waiting, owner, id, ops = string.match(v, '^(%d+) (%d+) (%d+) (%S+) (%S+) ?(.*)$')
   if token then
-    return {token = token, count = tonumber(count), waiting = waiting == '1', owner = owner, id = id, ops = ops}
+    local ends = tonumber(waiting)
+    if ends <= 1 then
+      return {token = token, count = tonumber(count), waiting = ends == 1, owner = owner, id = id, ops = ops}
+    end
+    if ends <= now() then
+      return {token = token}
+    end
+    return {token = token, count = tonumber(count), waiting = true, ends = ends, owner = owner, id = id, ops = ops}
   end
   token = string.match(v, '^(%d+) free$')
   if token then
@@ -207,31 +221,72 @@ local function load(lock)
   return decode(lock, redis.pcall('GET', lock))
 end
 
--- store writes the full form of the held state s, expiring after ttl ms,
--- or keeping the key's expiry if ttl is nil; a plain hold draws its token
--- then.
-local function store(lock, s, ttl)
+-- hold_left returns the ms left of the held state s at lock: until its end
+-- in the end form, else the key's PTTL. A hold decode found held has at
+-- least 1 ms left, though the clock may have moved on to its end since.
+local function hold_left(lock, s)
+  if s.ends then
+    return math.max(s.ends - now(), 1)
+  end
+  return redis.call('PTTL', lock)
+end
+
+-- acquired returns the reply of an attempt that holds the exclusive hold
+-- s at lock.
+local function acquired(lock, s)
+  return {1, s.count, s.token or '0', s.id, hold_left(lock, s)}
+end
+
+-- encode returns the full form of the held state s; a plain hold draws its
+-- token then.
+local function encode(s)
   s.plain = nil
   if not s.token then
     s.token = draw(nil)
   end
-  local v = s.token .. ' ' .. string.format('%d', s.count) .. ' ' .. (s.waiting and '1' or '0') .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
-  if ttl then
-    redis.call('SET', lock, v, 'PX', ttl)
+  local waiting = s.waiting and '1' or '0'
+  if s.ends then
+    waiting = string.format('%d', s.ends)
+  end
+  return s.token .. ' ' .. string.format('%d', s.count) .. ' ' .. waiting .. ' ' .. s.owner .. ' ' .. s.id .. ' ' .. s.ops
+end
+
+-- store writes the full form of the held state s, its hold lasting ttl ms
+-- from now, or keeping its expiry (its end) if ttl is nil; a plain hold
+-- draws its token then. In the end form the key's expiry is only ever
+-- pushed back: it outlives the hold, for the waiters' sake.
+local function store(lock, s, ttl)
+  if not ttl then
+    redis.call('SET', lock, encode(s), 'KEEPTTL')
+  elseif s.ends then
+    s.ends = now() + tonumber(ttl)
+    redis.call('SET', lock, encode(s), 'KEEPTTL')
+    expire_at_least(lock, ttl)
   else
-    redis.call('SET', lock, v, 'KEEPTTL')
+    redis.call('SET', lock, encode(s), 'PX', ttl)
   end
 end
 
--- store_extending writes s like store, with its expiry set to ttl ms
--- unless it already expires later: a re-entry or partial release through
--- a handle with a shorter lease must not cut short a hold that its owner
--- keeps alive on a longer one.
+-- store_extending writes s like store, with its hold lasting ttl ms from
+-- now unless it already lasts longer: a re-entry or partial release
+-- through a handle with a shorter lease must not cut short a hold that
+-- its owner keeps alive on a longer one.
 local function store_extending(lock, s, ttl)
-  if tonumber(ttl) > redis.call('PTTL', lock) then
+  if tonumber(ttl) > hold_left(lock, s) then
     store(lock, s, ttl)
   else
     store(lock, s)
+  end
+end
+
+-- extend makes the hold s at lock last ttl ms from now unless it already
+-- lasts longer, as store_extending does without writing s otherwise; a
+-- ttl of 0 changes nothing.
+local function extend(lock, s, ttl)
+  if not s.ends then
+    expire_at_least(lock, ttl)
+  elseif tonumber(ttl) > hold_left(lock, s) then
+    store(lock, s, ttl)
   end
 end
 

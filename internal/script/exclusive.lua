@@ -1,13 +1,52 @@
 -- What an exclusive hold does (mutex, fairlock, the election's term): its
 -- acquisition, re-entry, release, hand-off and renewal, over the state
 -- that codec.lua writes and reads, and a FIFO queue of waiters (queue.lua).
+--
+-- Keeping the waiters' turn. A primitive that promises its waiters their
+-- turn (fairlock) sets a.turn, in the header table a (see header in
+-- codec.lua), to its expiry key, the sorted set of its waiters' expiries:
+-- then its main key exists whenever a live waiter is queued, so that a
+-- plain SET NX, which takes the hold wherever the key is missing, never
+-- takes it out of turn. A hold with waiters behind it is kept in the end
+-- form (see codec.lua), its key living on past its end while the waiters
+-- need it; every registration and heartbeat of a waiter makes the key
+-- outlive its entry (see keep_turn), writing a free marker where the key
+-- is missing; and every hold taken or handed on with waiters left behind
+-- it is written so (see store_turn). Without a.turn (the mutex, which
+-- anyone takes when free, the election, the read-write lock), nothing
+-- here writes the end form.
+
+-- turn_margin is how many ms a main key kept for the waiters' turn
+-- outlives the last waiter's entry: an entry's expiry is counted from the
+-- server's TIME during the script, a key's from when the script began,
+-- which may be earlier by the script's run so far.
+local turn_margin = 2
+
+-- store_turn writes the hold s at lock, lasting ttl ms from now_ms, so that
+-- the key outlives the live waiters whose expiries are in turn: in the end
+-- form while any is left, else as a hold nobody waits behind.
+local function store_turn(lock, s, ttl, turn, now_ms)
+  ttl = tonumber(ttl)
+  local life = queue_life(turn, now_ms)
+  if life <= 0 then
+    s.waiting, s.ends = false, nil
+    store(lock, s, ttl)
+    return
+  end
+  s.waiting, s.ends = true, now_ms + ttl
+  redis.call('SET', lock, encode(s), 'PX', math.max(ttl, life + turn_margin))
+end
 
 -- take starts the hold of the attempt a (see header) on lock, whose state
 -- s is free, in the full form, for a.lease ms; waiting says whether
--- waiters may be queued behind it.
+-- waiters may be queued behind it (whose turn a.turn keeps).
 local function take(lock, s, a, waiting, now_us)
   local t = {token = draw(s.token, now_us), count = 1, waiting = waiting, owner = a.owner, id = a.op, ops = a.op}
-  store(lock, t, a.lease)
+  if a.turn and waiting then
+    store_turn(lock, t, a.lease, a.turn, math.floor(now_us / 1000))
+  else
+    store(lock, t, a.lease)
+  end
   return t
 end
 
@@ -48,20 +87,62 @@ local function flag_waiting(lock, s)
   store(lock, s)
 end
 
+-- keep_turn makes the key at lock, whose state s was read in this script,
+-- outlive a waiter's entry that expires ttl ms after now_ms (see a.turn):
+-- a hold records its end (the end form, see codec.lua) before its key's
+-- expiry is pushed back; a free primitive whose key is missing gets a
+-- free marker. A hold whose key has no expiry (not one dsync set)
+-- outlives every entry as it is.
+local function keep_turn(lock, s, ttl, now_ms)
+  local life = tonumber(ttl) + turn_margin
+  if s.owner and not s.ends then
+    local left = redis.call('PTTL', lock)
+    if left < 0 then
+      flag_waiting(lock, s)
+      return
+    end
+    s.waiting, s.ends = true, now_ms + left
+    store(lock, s)
+    if left < life then
+      redis.call('PEXPIRE', lock, life)
+    end
+    return
+  elseif not s.owner and not s.token then
+    mark_free(lock, draw(nil), life)
+    return
+  end
+  expire_at_least(lock, life)
+end
+
+-- leave_turn cuts the life of the key at lock, whose hold s (held by
+-- someone else) is in the end form, back to what the hold and the live
+-- waiters still queued need, once a waiter left the queue of turn (see
+-- a.turn) without taking the hold: the key was kept for that waiter, and
+-- outliving an ended hold with nobody queued would keep the primitive's
+-- key past its being free.
+local function leave_turn(lock, s, turn)
+  if s.owner and s.ends then
+    local now_ms = now()
+    store_turn(lock, s, math.max(s.ends - now_ms, 1), turn, now_ms)
+  end
+end
+
 -- queue_behind registers the waiter of the attempt a (if it has an entry)
 -- behind the hold s at lock, or behind the head of a free primitive, and
 -- returns the failed attempt's reply.
 local function queue_behind(lock, s, a, queue, expiry, now_ms)
   if a.entry ~= '' then
     enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
-    if s.owner then
+    if a.turn then
+      keep_turn(lock, s, a.entry_ttl, now_ms)
+    elseif s.owner then
       flag_waiting(lock, s)
     end
   end
   if not s.owner then
     return not_acquired(-1, s.token)
   end
-  return not_acquired(redis.call('PTTL', lock), s.token)
+  return not_acquired(hold_left(lock, s), s.token)
 end
 
 -- pass_on frees the exclusive hold s at lock (or the free primitive, s
@@ -69,7 +150,9 @@ end
 -- queue, if any, in one of two modes:
 --
 --   hand-off   the head's hold begins here, with the next token, for the
---              lease its entry asks, and its wake-up carries the grant;
+--              lease its entry asks (with its end recorded while waiters
+--              are left behind it, if a.turn keeps their turn), and its
+--              wake-up carries the grant;
 --   wake-up    while the head has waited less than after ms (the mutex's
 --              threshold; nil hands off always), the primitive is left
 --              free with a marker (see codec.lua) that keeps plain
@@ -96,7 +179,12 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
         dequeue(queue, expiry, w)
         local token = draw(s.token, now_us)
         -- More waiters may be left: the next release looks again.
-        store(lock, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
+        local t = {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}
+        if a.turn then
+          store_turn(lock, t, ttl, a.turn, now_ms)
+        else
+          store(lock, t, ttl)
+        end
         return w, token, owner
       end
       dequeue(queue, expiry, w) -- not a waiter's entry: drop it
@@ -115,7 +203,8 @@ end
 -- ARGV[2] = args per hold, then per hold its owner id, lease ms (0: only
 -- check the hold, as for a fixed lease) and hold id. It replies per hold 1
 -- if that very hold (owner and hold id) is still there and now expires no
--- sooner than its lease, else 0. A key that is not a dsync state costs
+-- sooner than its lease, else 0: a hold in the end form is there until its
+-- end, whatever its key's expiry. A key that is not a dsync state costs
 -- only its own hold.
 local function renew_holds()
   local out, per = {}, tonumber(ARGV[2])
@@ -125,7 +214,7 @@ local function renew_holds()
     if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
       -- Never shorten a hold that a re-entry through a handle with a
       -- longer lease extended: the client counts on no script doing so.
-      expire_at_least(KEYS[i], ARGV[base + 2])
+      extend(KEYS[i], s, ARGV[base + 2])
       out[i] = 1
     else
       out[i] = 0

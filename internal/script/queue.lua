@@ -37,6 +37,17 @@ local function dequeue(queue, expiry, entry)
   redis.call('ZREM', expiry, entry)
 end
 
+-- queue_life returns how long, in ms from now_ms, the longest-lived entry
+-- of expiry has left (0 or less if none is live): one command, whatever
+-- the queue's length.
+local function queue_life(expiry, now_ms)
+  local last = redis.call('ZRANGE', expiry, -1, -1, 'WITHSCORES')
+  if last[2] then
+    return tonumber(last[2]) - now_ms
+  end
+  return 0
+end
+
 -- purge drops every entry expired at now_ms, in batches small enough for
 -- Lua's stack.
 local function purge(queue, expiry, now_ms)

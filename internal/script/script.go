@@ -9,7 +9,7 @@
 //	Queue      FIFO waiter queue by server arrival, apart from expiry
 //	Waiters    waiter set in the order "longest without an attempt"
 //	Exclusive  what an exclusive hold does: take, re-enter, pass on,
-//	           renew (needs Queue)
+//	           renew, keep the waiters' turn (needs Queue)
 package script
 
 import (

@@ -341,6 +341,9 @@ func runSoak(t *testing.T, groups []soakGroup, d time.Duration, seed uint64, kee
 			defer mu.Unlock()
 			if err != nil {
 				freed[g.name] = fmt.Sprintf("NOT taken by a fresh owner within %v: %v", bound, err)
+				for i := range max(g.servers, 1) {
+					t.Logf("%s: server %d's keys once the fresh owner failed:\n%s", g.name, i, dumpKeys(servers[i].Addr()))
+				}
 			} else {
 				freed[g.name] = fmt.Sprintf("all of it taken by a fresh owner %v after the end", time.Since(start).Round(time.Millisecond))
 			}
@@ -502,4 +505,38 @@ func parseSoakEvent(line string) (soakEvent, error) {
 		return e, fmt.Errorf("bad event %q: %v", line, err)
 	}
 	return e, nil
+}
+
+// dumpKeys returns every key of the server at addr with its type, PTTL and
+// value, one per line: what a failed soak leaves to read.
+func dumpKeys(addr string) string {
+	c, err := redis.Dial("tcp", addr, redis.DialConnectTimeout(time.Second), redis.DialReadTimeout(time.Second))
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	keys, err := redis.Strings(c.Do("KEYS", "*"))
+	if err != nil {
+		return err.Error()
+	}
+	slices.Sort(keys)
+	var out strings.Builder
+	if now, err := redis.Int64s(c.Do("TIME")); err == nil && len(now) == 2 {
+		fmt.Fprintf(&out, "  server time %d ms\n", now[0]*1000+now[1]/1000)
+	}
+	for _, k := range keys {
+		typ, _ := redis.String(c.Do("TYPE", k))
+		ttl, _ := redis.Int64(c.Do("PTTL", k))
+		var v any
+		switch typ {
+		case "string":
+			v, _ = redis.String(c.Do("GET", k))
+		case "zset":
+			v, _ = redis.Strings(c.Do("ZRANGE", k, 0, -1, "WITHSCORES"))
+		case "hash":
+			v, _ = redis.StringMap(c.Do("HGETALL", k))
+		}
+		fmt.Fprintf(&out, "  %s %s PTTL %d: %v\n", k, typ, ttl, v)
+	}
+	return out.String()
 }

@@ -75,6 +75,7 @@ type soakHold struct {
 	evicted         []evictWindow         // when an eviction may have ended it
 	evictFrom       int64                 // watchdog: when an eviction may have ended it first, or never
 	blindEnter      int64                 // watchdog: the return of the last re-entry whose token was unknown, or 0
+	newAt           []int64               // fixed leases: when each re-entry that may have taken a new hold was sent
 }
 
 // evictWindow is when an eviction ended a hold, if sure, or may have.
@@ -197,6 +198,9 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 				if h.token == 0 && e.token != 0 {
 					h.told = e.token
 					byToken[[2]int64{int64(e.client), e.token}] = h
+				}
+				if !watchdog && (e.token == 0 || h.told != 0 && e.token == h.told) {
+					h.newAt = append(h.newAt, e.call)
 				}
 				h.depth++
 				s.reenter++
@@ -399,6 +403,16 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			// found it gone by itself).
 			sure := h.rel != nil && h.rel.known && !h.rel.ok && h.rel.ret < h.call+int64(lease-margin)
 			h.evicted = append(h.evicted, evictWindow{max(w[0], h.call), min(w[1], end), sure})
+			// A re-entry may have taken a new hold after the eviction
+			// ended the first (a plain hold's Token found it gone; the
+			// re-entry queued behind another's hold and was handed the
+			// lock): the window may end that one too, as the eviction
+			// goes on, while the first hold needs the expiry above.
+			for _, at := range h.newAt {
+				if from := max(w[0], at); from < min(w[1], end) {
+					h.evicted = append(h.evicted, evictWindow{from, min(w[1], end), false})
+				}
+			}
 		}
 	}
 	// A renewed hold is on the server a lease after its acquisition at

@@ -236,3 +236,43 @@ func TestSoakCheckerReentryTellsUnknownToken(t *testing.T) {
 		t.Errorf("token 12 granted at 1200ms, within the lease the re-entry (token 11) extended to 1488ms: %v", r)
 	}
 }
+
+// One eviction window ends two holds of a chain: client 0's plain hold
+// (taken at <= 20ms) was evicted before its Token() (token 0), client 1
+// took the lock (token 11) and gave it back, client 0's re-entry queued
+// behind it and was handed a new hold (it told token 12), which the same
+// window's eviction ended too (its inner and outer unlocks found nothing),
+// and client 1 took the lock again (token 20: the fence key was evicted
+// too). The checker gave the chain one expiry for the window, which the
+// first hold used up, so that the new hold was kept a lease from the
+// re-entry and client 1's second grant was Illegal (found by the nemesis
+// soak on fairrev, seed 479841592463115407: clients 4 and 31 of the
+// fairlock group, 01:37:40.34-40.38).
+func TestSoakCheckerReentryNewHoldEvictedInSameWindow(t *testing.T) {
+	es := func(windowEnd int64) []soakEvent {
+		return []soakEvent{
+			{kind: "evicted", client: -1, call: 0, ret: windowEnd, value: 1},
+			{kind: "acq", client: 0, token: 0, call: 10 * msec, ret: 20 * msec},
+			{kind: "acq", client: 1, token: 11, call: 15 * msec, ret: 21 * msec},
+			{kind: "enter", client: 0, token: 12, call: 22 * msec, ret: 40 * msec, ok: true, known: true},
+			{kind: "rel?", client: 1, token: 11, call: 25 * msec},
+			{kind: "rel", client: 1, token: 11, call: 25 * msec, ret: 27 * msec, ok: true, known: true},
+			{kind: "acq", client: 1, token: 20, call: 28 * msec, ret: 42 * msec},
+			{kind: "leave", client: 0, token: 12, call: 45 * msec, ret: 48 * msec, ok: false, known: true},
+			{kind: "rel?", client: 0, token: 0, call: 49 * msec},
+			{kind: "rel", client: 0, token: 0, call: 49 * msec, ret: 51 * msec, ok: false, known: true},
+			{kind: "rel?", client: 1, token: 20, call: 60 * msec},
+			{kind: "rel", client: 1, token: 20, call: 60 * msec, ret: 61 * msec, ok: true, known: true},
+		}
+	}
+	for _, g := range []string{"mutex", "fairlock", "multilock"} {
+		if r := checkSoakGroup(g, es(1000*msec), time.Second, 0, 0); len(r.problems) > 0 {
+			t.Errorf("%s: a re-entry's new hold evicted in the window that ended the first: %v", g, r.problems)
+		}
+		// Still checked: with the window closed before the re-entry, its
+		// new hold was kept, and token 20 was granted while it was.
+		if r := checkSoakGroup(g, es(21*msec), time.Second, 0, 0); !notLinearizable(r) {
+			t.Errorf("%s: a grant while the re-entry's new hold, taken after the eviction, was kept, not caught: %v", g, r)
+		}
+	}
+}
