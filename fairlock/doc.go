@@ -107,6 +107,12 @@
 // lock ahead of them before a waiter's next heartbeat writes the key
 // back, as a newcomer may take a mutex whose key vanished.
 //
+// Versions of dsync whose acquisitions checked the queue (before
+// 2026-11-30) must not share a fair lock with this one: their hold's key
+// expires with its lease though waiters are queued, and this version's
+// plain SET NX would then take the lock ahead of them. Stop them all
+// before starting this version.
+//
 // # Errors
 //
 // As in package mutex: every error names the operation and the lock and
