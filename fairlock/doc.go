@@ -103,9 +103,11 @@
 // it: four server commands in two round trips; the queue is read only
 // when a waiter joined it. A handle whose last acquisition met the lock
 // held tries the script first. If the lock key is deleted or evicted
-// behind dsync's back while waiters are queued, one newcomer may take the
-// lock ahead of them before a waiter's next heartbeat writes the key
-// back, as a newcomer may take a mutex whose key vanished.
+// behind dsync's back while waiters are queued, newcomers may take the
+// lock ahead of them, one after another, until a waiter's next heartbeat
+// (within a third of the waiter timeout) writes the key back, as a
+// newcomer may take a mutex whose key vanished; their releases do not
+// wake the waiters.
 //
 // Versions of dsync whose acquisitions checked the queue (before
 // 2026-11-30) must not share a fair lock with this one: their hold's key
