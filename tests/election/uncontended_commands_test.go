@@ -95,7 +95,9 @@ func TestCampaignFastPathAfterResign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, err = e.Campaign(ctx, "b")
+	// The value is the leader state's last field: any text.
+	const value = "b 1 2\n3 "
+	term, err = e.Campaign(ctx, value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +109,8 @@ func TestCampaignFastPathAfterResign(t *testing.T) {
 	if term.Token() <= first {
 		t.Errorf("token after Resign %d; want above the resigned term's %d", term.Token(), first)
 	}
-	if l, err := e.Leader(ctx); err != nil || l.Value != "b" || l.Token != term.Token() || l.Began.IsZero() {
-		t.Errorf("Leader = %+v, %v; want b with token %d and its start", l, err, term.Token())
+	if l, err := e.Leader(ctx); err != nil || l.Value != value || l.Token != term.Token() || l.Began.IsZero() {
+		t.Errorf("Leader = %+v, %v; want %q with token %d and its start", l, err, value, term.Token())
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
