@@ -10,47 +10,27 @@
 -- never out of turn; a new term is announced to observers. A queued
 -- candidate's value waits in the values hash for the hand-off.
 --
--- The common case first, before the library: nobody leads and nobody is
--- queued, which the main key's absence tells (it exists whenever a live
--- candidate is queued, see a.turn in exclusive.lua). The term begins with
--- one SET NX of the main key, in the full form with the next token (see
--- codec.lua: token, count 1, waiting 0, owner id, hold id, ops), the
--- leader state (see term.lua) written and published as begin_term does.
--- It reads the leader state first: a state it cannot read, or a SET NX
--- that fails, leaves everything as it was, for the library's path.
-if ARGV[10] == '0' then
-  local v = redis.pcall('GET', KEYS[5])
-  local rev, last = nil, nil
-  if type(v) == 'string' then
-    rev, last = string.match(v, '^(%d+) %S* (%d*) %d+ ')
-  end
-  if v == false or rev then
-    local t = redis.call('TIME')
-    local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = now_us
-    if last and last ~= '' then
-      token = tonumber(last) + 1
-    end
-    token = string.format('%d', token)
-    if redis.call('SET', KEYS[1], token .. ' 1 0 ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[5]) then
-      if rev then
-        rev = tonumber(rev) + 1
-      else
-        rev = now_us + 1
-      end
-      local head = string.format('%d ', rev)
-      redis.call('SET', KEYS[5], head .. ARGV[2] .. ' ' .. token .. ' ' .. string.format('%d ', now_ms) .. ARGV[14],
-        'PX', math.max(tonumber(ARGV[5]), tonumber(ARGV[12])))
-      redis.call('PUBLISH', ARGV[13], head .. '0 ' .. token .. ' ' .. string.format('%d ', now_ms) .. ARGV[5] .. ' ' .. ARGV[14])
-      return tonumber(token)
-    end
-  end
-end
 -- dsync:library
 local k = election_keys()
 local a = header()
 a.turn = k.expiry
+if not a.registered then
+  -- The common case: nobody leads and nobody is queued, which the main
+  -- key's absence tells (it exists whenever a live candidate is queued,
+  -- see a.turn in exclusive.lua). One SET NX of the main key begins the
+  -- term, with the token that follows the leader state's. A leader state
+  -- it cannot read, or a SET NX that fails, leaves everything as it was,
+  -- for the path below.
+  local rev, _, last, err = leader_rev(k.leader)
+  if not err then
+    local now_ms, now_us = now()
+    local t = {token = draw(last, now_us), count = 1, waiting = false, owner = a.owner, id = a.op, ops = a.op}
+    if redis.call('SET', k.lock, encode(t), 'NX', 'PX', a.lease) then
+      begin_term(k.leader, ARGV[13], rev, a.op, t.token, ARGV[14], now_ms, a.lease, ARGV[12])
+      return tonumber(t.token)
+    end
+  end
+end
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
