@@ -136,8 +136,10 @@
 // publishes the lapse. The pair is two round trips and 12 server commands
 // (the two script calls among them); each change is still published by
 // the script that makes it. If the term's key is deleted or evicted
-// behind dsync's back while candidates are queued, one newcomer may lead
-// ahead of them before a candidate's next heartbeat writes the key back.
+// behind dsync's back while candidates are queued, newcomers may lead
+// ahead of them, one after another, until a candidate's next heartbeat
+// (within a third of the waiter timeout) writes the key back; the ends
+// of their terms do not wake the candidates.
 //
 // Versions of dsync whose leader state was a hash must not share an
 // election with this one: stop them all before starting this version. A
