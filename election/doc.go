@@ -53,16 +53,24 @@
 // A lease is not a guarantee: a leader paused (GC, swap, a partition)
 // past its lease still believes it leads while the next one does.
 // Every term has a fencing token (Term.Token) strictly greater than every
-// earlier term's, whoever led it, kept by the leader hash (see Keys) for
+// earlier term's, whoever led it, kept by the leader state (see Keys) for
 // the fence ttl, and across deleted keys by the server clock, as for the
-// locks (see package mutex). Pass it
+// locks (see package mutex): a Resign with nobody queued deletes the
+// term's key and leaves the last token in the leader state alone, so that
+// if the leader state too is deleted (or evicted) behind dsync's back, the
+// next term's token is seeded from the server's clock in microseconds,
+// which is above every earlier token unless the clock stepped back by more
+// than the time since. Term.Token does no I/O: Campaign draws the token.
+// Pass it
 // with every write only the leader may make, and have the resource reject
 // a write whose token is lower than the highest it has seen.
 //
 // # Candidates
 //
 // A candidate joins the queue when its attempt reaches the server and
-// finds a term on, or candidates ahead of it. Its place lasts the waiter
+// finds a term on, or candidates ahead of it; nobody leads out of turn,
+// also once the term the candidates queued behind ran out with nobody to
+// hand it on (see Keys). Its place lasts the waiter
 // timeout (WithWaiterTimeout, 5s by default) past its last heartbeat, and
 // it beats every third of that: a live candidate keeps its place however
 // long it waits, and one whose process died is skipped once its place
@@ -98,20 +106,46 @@
 // The election "reports" under the default prefix uses
 //
 //	dsync:election:{reports}           string: the term, a fair lock's hold
-//	                                   (see package fairlock); freed, only
-//	                                   the last token, for the fence ttl
+//	                                   (see package fairlock); there while
+//	                                   a live candidate is queued, else
+//	                                   gone when no term is on
 //	dsync:election:{reports}:queue     sorted set: candidates by arrival
 //	dsync:election:{reports}:expiry    sorted set: candidates by expiry
 //	dsync:election:{reports}:values    hash: the queued candidates' values
-//	dsync:election:{reports}:leader    hash: the last term's token, value
-//	                                   and start, and the number of the
-//	                                   last change, for the fence ttl
+//	dsync:election:{reports}:leader    string, the leader state: the number
+//	                                   of the last change, and the last
+//	                                   term's hold id, token, start and
+//	                                   value, for the fence ttl
 //	dsync:election:{reports}:wake/<id> pub/sub channel of one process
 //	dsync:election:{reports}:observe   pub/sub channel of the changes
 //
 // all in one Redis Cluster slot. The queue keys vanish with their last
-// candidate; the leader hash a fence ttl (WithFenceTTL, an hour by
+// candidate; the leader state a fence ttl (WithFenceTTL, an hour by
 // default) after the last change.
+//
+// The term's key exists whenever a live candidate is queued, as the fair
+// lock's does (see package fairlock, Keys): a term that a candidate queues
+// behind records its end, and its key lives on past that end for as long
+// as the last candidate's place lasts; a term past its end is over (its
+// leader's renewal and Resign find it so, reads report no leader), but
+// its key keeps newcomers out of turn. So a missing key means that no
+// term is on and nobody is queued, and an uncontended Campaign takes the
+// term with one SET NX, in a script that also reads and writes the
+// leader state and publishes the new term; an uncontended Resign reads
+// the term and the leader state, deletes the term's key, and writes and
+// publishes the lapse. The pair is two round trips and 12 server commands
+// (the two script calls among them); each change is still published by
+// the script that makes it. If the term's key is deleted or evicted
+// behind dsync's back while candidates are queued, newcomers may lead
+// ahead of them, one after another, until a candidate's next heartbeat
+// (within a third of the waiter timeout) writes the key back; the ends
+// of their terms do not wake the candidates.
+//
+// Versions of dsync whose leader state was a hash must not share an
+// election with this one: stop them all before starting this version. A
+// hash left behind is read (its number and token carry on) and replaced by
+// this version's next write, after which the earlier version's scripts
+// fail with ErrUnexpectedReply where they read it.
 //
 // # Errors
 //

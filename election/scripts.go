@@ -40,7 +40,7 @@ var (
 // newScript builds an election script on the library parts every one may
 // use (an exclusive hold's state and fencing, and a FIFO queue: a term is
 // a fair lock's hold) and the election's own (term.lua: values, the
-// leader hash and what observers are told).
+// leader state and what observers are told).
 func newScript(body string) *backend.Script {
 	return script.New(script.Queue, script.Exclusive, termLua, body)
 }

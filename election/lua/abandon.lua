@@ -10,7 +10,7 @@
 -- the election was handed to (see hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[12], ARGV[13]
+a.fence_ttl, a.observe, a.turn = ARGV[12], ARGV[13], k.expiry
 local owner, op = a.owner, a.op
 if a.entry ~= '' then
   dequeue(k.queue, k.expiry, a.entry)
@@ -24,6 +24,8 @@ local undone = 0
 if s.owner == owner and seen(s.ops, op) then
   undone = 1
 elseif s.owner then
+  -- Its main key was kept for this candidate's turn, among others'.
+  leave_turn(k.lock, s, k.expiry)
   return {0, ''}
 end
 local rev, _, last, err = leader_rev(k.leader)

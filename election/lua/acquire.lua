@@ -9,63 +9,87 @@
 -- the head of the queue, or to anyone if no live candidate is queued,
 -- never out of turn; a new term is announced to observers. A queued
 -- candidate's value waits in the values hash for the hand-off.
+--
+-- dsync:library
 local k = election_keys()
 local a = header()
-local owner, op, entry, registered = a.owner, a.op, a.entry, a.registered
+a.turn = k.expiry
+if not a.registered then
+  -- The common case: nobody leads and nobody is queued, which the main
+  -- key's absence tells (it exists whenever a live candidate is queued,
+  -- see a.turn in exclusive.lua). One SET NX of the main key begins the
+  -- term, with the token that follows the leader state's. A leader state
+  -- it cannot read, or a SET NX that fails, leaves everything as it was,
+  -- for the path below.
+  local rev, _, last, err = leader_rev(k.leader)
+  if not err then
+    local now_ms, now_us = now()
+    local t = {token = draw(last, now_us), count = 1, waiting = false, owner = a.owner, id = a.op, ops = a.op}
+    if redis.call('SET', k.lock, encode(t), 'NX', 'PX', a.lease) then
+      begin_term(k.leader, ARGV[13], rev, a.op, t.token, ARGV[14], now_ms, a.lease, ARGV[12])
+      return tonumber(t.token)
+    end
+  end
+end
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
 end
-if s.owner == owner then
+if s.owner == a.owner then
   -- A retry whose first reply was lost, or the attempt of a candidate
   -- the term was handed to: the term was announced when it began.
-  if not seen(s.ops, op) then
-    s.count = s.count + 1
+  enter(k.lock, s, a)
+  if a.registered then
+    dequeue(k.queue, k.expiry, a.entry)
+    redis.pcall('HDEL', k.values, a.entry)
   end
-  s.ops = remember(s.ops, op, now_s(), acquisition_memory(a.lease))
-  store_extending(k.lock, s, a.lease)
-  if registered then
-    dequeue(k.queue, k.expiry, entry)
-    redis.pcall('HDEL', k.values, entry)
-  end
-  return {1, s.count, s.token, s.id, redis.call('PTTL', k.lock)}
+  return acquired(k.lock, s)
 end
 local now_ms, now_us = now()
 local h = false
 if not s.owner then
   h = head(k.queue, k.expiry, now_ms)
-  if not h or h == entry then
+  if not h or h == a.entry then
     -- Every read that may fail before any write: a foreign leader key
     -- leaves the election as it was.
     local rev, _, last, err = leader_rev(k.leader)
     if err then
       return err
     end
-    local token = next_token(s.token or last, nil, now_us)
     if h then
       dequeue(k.queue, k.expiry, h)
       redis.pcall('HDEL', k.values, h)
     end
-    s = {token = token, count = 1, waiting = h ~= false, owner = owner, id = op, ops = op}
-    store(k.lock, s, a.lease)
-    begin_term(k.leader, ARGV[13], rev, op, token, ARGV[14], now_ms, a.lease, ARGV[12])
-    return {1, 1, s.token, s.id, tonumber(a.lease)}
+    -- The leader state is the fence: the next token follows its own when
+    -- the main key is gone.
+    s.token = s.token or last
+    local t = take(k.lock, s, a, h ~= false, now_us)
+    begin_term(k.leader, ARGV[13], rev, a.op, t.token, ARGV[14], now_ms, a.lease, ARGV[12])
+    return {1, 1, t.token, t.id, tonumber(a.lease)}
   end
 end
-if entry ~= '' then
-  enqueue(k.queue, k.expiry, entry, now_ms, a.entry_ttl)
-  local ok = redis.pcall('HSET', k.values, entry, ARGV[14])
+if a.entry ~= '' then
+  if not s.owner and not s.token then
+    -- The main key is missing with a live candidate queued: it was
+    -- deleted behind the election's back. Its free marker (see keep_turn)
+    -- keeps the leader state's token.
+    local _, _, last = leader_rev(k.leader)
+    if last then
+      mark_free(k.lock, last, a.entry_ttl)
+      s.token = last
+    end
+  end
+  enqueue(k.queue, k.expiry, a.entry, now_ms, a.entry_ttl)
+  local ok = redis.pcall('HSET', k.values, a.entry, ARGV[14])
   if type(ok) == 'table' and ok.err then
     return unexpected(k.values, ok.err)
   end
   expire_at_least(k.values, a.entry_ttl)
   prune_values(k.values, k.queue, 16)
-  if s.owner then
-    flag_waiting(k.lock, s)
-  end
+  keep_turn(k.lock, s, a.entry_ttl, now_ms)
 end
 if not s.owner then
   wake(a.channel, h)
   return not_acquired(-1, s.token)
 end
-return not_acquired(redis.call('PTTL', k.lock), s.token)
+return not_acquired(hold_left(k.lock, s), s.token)

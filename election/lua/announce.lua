@@ -2,8 +2,8 @@
 -- was lost: its hold vanished (deleted, flushed, lost in a failover) or
 -- expired, and nobody announced the change. Announces the lapse if no
 -- term is on and the end of the last one was not announced, or the leader
--- hash is gone, and wakes the head of the queue to take over; announces
--- the term that is on if it never was (its leader hash vanished).
+-- state is gone, and wakes the head of the queue to take over; announces
+-- the term that is on if it never was (its leader state vanished).
 -- KEYS: the election's five (see election_keys).
 -- ARGV[1] observe channel; ARGV[2] fence ttl ms; ARGV[3] wake channel
 -- base.
@@ -21,7 +21,7 @@ if s.owner then
   if id == s.id then
     return 0
   end
-  begin_term(k.leader, ARGV[1], rev, s.id, s.token, '', 0, redis.call('PTTL', k.lock), ARGV[2])
+  begin_term(k.leader, ARGV[1], rev, s.id, s.token, '', 0, hold_left(k.lock, s), ARGV[2])
   return 1
 end
 local h = head(k.queue, k.expiry, now())

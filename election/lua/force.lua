@@ -9,7 +9,7 @@
 -- candidate the election was handed to (see hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[13], ARGV[14]
+a.fence_ttl, a.observe, a.turn = ARGV[13], ARGV[14], k.expiry
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)

@@ -12,14 +12,14 @@ end
 if s.owner ~= ARGV[1] or s.id ~= ARGV[2] then
   return 0
 end
-local rev, id, _, err = leader_rev(k.leader)
+local rev, id, _, err, st = leader_rev(k.leader)
 if err then
   return err
 end
-local ttl = redis.call('PTTL', k.lock)
+local ttl = hold_left(k.lock, s)
 local began = 0
 if id == s.id then
-  began = tonumber(redis.call('HGET', k.leader, 'began')) or 0
+  began = st.began
 end
 begin_term(k.leader, ARGV[4], rev, s.id, s.token, ARGV[3], began, ttl, ARGV[5])
 return 1

@@ -1,5 +1,6 @@
 -- release: end the term (Resign) and hand the election to the next
--- candidate in the same script, or announce the lapse.
+-- candidate in the same script, or announce the lapse and delete the main
+-- key (the leader state keeps the last token, see term.lua).
 -- KEYS: the election's five (see election_keys).
 -- ARGV: the header (see codec.lua), with the term's hold id (a term is
 -- never re-entered: the lease is not used); ARGV[12] fence ttl ms;
@@ -9,7 +10,7 @@
 -- hand_to).
 local k = election_keys()
 local a = header()
-a.fence_ttl, a.observe = ARGV[12], ARGV[13]
+a.fence_ttl, a.observe, a.turn = ARGV[12], ARGV[13], k.expiry
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)

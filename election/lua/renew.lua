@@ -1,5 +1,5 @@
 -- renew: extend many terms in one call (the lease scheduler's batch).
--- KEYS: per term, the election's main key and leader hash.
+-- KEYS: per term, the election's main key and leader state.
 -- ARGV[1] keys per term (2); ARGV[2] args per term (3); then per term its
 -- owner id, lease ms (0: only check the term, as for a fixed lease) and
 -- hold id.
@@ -14,7 +14,7 @@ for i = 1, #KEYS / nk do
   local s = load(lock)
   out[i] = 0
   if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
-    expire_at_least(lock, ARGV[base + 2])
+    extend(lock, s, ARGV[base + 2])
     expire_at_least(leader, ARGV[base + 2])
     out[i] = 1
   end

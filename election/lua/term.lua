@@ -5,17 +5,29 @@
 --   values   hash: a queued candidate's entry -> the value it campaigns
 --            with, which becomes the leader's value when the term is
 --            handed to it; an entry leaves it when it leaves the queue
---   leader   hash: rev, the number of the latest change announced to
---            observers; and of the term announced last: id (its hold id,
---            '' once its end is announced), token, began (the server's
---            time in ms, 0 if unknown) and value
+--   leader   string, the leader state:
 --
--- The leader hash is also the election's fence (see fence.lua): its token
--- is the last one handed out, which seeds the next when the main key is
--- gone (the last term ran out, or the key was deleted). It outlives every
--- term by the fence ttl, so a leader hash that is gone while a term is on
--- was deleted behind the election's back: reads then report the term with
--- an empty value.
+--              "<rev> <id> <token> <began> <value>"
+--
+--            rev, the number of the latest change announced to
+--            observers; and of the term announced last: id (its hold id,
+--            '' once its end is announced), token ('' if unknown), began
+--            (the server's time in ms, 0 if unknown) and value, the rest
+--            of the string, whatever it holds. One SET writes it with its
+--            expiry, one GET reads it. (acquire.lua's fast path writes it
+--            too, and reads rev and token.)
+--
+-- The leader state is also the election's fence (see fence.lua): its
+-- token is the last one handed out, which seeds the next when the main key
+-- is gone (the last term ended with nobody queued, whose release deletes
+-- the key, or ran out, or the key was deleted). It outlives every term by
+-- the fence ttl, so a leader state that is gone while a term is on was
+-- deleted behind the election's back: reads then report the term with an
+-- empty value.
+--
+-- The main key exists whenever a live candidate is queued (a.turn, see
+-- exclusive.lua): where it is missing nobody is queued, and acquire.lua's
+-- fast path takes the term with one SET NX.
 --
 -- Every change that observers can tell apart (a term begins, its value
 -- changes, the election lapses) bumps rev and is published on the observe
@@ -28,22 +40,54 @@
 -- ran out with nobody to announce it, which a read finds, comes after the
 -- term at the same rev. A missing rev is seeded from the server clock in
 -- µs, as a token is, so that it keeps growing across a deleted leader
--- hash; a read reports the clock then, and a write one more.
+-- state; a read reports the clock then, and a write one more.
 
--- leader_rev returns the leader hash's rev (a number, or nil), the id of
--- the term announced last ('' if its end was announced, false if none),
--- the last token (a string, or nil), and an error reply if the key holds
--- something else.
-local function leader_rev(leader)
-  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'token')
-  if v.err then
-    return nil, false, nil, unexpected(leader, v.err)
+-- leader_state returns the leader state at leader as a table: rev (a
+-- number, or nil), id (false if none), token (a string, or nil), began
+-- (ms) and value; or nil and an error reply if the key holds something
+-- else. A hash there is the leader state as versions before the string
+-- wrote it, read so that its rev and token carry on; the next write
+-- replaces it.
+local function leader_state(leader)
+  local v = redis.pcall('GET', leader)
+  if type(v) == 'table' then
+    if string.find(tostring(v.err), 'WRONGTYPE', 1, true) then
+      local h = redis.pcall('HMGET', leader, 'rev', 'id', 'token', 'began', 'value')
+      if not h.err and tonumber(h[1]) then
+        return {rev = tonumber(h[1]), id = h[2] or '', token = tonumber(h[3]) and h[3] or nil,
+          began = tonumber(h[4]) or 0, value = h[5] or ''}
+      end
+    end
+    return nil, unexpected(leader, v.err)
   end
-  local token = v[3]
-  if not tonumber(token) then
+  if not v then
+    return {id = false, began = 0, value = ''}
+  end
+  local rev, id, token, began, value = string.match(v, '^(%d+) (%S*) (%d*) (%d+) (.*)$')
+  if not rev then
+    return nil, unexpected(leader, 'not a leader state')
+  end
+  if token == '' then
     token = nil
   end
-  return tonumber(v[1]), v[2], token
+  return {rev = tonumber(rev), id = id, token = token, began = tonumber(began), value = value}
+end
+
+-- leader_rev returns the leader state's rev (a number, or nil), the id of
+-- the term announced last ('' if its end was announced, false if none),
+-- the last token (a string, or nil), an error reply if the key holds
+-- something else, and the whole state (see leader_state).
+local function leader_rev(leader)
+  local st, err = leader_state(leader)
+  if not st then
+    return nil, false, nil, err
+  end
+  return st.rev, st.id, st.token, nil, st
+end
+
+-- store_leader writes the leader state, living ttl ms.
+local function store_leader(leader, rev, id, token, began, value, ttl)
+  redis.call('SET', leader, string.format('%d %s %s %d ', rev, id, token or '', began) .. value, 'PX', ttl)
 end
 
 -- bump returns the rev that follows rev, seeded from the clock if nil.
@@ -62,28 +106,22 @@ end
 
 -- begin_term records and announces the term with hold id id and the
 -- given token and value, begun at the server time began (ms, 0 if
--- unknown), whose hold expires in ttl ms; the leader hash lives at least
+-- unknown), whose hold expires in ttl ms; the leader state lives at least
 -- keep ms more. It returns the new rev.
 local function begin_term(leader, channel, rev, id, token, value, began, ttl, keep)
   rev = bump(rev)
-  redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', id, 'token', token,
-    'began', string.format('%d', began), 'value', value)
   -- Past the term (ttl is its lease), and the fence ttl from now.
-  redis.call('PEXPIRE', leader, math.max(tonumber(ttl), tonumber(keep)))
+  store_leader(leader, rev, id, token, began, value, math.max(tonumber(ttl), tonumber(keep)))
   publish_state(channel, rev, 0, token, began, ttl, value)
   return rev
 end
 
 -- announce_lapse records and announces that no term is on, the last
--- token being token (nil if unknown); the leader hash lives keep ms more.
+-- token being token (nil if unknown); the leader state lives keep ms
+-- more.
 local function announce_lapse(leader, channel, rev, token, keep)
   rev = bump(rev)
-  if token then
-    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '', 'token', token)
-  else
-    redis.call('HSET', leader, 'rev', string.format('%d', rev), 'id', '')
-  end
-  redis.call('PEXPIRE', leader, keep)
+  store_leader(leader, rev, '', token, 0, '', keep)
   publish_state(channel, rev, 1, token or '0', 0, 0, '')
 end
 
@@ -96,26 +134,22 @@ local function read_leader(lock, leader)
   if s.foreign then
     return nil, unexpected(lock, s.foreign)
   end
-  local v = redis.pcall('HMGET', leader, 'rev', 'id', 'began', 'value', 'token')
-  if v.err then
-    return nil, unexpected(leader, v.err)
+  local st, err = leader_state(leader)
+  if not st then
+    return nil, err
   end
-  local rev = tonumber(v[1])
+  local rev = st.rev
   if not rev then
     local _, now_us = now()
     rev = now_us
   end
   rev = string.format('%d', rev)
   if not s.owner then
-    local token = s.token or v[5]
-    if not tonumber(token) then
-      token = '0'
-    end
-    return {rev, 1, token, 0, 0, '', '', ''}
+    return {rev, 1, s.token or st.token or '0', 0, 0, '', '', ''}
   end
-  local ttl = redis.call('PTTL', lock)
-  if v[2] == s.id then
-    return {rev, 0, s.token, tonumber(v[3]) or 0, ttl, v[4] or '', s.owner, s.id}
+  local ttl = hold_left(lock, s)
+  if st.id == s.id then
+    return {rev, 0, s.token, st.began, ttl, st.value, s.owner, s.id}
   end
   return {rev, 0, s.token, 0, ttl, '', s.owner, s.id}
 end
@@ -126,13 +160,17 @@ end
 -- nobody is queued and ended is true (a term was on), it announces the
 -- lapse. k holds the keys (see election_keys); a is the header (see
 -- codec.lua), with fence_ttl and observe, the observe channel; rev and
--- token are the leader hash's (see leader_rev). It returns what hand_to
--- does.
+-- token are the leader state's (see leader_rev). With a.turn (the expiry
+-- key), a term handed on with candidates left behind it keeps their turn
+-- (see exclusive.lua). With nobody queued the main key is deleted: the
+-- leader state keeps the last token, so that the next campaign finds the
+-- key missing and takes the fast path (see acquire.lua). It returns what
+-- hand_to does.
 local function term_pass_on(k, a, s, rev, token, ended)
-  -- The leader hash is the fence: the next token follows its own when
+  -- The leader state is the fence: the next token follows its own when
   -- the main key is gone.
   s.token = s.token or token
-  local w, granted, owner = pass_on(k.lock, s, k.queue, k.expiry, a, nil, a.fence_ttl)
+  local w, granted, owner = pass_on(k.lock, s, k.queue, k.expiry, a, nil, nil)
   if w then
     local id, _, ttl = parse_entry(w)
     local value = redis.pcall('HGET', k.values, w)

@@ -10,7 +10,10 @@ import (
 	"github.com/dsyncgo/dsync/internal/testserver"
 )
 
-var hsetRev = backend.NewScript(`return redis.call('HSET', KEYS[1], 'rev', ARGV[1])`)
+// setRev writes rev ARGV[1] into the leader state at KEYS[1], the string
+// "<rev> <id> <token> <began> <value>" (see election/lua/term.lua).
+var setRev = backend.NewScript(`local v = redis.call('GET', KEYS[1])
+return redis.call('SET', KEYS[1], ARGV[1] .. string.match(v, '^%d+( .*)$'), 'KEEPTTL')`)
 
 // Observers order states by a number the server keeps with them, seeded
 // from its clock when lost. A server that lost the election's keys and
@@ -38,7 +41,7 @@ func TestObserversFollowAServerThatLostItsKeys(t *testing.T) {
 	}
 	// The numbers of a server whose clock ran far ahead.
 	k := p + ":election:{reset}"
-	if _, err := b.Eval(ctx, hsetRev, []string{k + ":leader"}, "4000000000000000"); err != nil {
+	if _, err := b.Eval(ctx, setRev, []string{k + ":leader"}, "4000000000000000"); err != nil {
 		t.Fatal(err)
 	}
 	if err := term.Proclaim(ctx, "a2"); err != nil {

@@ -1,0 +1,118 @@
+package election_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync/election"
+	"github.com/dsyncgo/dsync/internal/testserver"
+)
+
+// callsSince returns the commands srv ran since before (INFO excluded),
+// by command, and their sum.
+func callsSince(t *testing.T, ctx context.Context, srv *testserver.Server, before map[string]int64) (map[string]int64, int64) {
+	t.Helper()
+	after, err := srv.CommandCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff, sum := map[string]int64{}, int64(0)
+	for name, n := range after {
+		if d := n - before[name]; d != 0 {
+			diff[name] = d
+			sum += d
+		}
+	}
+	return diff, sum
+}
+
+// An uncontended Campaign+Resign costs at most 12 server commands, scripts'
+// inner calls included (16 before the fast path): Campaign's script takes
+// the term with one SET NX beside the leader state's GET and SET, TIME and
+// PUBLISH; Resign's reads the term and the leader state, deletes the term
+// and writes and publishes the lapse.
+func TestUncontendedPairCommands(t *testing.T) {
+	const pairs = 100
+	srv := testserver.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := election.New(srv.NewBackend(t), "pairs", election.WithPrefix(prefix()))
+	pair := func() {
+		term, err := e.Campaign(ctx, "host-a:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := term.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair() // loads the scripts and joins the wake channel
+	before, err := srv.CommandCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range pairs {
+		pair()
+	}
+	by, sum := callsSince(t, ctx, srv, before)
+	t.Logf("%d pairs: %.2f commands per pair: %v", pairs, float64(sum)/pairs, by)
+	if sum > 12*pairs {
+		t.Errorf("%d commands in %d uncontended Campaign+Resign pairs (%.2f per pair); want at most 12 per pair", sum, pairs, float64(sum)/pairs)
+	}
+	if by["zrange"] != 0 {
+		t.Errorf("%d ZRANGEs: an uncontended Campaign looked at the queue", by["zrange"])
+	}
+}
+
+// Resign with nobody queued deletes the term's key, the leader state
+// keeping the last token, so that the next Campaign takes the fast path
+// (one SET NX, no look at the queue) and a greater token.
+func TestCampaignFastPathAfterResign(t *testing.T) {
+	srv := testserver.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := prefix()
+	key := p + ":election:{fast}"
+	e := election.New(srv.NewBackend(t), "fast", election.WithPrefix(p))
+	term, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := term.Token()
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct {
+		key  string
+		want int64
+	}{{key, 0}, {key + ":leader", 1}} {
+		if n, err := srv.Do(ctx, "EXISTS", k.key); err != nil || n != k.want {
+			t.Errorf("EXISTS %s after Resign = %v, %v; want %d", k.key, n, err, k.want)
+		}
+	}
+	before, err := srv.CommandCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The value is the leader state's last field: any text.
+	const value = "b 1 2\n3 "
+	term, err = e.Campaign(ctx, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, sum := callsSince(t, ctx, srv, before)
+	t.Logf("Campaign after Resign: %d commands: %v", sum, by)
+	if sum > 6 || by["zrange"] != 0 || by["set"] != 2 {
+		t.Errorf("Campaign after Resign ran %v (%d commands); want the fast path: EVALSHA, GET, TIME, SET NX, SET, PUBLISH", by, sum)
+	}
+	if term.Token() <= first {
+		t.Errorf("token after Resign %d; want above the resigned term's %d", term.Token(), first)
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Value != value || l.Token != term.Token() || l.Began.IsZero() {
+		t.Errorf("Leader = %+v, %v; want %q with token %d and its start", l, err, value, term.Token())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
