@@ -70,6 +70,7 @@ func (s *Semaphore) newSpec(n int64) *core.LockSpec {
 		EntryTTL:    s.h.Cfg.WaiterTimeout,
 		Keys:        s.keys,
 		Acquire:     acquireScript,
+		Plain:       true, // a missing state is free: nobody queued, no runtime capacity (see lua/state.lua)
 		Abandon:     abandonScript,
 		Args:        []any{n, s.capArg},
 		Refine:      scriptError,

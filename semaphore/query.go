@@ -74,9 +74,11 @@ func (s *Semaphore) Capacity(ctx context.Context) (int64, error) {
 
 // SetCapacity sets the semaphore's capacity at runtime, for every handle
 // on it, in every process, until set again: it is kept on the server with
-// no expiry, and overrides the capacity handles were made with. c = 0
-// clears it, after which the handles' own capacity applies again (this
-// handle's, for a semaphore in use). c must be from 0 to MaxCapacity.
+// no expiry, with the semaphore's state, even while no permit is held (see
+// Keys in the package doc), and overrides the capacity handles were made
+// with. c = 0 clears it, after which the handles' own capacity applies
+// again (this handle's, for a semaphore in use), and a free semaphore
+// keeps no key. c must be from 0 to MaxCapacity.
 //
 // A raised capacity hands the new permits to the waiters at the head of
 // the queue at once. A lowered one takes no permit away: holders keep what

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/fairlock"
 	"github.com/dsyncgo/dsync/internal/keys"
@@ -36,10 +37,10 @@ What it takes, by kind:
   rwlock           every hold, write and read, found when it runs; the
                    waiting writer or readers get the lock at once
   semaphore        every permit of every holder found when it runs (the
-                   semaphore's state is deleted, its queue and runtime
-                   capacity kept); the waiters queued get the permits at
-                   their next attempt, within a third of their waiter
-                   timeout (under 2s by default)
+                   holders' leases are deleted, or a lone holder's state;
+                   the queue and runtime capacity are kept); the waiters
+                   queued get the permits at their next attempt, within a
+                   third of their waiter timeout (under 2s by default)
 For a read-write lock and a semaphore a hold taken between the check and
 the force (one round trip) is taken too.
 A wait group has no holder to take: force-unlock refuses it.
@@ -227,18 +228,33 @@ func forceUnlockLock(ctx context.Context, c *client, a adminFlags, s lockState) 
 	return mutex.New(c.b, s.Name, mutex.WithPrefix(prefix)).ForceUnlockToken(ctx, s.Token)
 }
 
-// forceReleaseSemaphore deletes the state of the semaphore whose main key
-// is key: its hash and its holders (package semaphore documents both),
-// which is what a semaphore whose holders all died comes to when their
-// leases end. Package semaphore has no force release; its holders treat a
-// deleted state as a loss (Done), and its waiters, whose queue is kept,
-// take the permits at their next attempt.
+// forceReleaseScript ends every permit of a semaphore, as package
+// semaphore documents its keys: a lone holder's state (a string, which
+// nobody waits behind) is deleted; a shared state (a hash) loses its
+// holders key, the leases, which ends every permit it counts as leases
+// that ran out would, and stays while waiters are queued or a capacity is
+// set at runtime, as the semaphore's plain acquisition requires.
+// KEYS[1] the state, KEYS[2] holders. Reply: the number of keys deleted.
+var forceReleaseScript = backend.NewScript(`if redis.call('TYPE', KEYS[1]).ok == 'string' then
+  return redis.call('DEL', KEYS[1])
+end
+return redis.call('DEL', KEYS[2])`)
+
+// forceReleaseSemaphore ends every permit of the semaphore whose main key
+// is key (see forceReleaseScript), which is what a semaphore whose holders
+// all died comes to when their leases end. Package semaphore has no force
+// release; its holders treat a lost lease as a loss (Done), and its
+// waiters, whose queue is kept, take the permits at their next attempt.
 func forceReleaseSemaphore(ctx context.Context, c *client, timeout time.Duration, key string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	n, err := c.rc.Del(ctx, key, key+":holders").Result()
+	reply, err := c.b.Eval(ctx, forceReleaseScript, []string{key, key + ":holders"})
 	if err != nil {
-		return false, fmt.Errorf("delete the state of semaphore at %s: %w", printable(key), err)
+		return false, fmt.Errorf("end the permits of semaphore at %s: %w", printable(key), err)
+	}
+	n, err := backend.Int(reply)
+	if err != nil {
+		return false, fmt.Errorf("end the permits of semaphore at %s: %w", printable(key), err)
 	}
 	return n > 0, nil
 }

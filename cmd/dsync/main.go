@@ -140,8 +140,9 @@
 // a mutex, a fair lock or an election it takes the hold (the term) it
 // read, by its fencing token, and leaves alone one taken since; for a read-write lock every hold,
 // write and read; for a semaphore every permit (package semaphore has no
-// force release: its state is deleted, as when all its holders die, and
-// its queued waiters take the permits at their next attempt). Unless -yes
+// force release: its holders' leases are deleted, or a lone holder's
+// state, which ends their permits as when all its holders die, and its
+// queued waiters take the permits at their next attempt). Unless -yes
 // is given it first asks, on standard error,
 //
 //	force-unlock mutex "NAME" held by OWNER? [y/N]

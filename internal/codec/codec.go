@@ -156,6 +156,11 @@ type Attempt struct {
 	ID    string
 	TTL   time.Duration
 
+	// Plain says the reply was 0: the script took a plain hold on a
+	// primitive it found free, nobody registered and nothing else held,
+	// as a plain SET NX would have (see LockSpec.Plain in internal/core).
+	Plain bool
+
 	// Of a failure: how long the current hold lasts (negative if
 	// unknown), and the current or last token (0 if none is known).
 	RetryIn time.Duration
@@ -170,7 +175,7 @@ func AttemptReply(reply any, op string, ttl time.Duration) (Attempt, error) {
 		if token < 0 {
 			return Attempt{}, fmt.Errorf("%w: acquire reply %v", dsync.ErrUnexpectedReply, reply)
 		}
-		return Attempt{Acquired: true, Count: 1, Token: token, ID: op, TTL: ttl}, nil
+		return Attempt{Acquired: true, Count: 1, Token: token, ID: op, TTL: ttl, Plain: token == 0}, nil
 	}
 	r, err := backend.Array(reply, 3)
 	if err != nil {

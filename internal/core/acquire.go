@@ -42,8 +42,13 @@ type LockSpec struct {
 	// Plain lets the first attempt of an acquisition take the primitive
 	// with one SET NX of the hold's plain value, as the acquire script's
 	// fast path does, through a backend that implements backend.Setter:
-	// for a primitive that anyone may take when it is free, its waiters
-	// notwithstanding (the mutex; see codec.lua).
+	// for a primitive whose main key, when missing, says that anyone may
+	// take it: the mutex, whose waiters take no turn (see codec.lua), or
+	// one whose scripts keep that key while anything else is on it (the
+	// semaphore's waiters and runtime capacity, see its lua/state.lua).
+	// Until a plain reply (codec.Attempt.Plain) says the primitive was
+	// found free again, a handle whose attempt found it held or shared
+	// asks the script first.
 	Plain bool
 
 	// Refine, if set, turns an error of the acquire script into the
@@ -254,7 +259,12 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 		h.contended.Store(true)
 		return wait.Result{RetryIn: r.RetryIn, Token: r.Seen}, nil
 	}
-	if first {
+	if r.Plain {
+		// Only a plain reply says the primitive was free with nothing
+		// around it, as a SET NX would have found it. Any other grant
+		// may join holders that stay (a semaphore's permits, a read
+		// hold) or follow waiters: a SET NX there would only fail and
+		// cost the next acquisition a round trip more.
 		h.contended.Store(false)
 	}
 	a.got = Grant{Count: r.Count, Token: r.Token, ID: r.ID, Sent: sent, TTL: r.TTL, OwnerArg: a.ownerArg}

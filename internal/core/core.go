@@ -94,9 +94,11 @@ type Handle struct {
 	mu     sync.Mutex                      // guards anon
 	anon   map[string][]*lease.Lease       // ownerless holds by role, oldest first
 
-	// contended says that the latest attempt through h found the
-	// primitive held: the next acquisition asks its script at once
-	// rather than try a plain SET NX first (see LockSpec.Plain).
+	// contended says that an attempt through h found the primitive
+	// held, or shared with other holders, since a script last found it
+	// free with nothing around it (a plain reply, see codec.Attempt): the
+	// next acquisition asks its script at once rather than try a plain
+	// SET NX first (see LockSpec.Plain).
 	contended atomic.Bool
 
 	// Script arguments made once: Cfg.Lease, Cfg.FenceTTL and

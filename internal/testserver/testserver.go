@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -183,6 +184,25 @@ func (s *Server) PubSubClients(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// CommandCalls returns the calls of every command the server ran but
+// INFO, scripts' inner calls included, by command (INFO commandstats).
+func (s *Server) CommandCalls(ctx context.Context) (map[string]int64, error) {
+	v, err := redis.String(s.Do(ctx, "INFO", "commandstats"))
+	if err != nil {
+		return nil, err
+	}
+	calls := map[string]int64{}
+	for _, line := range strings.Split(v, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") || name == "info" {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		calls[name], _ = strconv.ParseInt(n, 10, 64)
+	}
+	return calls, nil
 }
 
 // Pause makes the server unresponsive for d with DEBUG SLEEP, and returns

@@ -3,21 +3,24 @@
 -- ARGV: the header (see codec.lua); ARGV[12] permits n; ARGV[13] the
 -- handle's capacity.
 -- Reply: an attempt's (see codec.lua), with the grant counter for a token
--- and the owner's permits for a count; when not acquired, the ms until the
--- earliest holder's lease ends or the place of the first waiter queued
--- before this one does, whichever comes first (-1 if neither). An error
--- reply "DSYNC capacity mismatch" when the state's capacity differs from
--- the handle's and none was set at runtime; "DSYNC invalid permits" when n
--- exceeds the capacity in force.
+-- and the owner's permits for a count: 0 when the fast path took a free
+-- semaphore with a plain SET NX, as the client's own SET NX does (the lock
+-- core then tries that first again), the grant counter when a lone owner
+-- took it in the single form, else the array; when not acquired, the ms
+-- until the earliest holder's lease ends or the place of the first waiter
+-- queued before this one does, whichever comes first (-1 if neither). An
+-- error reply "DSYNC capacity mismatch" when the state's capacity differs
+-- from the handle's and none was set at runtime; "DSYNC invalid permits"
+-- when n exceeds the capacity in force.
 --
 -- Waiters that fit are served from the head first, by this script too
 -- (their permits freed by an expired lease, say): the request is granted
--- only when no live waiter is queued before it.
-if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5]) == 0 and
-    redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
-  -- The common case: a free semaphore, with nobody queued and no capacity
-  -- set at runtime, taken by a plain SET (n never exceeds the handle's
-  -- capacity).
+-- only when no live waiter is queued before it. A waiter that queues, at
+-- every attempt, makes the state outlive its entry (see state.lua).
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+  -- The common case, as a plain SET NX by the client takes it: a free
+  -- semaphore, which promises that nobody is queued and no capacity is set
+  -- at runtime (see state.lua); n never exceeds the handle's capacity.
   return 0
 end
 -- dsync:library
@@ -29,14 +32,15 @@ local k = sem_keys()
 local s = type(v) == 'string' and sem_single(v)
 local override = sem_override(k)
 local now_ms, now_us = now()
-if s or not v then
+if (s or not v) and not override then
   -- The single form, or no state: it stays single while the owner is
-  -- alone and nobody is queued.
+  -- alone and nobody is queued. A capacity set at runtime keeps the shared
+  -- form (see state.lua), which the state takes below.
   s = s or {}
-  if s.held and not override and s.cap and s.cap ~= hcap then
+  if s.held and s.cap and s.cap ~= hcap then
     return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. s.cap .. ', the handle ' .. hcap)
   end
-  local limit = override or s.cap or hcap
+  local limit = s.cap or hcap
   if n > limit then
     if entry ~= '' then
       dequeue(k.queue, k.expiry, entry)
@@ -62,15 +66,14 @@ if s or not v then
         dequeue(k.queue, k.expiry, entry)
       end
       local grant = next_token(s.grant, nil, now_us)
-      sem_single_store(k, {grant = grant, held = true, cap = hcap, override = override ~= nil,
-        permits = n, owner = owner, id = op, ops = op}, lease)
+      sem_single_store(k, {grant = grant, held = true, cap = hcap, permits = n, owner = owner, id = op, ops = op}, lease)
       return tonumber(grant)
     end
     if s.owner == owner and s.permits + n <= limit then
       -- A re-entry, which adds to the owner's permits.
       s.permits = s.permits + n
       s.ops = remember(s.ops, op, math.floor(now_ms / 1000), acquisition_memory(lease))
-      s.cap, s.override = s.cap or hcap, override ~= nil
+      s.cap, s.override = s.cap or hcap, false
       local left = math.max(redis.call('PTTL', k.hash), tonumber(lease))
       sem_single_store(k, s, left)
       if registered then
@@ -88,8 +91,16 @@ if s or not v then
 end
 local st = sem_open(k, v, s, hcap, now_ms)
 st.override = override
+sem_purge(k, st, now_ms)
 if not override and st.cap and st.cap ~= hcap then
-  return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
+  local hd = head(k.queue, k.expiry, now_ms)
+  if st.used > 0 or (hd and hd ~= entry) then
+    return redis.error_reply('DSYNC capacity mismatch: the semaphore has capacity ' .. st.cap .. ', the handle ' .. hcap)
+  end
+  -- Every permit free and nobody queued: the recorded capacity went with
+  -- the last permit, although the state outlives it (a waiter that left
+  -- had made it outlive its place).
+  st.cap = hcap
 end
 st.cap = st.cap or hcap
 local limit = sem_limit(st, hcap)
@@ -99,7 +110,6 @@ if n > limit then
   end
   return redis.error_reply('DSYNC invalid permits: ' .. n .. ' exceed the capacity ' .. limit)
 end
-sem_purge(k, st, now_ms)
 sem_dispatch(k, st, limit, now_ms, now_us, {channel = a.channel, hub = ''}, entry, nil)
 local h = sem_holder(k, owner)
 local till
@@ -124,6 +134,11 @@ if entry ~= '' then
   st.queued = true
 end
 sem_save(k, st, now_ms)
+if entry ~= '' then
+  -- The state outlives the entry, so that a plain SET NX never passes it
+  -- (see state.lua).
+  sem_expire(k, tonumber(a.entry_ttl) + 2)
+end
 local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
 local retry = -1
 if first[2] then

@@ -32,7 +32,7 @@ for i = 1, #KEYS / nk do
         if tonumber(d) < now_ms + lease then
           redis.call('ZADD', holders, now_ms + lease, owner)
         end
-        sem_expire(hash, holders, lease)
+        sem_expire({hash = hash, holders = holders}, lease)
         out[i] = 1
       end
     end

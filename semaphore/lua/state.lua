@@ -9,28 +9,48 @@
 --   KEYS[5] capacity: the capacity set at runtime (SetCapacity), if any;
 --       it has no expiry and overrides every handle's
 --
--- The single form, while at most one owner holds permits and no waiter is
--- queued, is one string at KEYS[1], so that a lone holder takes the
--- semaphore with one SET NX and frees it with one DEL, as the mutex does:
+-- The single form, while at most one owner holds permits, no waiter is
+-- queued and no capacity is set at runtime, is one string at KEYS[1], so
+-- that a lone holder takes the semaphore with one SET NX and frees it with
+-- one DEL, as the mutex does:
 --
 --   "<owner> <hold id> <permits> <cap>"  the plain form (see codec.lua),
---       held by owner for one acquisition, taken by a SET NX while none of
---       KEYS[2], KEYS[3] and KEYS[5] was there; its grant counter is not
---       drawn yet
+--       held by owner for one acquisition, taken by a SET NX of a missing
+--       KEYS[1] (by the client, or by the acquire script's fast path); its
+--       grant counter is not drawn yet
 --   "<grant> <cap> <permits> <owner> <hold id> <ops>"  held by owner; the
 --       key expires with the owner's lease, so that its end needs no
 --       server time; cap is the capacity of the handles that made the
---       state, or 'o' while a capacity set at runtime is in force
+--       state ('o' where earlier versions marked a capacity set at
+--       runtime)
 --   ("<grant> free", "<grant> free o"  free, as earlier versions left it)
 --
--- A missing KEYS[1] is free. The single form promises that no live waiter
--- is queued, and without 'o' or the plain form that no capacity is set at
--- runtime: every waiter that queues turns it into the shared form first,
--- and SetCapacity marks it. (A capacity key written by anything but
--- SetCapacity is seen when the state next leaves that form.)
+-- A missing KEYS[1] is free, and promises what a plain SET NX of it takes
+-- for granted: no permit is held (holders left without the state lost
+-- theirs, see sem_purge), no live waiter is queued, and no capacity is
+-- set at runtime. Every script keeps that so:
 --
--- The shared form, from when a second owner holds or a waiter queues
--- until every permit is free again, when the keys are deleted:
+--   - every waiter that queues turns a single form into the shared one
+--     first, and each enqueue (a registration, or a heartbeat) makes the
+--     hash live at least as long as the entry, plus 2ms: an entry expires
+--     by TIME, read early in the script, in whole ms, and a key's expiry
+--     set in the same script counts from the server's clock at the command
+--     (before Redis 7.2) or at the script's start (since), at most the
+--     script's run earlier;
+--   - while a capacity is set at runtime the state is the shared form,
+--     without expiry (the leases end through holders), kept when every
+--     permit is free; SetCapacity turns a single form into it, and
+--     SetCapacity(0) gives the hash back an expiry as long as its holders
+--     and waiters need, or deletes it if the semaphore is free.
+--
+-- Only a key deleted or evicted behind dsync's back breaks it: then one
+-- plain SET NX may pass a live waiter, or go by the handle's capacity,
+-- until a script finds the queue or the capacity key and writes the state
+-- again.
+--
+-- The shared form, from when a second owner holds, a waiter queues or a
+-- capacity is set at runtime until every permit is free again with nobody
+-- queued and no capacity set at runtime, when the keys are deleted:
 --
 --   KEYS[1] hash:
 --       cap    the capacity of the handles that created the state
@@ -43,13 +63,18 @@
 --       which their lease ends; an owner past it is purged (its permits
 --       return) by the next script that looks, in O(log n)
 --
--- The hash and holders expire no sooner than the latest lease, so that
--- they vanish when every holder died.
+-- The hash expires no sooner than the latest lease and the latest waiter's
+-- entry, so that it vanishes when every holder and waiter died, unless a
+-- capacity is set at runtime: then it has no expiry. Holders expire no
+-- sooner than the latest lease.
 --
 -- The grant counter grows with every grant, so that a waiter can tell a
 -- hand-off newer than its last failed attempt (see package wait); it is
 -- drawn as a fencing token is (see fence.lua).
 
+-- sem_keys returns the keys of the script; kept, unknown (nil) until
+-- sem_override reads the capacity key, says whether the state is kept
+-- without expiry for a capacity set at runtime.
 local function sem_keys()
   return {hash = KEYS[1], holders = KEYS[2], queue = KEYS[3], expiry = KEYS[4], cap = KEYS[5]}
 end
@@ -69,12 +94,14 @@ local function sem_load(k)
   return st
 end
 
--- sem_override returns the capacity set at runtime, or nil.
+-- sem_override returns the capacity set at runtime, or nil, and records
+-- in k whether the state is kept for it (see sem_keys).
 local function sem_override(k)
   local o = redis.call('GET', k.cap)
   if o and not tonumber(o) then
     error('DSYNC unexpected value at ' .. k.cap .. ': not a capacity')
   end
+  k.kept = o ~= false
   return tonumber(o)
 end
 
@@ -193,20 +220,33 @@ local function sem_drop(k, h)
   redis.call('ZREM', k.holders, h.owner)
 end
 
--- sem_expire makes hash expire no sooner than ttl ms from now, and holders
--- when hash does: holders must outlive every permit the hash counts, or
--- those permits would never be purged. A ttl of 0 changes nothing (the
--- renewal script's check of a fixed lease).
-local function sem_expire(hash, holders, ttl)
-  if tonumber(ttl) <= 0 then
+-- sem_expire makes the hash expire no sooner than ttl ms from now, and
+-- holders when the hash does: holders must outlive every permit the hash
+-- counts, or those permits would never be purged. A ttl of 0 changes
+-- nothing (the renewal script's check of a fixed lease). A hash kept for a
+-- capacity set at runtime (k.kept, or without k.kept known, a hash without
+-- expiry: the renewal script does not read the capacity key) keeps no
+-- expiry, and holders are extended alone. A hash without expiry that is
+-- not kept (just made by this script, or kept for a capacity whose key
+-- went) gets one as long as holders and the queue need.
+local function sem_expire(k, ttl)
+  ttl = tonumber(ttl)
+  if ttl <= 0 then
     return
   end
-  local pt = redis.call('PTTL', hash)
-  if pt < tonumber(ttl) then
-    redis.call('PEXPIRE', hash, ttl)
+  local pt = redis.call('PTTL', k.hash)
+  if k.kept or (pt == -1 and k.kept == nil) then
+    expire_at_least(k.holders, ttl)
+    return
+  end
+  if pt == -1 then
+    ttl = math.max(ttl, redis.call('PTTL', k.holders), redis.call('PTTL', k.expiry) + 2)
+  end
+  if pt < ttl then
+    redis.call('PEXPIRE', k.hash, ttl)
     pt = ttl
   end
-  redis.call('PEXPIRE', holders, pt)
+  redis.call('PEXPIRE', k.holders, pt)
 end
 
 -- sem_extend makes owner's lease end no sooner than ttl ms after now_ms
@@ -220,7 +260,7 @@ local function sem_extend(k, owner, now_ms, ttl, fresh)
   else
     redis.call('ZADD', k.holders, till, owner)
   end
-  sem_expire(k.hash, k.holders, ttl)
+  sem_expire(k, ttl)
   return till
 end
 
@@ -341,13 +381,15 @@ local function sem_dispatch(k, st, limit, now_ms, now_us, a, self, out)
   end
 end
 
--- sem_save writes the counters back or, when no permit is held and no
--- live waiter queued, deletes the state: the semaphore is free.
+-- sem_save writes the counters back or, when no permit is held, no live
+-- waiter is queued and no capacity is set at runtime, deletes the state:
+-- the semaphore is free. A state kept for a capacity set at runtime loses
+-- its expiry (see above).
 local function sem_save(k, st, now_ms)
   if st.queued == nil then
     st.queued = head(k.queue, k.expiry, now_ms) ~= false
   end
-  if st.used <= 0 and not st.queued then
+  if st.used <= 0 and not st.queued and not k.kept then
     redis.call('DEL', k.hash, k.holders)
     return
   end
@@ -355,5 +397,8 @@ local function sem_save(k, st, now_ms)
     redis.call('HSET', k.hash, 'cap', st.cap, 'used', st.used, 'grant', st.grant)
   else
     redis.call('HSET', k.hash, 'cap', st.cap, 'used', st.used)
+  end
+  if k.kept then
+    redis.call('PERSIST', k.hash)
   end
 end

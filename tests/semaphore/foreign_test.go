@@ -94,7 +94,14 @@ func TestKeyOverwrittenMidLife(t *testing.T) {
 }
 
 // A key of the semaphore holding something dsync did not write is
-// reported as ErrUnexpectedReply, and left as it is.
+// reported as ErrUnexpectedReply by the first call that reads it, and left
+// as it is. A foreign value at the state key fails the first Acquire. One
+// at a companion key (holders, queue, capacity) with no state there does
+// not: a lone holder's Acquire is a plain SET NX of the state key, which
+// touches no companion (a missing state says none is in use), and its
+// Release compares and deletes that key alone. A second owner's Acquire,
+// which the script serves, reads them, and fails; so does State once the
+// holder is gone, but for the queue, which only waiters read.
 func TestForeignKeys(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -119,8 +126,26 @@ func TestForeignKeys(t *testing.T) {
 		wctx, wcancel := context.WithTimeout(ctx, time.Second)
 		err := sem.Acquire(wctx, 1)
 		wcancel()
+		if c.suffix != "" {
+			// The plain SET NX: the foreign companion is not read.
+			if err != nil {
+				t.Errorf("%s %s: a lone holder's Acquire = %v; want a plain SET NX, which reads no companion", c.cmd, key, err)
+			}
+			other := semaphore.New(srv.NewBackend(t), name, 2, semaphore.WithLogger(nil))
+			wctx, wcancel := context.WithTimeout(ctx, time.Second)
+			err = other.Acquire(wctx, 1)
+			wcancel()
+			if err == nil {
+				other.Release(ctx, 1)
+			}
+		}
 		if !errors.Is(err, dsync.ErrUnexpectedReply) {
 			t.Errorf("%s %s: Acquire = %v; want ErrUnexpectedReply", c.cmd, key, err)
+		}
+		if c.suffix != "" {
+			if err := sem.Release(ctx, 1); err != nil {
+				t.Errorf("%s %s: the lone holder's Release = %v", c.cmd, key, err)
+			}
 		}
 		if c.suffix != ":queue" { // the queue is read only by waiters
 			if _, err := sem.State(ctx); !errors.Is(err, dsync.ErrUnexpectedReply) {
