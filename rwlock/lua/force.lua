@@ -29,7 +29,7 @@ end
 redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
-  local a = header()
+  local a = rw_header()
   a.prefer, a.last = ARGV[13], s.token
   pass_and_settle(out, true, a, now_ms, now_us)
 end
