@@ -21,7 +21,10 @@
 // also take a read hold (a downgrade) and keeps reading after it releases
 // the write hold. An owner that holds only a read hold and asks for the
 // write lock gets dsync.ErrUpgrade at once: two readers both waiting to
-// upgrade would wait for each other forever. Without an owner in the
+// upgrade would wait for each other forever. The process refuses it
+// without I/O when it knows of the read hold; otherwise the server does,
+// after the plain SET NX of the acquisition's first attempt failed on it
+// (see Keys): one more round trip. Without an owner in the
 // context every acquisition is a fresh ownerless hold, as with
 // sync.RWMutex, whose RLock then Lock in one goroutine waits forever.
 //
@@ -39,7 +42,10 @@
 // waits, new readers wait too, so a steady stream of overlapping readers
 // cannot starve it; the writer gets the lock when the read holds taken
 // before it ended. Writers are served in the order they reached the
-// server. A release of the write lock hands it to every reader waiting at
+// server: a waiter's place is that of its registration, which the
+// acquire script makes after a first attempt's plain SET NX (see Keys)
+// found the lock in use; another acquisition whose script reaches the
+// server between the two queues ahead of it. A release of the write lock hands it to every reader waiting at
 // that moment, at once, in the same script, and only when no reader waits
 // to the next writer: readers that waited out a write go before the next
 // write, so neither side starves. The last read release hands the lock to
@@ -88,13 +94,36 @@
 //	dsync:rwlock:{config}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The main key holds a lone holder's hold,
-// write or read, expiring with its lease: when nothing else is on the
-// lock, an uncontended Lock or RLock is one script that checks the other
-// keys and takes the lock with one SET, and its unlock one that compares
-// and deletes, as the mutex's; with other holders or waiters the main key
-// holds the write hold, or says that the others are in the other keys.
-// Freed, it is gone. Every other key vanishes with its last entry, or
-// expires with its longest lease.
+// write or read, expiring with its lease; with other holders or waiters
+// it holds the write hold, or says that the others are in the other keys.
+// Every other key vanishes with its last entry, or expires with its
+// longest lease.
+//
+// The main key exists whenever anything else is on the lock: a read hold,
+// a waiting writer or a waiting reader. So a missing main key means a
+// lock nothing is on, and an uncontended Lock or RLock is one plain SET
+// NX PX of it, as the mutex's, through a backend with backend.Setter
+// (elsewhere a script that runs that SET), and its unlock a script that
+// GETs and DELs it: four server commands in two round trips. A handle
+// whose last acquisition met the lock in use tries the script first. A
+// write hold that a waiter queues behind, or that its owner's read hold
+// joins (a downgrade), records its end in its value, and its key lives on
+// past that end for as long as they need it (and 2ms more): once that end
+// has passed the write hold is gone (its holder's renewal and release
+// find it so, and State reports no writer), but the key still keeps plain
+// acquisitions out. Each registration and heartbeat of a waiter, and each
+// renewal of a read hold, makes the main key outlive it. When the last of
+// them leaves or ends, the key goes with the hold, or with them: freed,
+// it is gone.
+//
+// If the main key alone is deleted or evicted behind dsync's back (the
+// volatile-* eviction policies may take it and leave the read holds'
+// keys), one newcomer may take the lock ahead of the waiting writers
+// before a waiter's next heartbeat writes the key back, as a newcomer may
+// take a mutex whose key vanished; and a plain writer may take it while
+// read holds are left: each of those readers is told at its next renewal
+// (RDone closes) that its read hold is lost, as a mutex holder is told
+// that its key went.
 //
 // # Errors
 //
