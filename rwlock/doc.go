@@ -45,9 +45,9 @@
 // server: a waiter's place is that of its registration, which the
 // acquire script makes after a first attempt's plain SET NX (see Keys)
 // found the lock in use; another acquisition whose script reaches the
-// server between the two queues ahead of it. A release of the write lock hands it to every reader waiting at
-// that moment, at once, in the same script, and only when no reader waits
-// to the next writer: readers that waited out a write go before the next
+// server between the two queues ahead of it. A release of the write lock
+// hands it to every reader waiting at that moment, at once, in the same
+// script, and only when no reader waits to the next writer: readers that waited out a write go before the next
 // write, so neither side starves. The last read release hands the lock to
 // the writer at the head of the queue. Each hand-off wakes exactly the
 // waiters it served. One case waits for a heartbeat instead: a reader
@@ -120,10 +120,16 @@
 // volatile-* eviction policies may take it and leave the read holds'
 // keys), one newcomer may take the lock ahead of the waiting writers
 // before a waiter's next heartbeat writes the key back, as a newcomer may
-// take a mutex whose key vanished; and a plain writer may take it while
-// read holds are left: each of those readers is told at its next renewal
-// (RDone closes) that its read hold is lost, as a mutex holder is told
-// that its key went.
+// take a mutex whose key vanished; and a plain writer, or a plain reader,
+// may take it while read holds are left: each of those readers is told at
+// its next renewal (RDone closes) that its read hold is lost, as a mutex
+// holder is told that its key went.
+//
+// Versions of dsync whose acquisitions checked the other keys (before
+// 2026-11-30) must not share a read-write lock with this one: their write
+// hold's key expires with its lease though waiters are queued, and this
+// version's plain SET NX would then take the lock ahead of them. Stop
+// them all before starting this version.
 //
 // # Errors
 //
