@@ -118,9 +118,10 @@
 //
 // If the main key alone is deleted or evicted behind dsync's back (the
 // volatile-* eviction policies may take it and leave the read holds'
-// keys), one newcomer may take the lock ahead of the waiting writers
-// before a waiter's next heartbeat writes the key back, as a newcomer may
-// take a mutex whose key vanished; and a plain writer, or a plain reader,
+// keys), newcomers may take the lock ahead of the waiting writers, one
+// after another, until a waiter's next heartbeat (within a third of the
+// waiter timeout) writes the key back, as a newcomer may take a mutex
+// whose key vanished; and a plain writer, or a plain reader,
 // may take it while read holds are left: each of those readers is told at
 // its next renewal (RDone closes) that its read hold is lost, as a mutex
 // holder is told that its key went.
