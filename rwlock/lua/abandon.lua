@@ -19,7 +19,7 @@ if entry ~= '' then
     redis.call('ZREM', RW, entry)
   end
 end
-local s = rw_decode(redis.pcall('GET', W))
+local s = rw_load(redis.pcall('GET', W))
 if s.foreign then
   return {0, ''}
 end

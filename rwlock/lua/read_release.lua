@@ -18,7 +18,7 @@ end
 -- dsync:library
 local a = rw_header()
 local owner, op, id = a.owner, a.op, a.id
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.kind == 'read' then
   if s.owner ~= owner or s.id ~= id then
     return {-1, ''}

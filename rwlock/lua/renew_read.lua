@@ -11,9 +11,10 @@
 --
 -- W outlives every read hold (see rw.lua): each renewal extends it too,
 -- the key only where it is the owner's write hold (a downgrade), whose
--- own end stays. A read hold beside another owner's write hold is lost:
--- W was deleted or evicted behind dsync's back, and a plain writer took
--- it; the hold is dropped, and its holder told at once.
+-- own end stays. A read hold beside another owner's write hold, or with
+-- W missing altogether, is lost: W was deleted or evicted behind dsync's
+-- back, and a plain writer took it, or may have taken it and gone (see
+-- rw_load in rw.lua); the hold is dropped, and its holder told at once.
 local out, nkeys, per = {}, tonumber(ARGV[1]), tonumber(ARGV[2])
 local now_ms
 for i = 1, #KEYS / nkeys do
@@ -39,7 +40,7 @@ for i = 1, #KEYS / nkeys do
     local h = redis.pcall('HGET', readers, owner)
     local live = type(exp) == 'string' and type(h) == 'string' and tonumber(exp) > now_ms and
       string.match(h, '^%d+ %d+ (%S+)') == id
-    if live and s.kind == 'write' and s.owner ~= owner then
+    if live and (s.kind == 'write' and s.owner ~= owner or s.kind == 'missing' and not s.token) then
       redis.call('HDEL', readers, owner)
       redis.call('ZREM', rexpiry, owner)
     elseif live then

@@ -37,9 +37,9 @@
 -- entry makes W outlive it (see rw_keep), and the last write hold's end,
 -- a release or a departed waiter settle W again (see rw_settle). Only a W
 -- deleted or evicted behind dsync's back leaves read holds or waiters
--- without it: a script that finds them writes it back as "<token>
--- shared", and a read hold that finds another owner's write hold in W is
--- lost (see renew_read.lua). ("<token> free", which W held once a lone
+-- without it: the read holds are lost then (see rw_load, and renew_read.lua,
+-- which also drops a read hold that finds another owner's write hold in
+-- W), and a script that finds waiters writes W back as "<token> shared". ("<token> free", which W held once a lone
 -- holder was gone, is read as missing.)
 --
 -- Tokens come from one sequence (see fence.lua), kept in W while it knows
@@ -86,6 +86,28 @@ local function rw_decode(v)
   local s = decode(W, v)
   if not s.foreign then
     s.kind = s.owner and 'write' or 'missing'
+  end
+  return s
+end
+
+-- rw_load decodes W from v, the reply of a GET of it (by pcall), as
+-- rw_decode does, for a script that may write: where W is missing
+-- altogether (no token known), the read holds left in R and RX are lost.
+-- W kept writers out of them (see above): it was deleted or evicted
+-- behind dsync's back, and a plain writer may have come and gone since,
+-- which nothing could tell them afterwards. Each is told at its next
+-- renewal, which finds its hold gone.
+local function rw_load(v)
+  local s = rw_decode(v)
+  if s.kind == 'missing' and not s.token and redis.call('EXISTS', R, RX) > 0 then
+    -- Keys of another type are not dsync's to delete: the scripts report
+    -- them where they read them.
+    if redis.call('TYPE', R).ok == 'hash' then
+      redis.call('DEL', R)
+    end
+    if redis.call('TYPE', RX).ok == 'zset' then
+      redis.call('DEL', RX)
+    end
   end
   return s
 end

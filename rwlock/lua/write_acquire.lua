@@ -19,7 +19,7 @@ end
 local a = rw_header()
 local owner, op, lease, entry, registered = a.owner, a.op, a.lease, a.entry, a.registered
 local v = redis.pcall('GET', W)
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.foreign then
   return unexpected(W, s.foreign)
 end

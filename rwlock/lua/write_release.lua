@@ -17,7 +17,7 @@ end
 -- dsync:library
 local a = rw_header()
 local owner, op, id = a.owner, a.op, a.id
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.foreign then
   return unexpected(W, s.foreign)
 end
