@@ -121,10 +121,11 @@
 // keys), newcomers may take the lock ahead of the waiting writers, one
 // after another, until a waiter's next heartbeat (within a third of the
 // waiter timeout) writes the key back, as a newcomer may take a mutex
-// whose key vanished; and a plain writer, or a plain reader,
-// may take it while read holds are left: each of those readers is told at
-// its next renewal (RDone closes) that its read hold is lost, as a mutex
-// holder is told that its key went.
+// whose key vanished. The read holds left are lost with it, since the
+// main key is what kept writers out of them: a plain writer, or a plain
+// reader, may take the lock beside them, and come and go unseen. Each of
+// those readers is told at its next renewal (RDone closes), whether a
+// writer came or not, as a mutex holder is told that its key went.
 //
 // Versions of dsync whose acquisitions checked the other keys (before
 // 2026-11-30) must not share a read-write lock with this one: their write
