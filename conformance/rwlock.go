@@ -555,7 +555,13 @@ func (s *suite) testRWReaderLeases(t *testing.T, ctx context.Context) {
 
 // deadWriterScript queues a writer entry that no waiter will beat for,
 // expiring after ARGV[2] ms: a writer whose process died while it waited.
-var deadWriterScript = backend.NewScript(`-- KEYS[1] writer queue, KEYS[2] writer expiry.
+// It writes what a writer's registration on a free lock writes: the entry,
+// and the lock's main key in the shared form, outliving it (the lock's
+// main key exists whenever a waiter is queued, so that a plain SET NX of
+// it takes only a lock nothing is on). Until issue 32 it wrote the entry
+// alone, a state the lock never writes, which a plain reader now passes.
+var deadWriterScript = backend.NewScript(`-- KEYS[1] writer queue, KEYS[2] writer
+-- expiry, KEYS[3] the lock's main key.
 -- ARGV[1] entry; ARGV[2] ms until it expires. Reply: OK.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -563,6 +569,7 @@ redis.call('ZADD', KEYS[1], 1, ARGV[1])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[3], t[1] .. string.format('%06d', tonumber(t[2])) .. ' shared', 'NX', 'PX', tonumber(ARGV[2]) + 2)
 return 'OK'`)
 
 func (s *suite) testRWDeadWaitingWriter(t *testing.T, ctx context.Context) {
@@ -571,7 +578,7 @@ func (s *suite) testRWDeadWaitingWriter(t *testing.T, ctx context.Context) {
 	b := s.newBackend(t)
 	m := rwlock.New(b, "rw", rwlock.WithPrefix(p), rwlock.WithWaiterTimeout(timeout))
 	key := rwlockWriteKind.key(p, "rw")
-	_, err := b.Eval(ctx, deadWriterScript, []string{key + ":wqueue", key + ":wexpiry"},
+	_, err := b.Eval(ctx, deadWriterScript, []string{key + ":wqueue", key + ":wexpiry", key},
 		"deadhub/deadop|2000|deadowner", timeout.Milliseconds())
 	must(t, err, "queue a dead writer")
 	start := time.Now()

@@ -21,7 +21,10 @@
 // also take a read hold (a downgrade) and keeps reading after it releases
 // the write hold. An owner that holds only a read hold and asks for the
 // write lock gets dsync.ErrUpgrade at once: two readers both waiting to
-// upgrade would wait for each other forever. Without an owner in the
+// upgrade would wait for each other forever. The process refuses it
+// without I/O when it knows of the read hold; otherwise the server does,
+// after the plain SET NX of the acquisition's first attempt failed on it
+// (see Keys): one more round trip. Without an owner in the
 // context every acquisition is a fresh ownerless hold, as with
 // sync.RWMutex, whose RLock then Lock in one goroutine waits forever.
 //
@@ -39,9 +42,12 @@
 // waits, new readers wait too, so a steady stream of overlapping readers
 // cannot starve it; the writer gets the lock when the read holds taken
 // before it ended. Writers are served in the order they reached the
-// server. A release of the write lock hands it to every reader waiting at
-// that moment, at once, in the same script, and only when no reader waits
-// to the next writer: readers that waited out a write go before the next
+// server: a waiter's place is that of its registration, which the
+// acquire script makes after a first attempt's plain SET NX (see Keys)
+// found the lock in use; another acquisition whose script reaches the
+// server between the two queues ahead of it. A release of the write lock
+// hands it to every reader waiting at that moment, at once, in the same
+// script, and only when no reader waits to the next writer: readers that waited out a write go before the next
 // write, so neither side starves. The last read release hands the lock to
 // the writer at the head of the queue. Each hand-off wakes exactly the
 // waiters it served. One case waits for a heartbeat instead: a reader
@@ -88,13 +94,44 @@
 //	dsync:rwlock:{config}:wake/<id> pub/sub channel of one process
 //
 // all in one Redis Cluster slot. The main key holds a lone holder's hold,
-// write or read, expiring with its lease: when nothing else is on the
-// lock, an uncontended Lock or RLock is one script that checks the other
-// keys and takes the lock with one SET, and its unlock one that compares
-// and deletes, as the mutex's; with other holders or waiters the main key
-// holds the write hold, or says that the others are in the other keys.
-// Freed, it is gone. Every other key vanishes with its last entry, or
-// expires with its longest lease.
+// write or read, expiring with its lease; with other holders or waiters
+// it holds the write hold, or says that the others are in the other keys.
+// Every other key vanishes with its last entry, or expires with its
+// longest lease.
+//
+// The main key exists whenever anything else is on the lock: a read hold,
+// a waiting writer or a waiting reader. So a missing main key means a
+// lock nothing is on, and an uncontended Lock or RLock is one plain SET
+// NX PX of it, as the mutex's, through a backend with backend.Setter
+// (elsewhere a script that runs that SET), and its unlock a script that
+// GETs and DELs it: four server commands in two round trips. A handle
+// whose last acquisition met the lock in use tries the script first. A
+// write hold that a waiter queues behind, or that its owner's read hold
+// joins (a downgrade), records its end in its value, and its key lives on
+// past that end for as long as they need it (and 2ms more): once that end
+// has passed the write hold is gone (its holder's renewal and release
+// find it so, and State reports no writer), but the key still keeps plain
+// acquisitions out. Each registration and heartbeat of a waiter, and each
+// renewal of a read hold, makes the main key outlive it. When the last of
+// them leaves or ends, the key goes with the hold, or with them: freed,
+// it is gone.
+//
+// If the main key alone is deleted or evicted behind dsync's back (the
+// volatile-* eviction policies may take it and leave the read holds'
+// keys), newcomers may take the lock ahead of the waiting writers, one
+// after another, until a waiter's next heartbeat (within a third of the
+// waiter timeout) writes the key back, as a newcomer may take a mutex
+// whose key vanished. The read holds left are lost with it, since the
+// main key is what kept writers out of them: a plain writer, or a plain
+// reader, may take the lock beside them, and come and go unseen. Each of
+// those readers is told at its next renewal (RDone closes), whether a
+// writer came or not, as a mutex holder is told that its key went.
+//
+// Versions of dsync whose acquisitions checked the other keys (before
+// 2026-11-30) must not share a read-write lock with this one: their write
+// hold's key expires with its lease though waiters are queued, and this
+// version's plain SET NX would then take the lock ahead of them. Stop
+// them all before starting this version.
 //
 // # Errors
 //

@@ -108,8 +108,10 @@ func (m *RWMutex) upgrade(ctx context.Context, op string) error {
 }
 
 // spec describes the acquisitions of role to the lock core. It has no
-// Local: queueing in the process first would reorder the writers; and no
-// Plain: a plain SET would take the lock whatever else is on it.
+// Local: queueing in the process first would reorder the writers. It is
+// Plain on both sides: the lock's main key exists whenever anything else
+// is on the lock (see lua/rw.lua), so that a plain SET NX of it takes only
+// a lock that nothing is on.
 func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 	s := core.LockSpec{
 		Role:      role,
@@ -123,6 +125,7 @@ func (m *RWMutex) spec(role string) (core.LockSpec, core.HoldSpec) {
 		Args:      []any{m.pref, "w"},
 		Fence:     true,
 		Refine:    upgradeError,
+		Plain:     true,
 	}
 	h := core.HoldSpec{Role: role, Channel: m.channel, Renew: renewWriteScript, Keys: m.keys[:1], Token: tokenScript, TokenKeys: m.keys}
 	if role == read {

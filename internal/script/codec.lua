@@ -149,8 +149,8 @@ end
 --
 --   missing
 --       free, and no waiter registered when it was freed; for a primitive
---       that keeps its waiters' turn (fairlock, see keep_turn in
---       exclusive.lua), no live waiter registered at all
+--       that keeps its waiters' turn (fairlock, the read-write lock, see
+--       keep_turn in exclusive.lua), no live waiter registered at all
 --   "<owner id> <hold id>"
 --       the plain form: a hold taken by one SET NX (its count 1, its
 --       fencing token not drawn yet, nobody registered behind it); ARGV[4]

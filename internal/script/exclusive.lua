@@ -4,17 +4,19 @@
 --
 -- Keeping the waiters' turn. A primitive that promises its waiters their
 -- turn (fairlock) sets a.turn, in the header table a (see header in
--- codec.lua), to its expiry key, the sorted set of its waiters' expiries:
--- then its main key exists whenever a live waiter is queued, so that a
--- plain SET NX, which takes the hold wherever the key is missing, never
--- takes it out of turn. A hold with waiters behind it is kept in the end
+-- codec.lua), to its expiry key, the sorted set of its waiters' expiries,
+-- or to a list of such keys (the read-write lock: its waiting writers',
+-- its waiting readers' and its read holds' expiries, whatever is behind
+-- its write hold): then its main key exists whenever a live waiter is
+-- queued, so that a plain SET NX, which takes the hold wherever the key
+-- is missing, never takes it out of turn. A hold with waiters behind it is kept in the end
 -- form (see codec.lua), its key living on past its end while the waiters
 -- need it; every registration and heartbeat of a waiter makes the key
 -- outlive its entry (see keep_turn), writing a free marker where the key
 -- is missing; and every hold taken or handed on with waiters left behind
 -- it is written so (see store_turn). Without a.turn (the mutex, which
--- anyone takes when free, the election, the read-write lock), nothing
--- here writes the end form.
+-- anyone takes when free, the election), nothing here writes the end
+-- form.
 
 -- turn_margin is how many ms a main key kept for the waiters' turn
 -- outlives the last waiter's entry: an entry's expiry is counted from the
@@ -22,12 +24,26 @@
 -- which may be earlier by the script's run so far.
 local turn_margin = 2
 
+-- turn_life returns how long, in ms from now_ms, the longest-lived entry
+-- of turn (an expiry key, or a list of them, see a.turn) has left (0 or
+-- less if none is live): one command per key, whatever the entries.
+local function turn_life(turn, now_ms)
+  if type(turn) ~= 'table' then
+    return queue_life(turn, now_ms)
+  end
+  local life = 0
+  for _, expiry in ipairs(turn) do
+    life = math.max(life, queue_life(expiry, now_ms))
+  end
+  return life
+end
+
 -- store_turn writes the hold s at lock, lasting ttl ms from now_ms, so that
 -- the key outlives the live waiters whose expiries are in turn: in the end
 -- form while any is left, else as a hold nobody waits behind.
 local function store_turn(lock, s, ttl, turn, now_ms)
   ttl = tonumber(ttl)
-  local life = queue_life(turn, now_ms)
+  local life = turn_life(turn, now_ms)
   if life <= 0 then
     s.waiting, s.ends = false, nil
     store(lock, s, ttl)
@@ -123,6 +139,8 @@ end
 local function leave_turn(lock, s, turn)
   if s.owner and s.ends then
     local now_ms = now()
+    -- The hold was read live in this script, which the clock may have
+    -- outrun since: 1 ms at least, as an expiry must be.
     store_turn(lock, s, math.max(s.ends - now_ms, 1), turn, now_ms)
   end
 end

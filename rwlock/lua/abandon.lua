@@ -9,7 +9,7 @@
 -- 'w' for a write one.
 -- Reply: {1 if an acquisition was undone, else 0; ''}, followed by each
 -- waiter the lock was handed to (see hand_to).
-local a = header()
+local a = rw_header()
 local role, owner, op, entry = ARGV[13], a.owner, a.op, a.entry
 a.prefer = ARGV[12]
 if entry ~= '' then
@@ -19,7 +19,7 @@ if entry ~= '' then
     redis.call('ZREM', RW, entry)
   end
 end
-local s = rw_decode(redis.pcall('GET', W))
+local s = rw_load(redis.pcall('GET', W))
 if s.foreign then
   return {0, ''}
 end
@@ -68,5 +68,8 @@ if role == 'r' then
 end
 if s.kind == 'shared' or s.kind == 'missing' then
   pass_and_settle(out, false, a, now_ms, now_us)
+elseif s.kind == 'write' then
+  -- W was kept for this waiter (or read hold) too: no longer.
+  leave_turn(W, s, a.turn)
 end
 return out

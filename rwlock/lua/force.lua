@@ -6,7 +6,7 @@
 -- ForceUnlockToken); ARGV[13] 'r' if readers are preferred, else 'w'.
 -- Reply: {holds taken; their hold ids, space-separated}, followed by each
 -- waiter the lock was handed to (see hand_to).
-local s = rw_decode(redis.pcall('GET', W))
+local s = rw_load(redis.pcall('GET', W))
 if s.foreign then
   return unexpected(W, s.foreign)
 end
@@ -29,7 +29,7 @@ end
 redis.call('DEL', R, RX)
 local out = {#ids, table.concat(ids, ' ')}
 if #ids > 0 then
-  local a = header()
+  local a = rw_header()
   a.prefer, a.last = ARGV[13], s.token
   pass_and_settle(out, true, a, now_ms, now_us)
 end

@@ -3,7 +3,8 @@
 -- ARGV: the header (see codec.lua), of which the owner whose holds to
 -- report ('' for none) and the fence ttl count.
 -- Reply: {write holder's owner id ('' if none), its write hold count,
--- remaining ms of the write hold (-2 if none, -1 if no expiry), token of
+-- remaining ms of the write hold (until its end in the end form, see
+-- rw.lua; -2 if none, -1 if no expiry), token of
 -- the write hold (0 if not drawn yet; the last one handed out if none, 0
 -- if none is known; see fence.lua: a plain write hold draws its token),
 -- live read holds (one per owner), that owner's write hold count, that
@@ -24,7 +25,7 @@ end
 local out = {'', 0, -2, last or '0', redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf'), 0, 0,
   redis.call('ZCOUNT', WX, '(' .. now_ms, '+inf'), redis.call('ZCOUNT', RW, '(' .. now_ms, '+inf'), ''}
 if s.kind == 'write' then
-  out[1], out[2], out[3], out[10] = s.owner, s.count, redis.call('PTTL', W), s.id
+  out[1], out[2], out[3], out[10] = s.owner, s.count, hold_left(W, s), s.id
   if s.owner == ARGV[1] then
     out[6] = s.count
   end

@@ -7,16 +7,18 @@
 -- A read hold is granted to an owner that has one (a re-entry) or holds
 -- the write lock (a downgrade), else only while no write hold is held
 -- and, unless readers are preferred, no live writer waits.
-if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0 and
-    redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+-- W exists whenever anything else is on the lock (see rw.lua): where it is
+-- missing, a plain SET NX, the client's or this script's, takes the lock
+-- as its lone reader.
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   -- The common case: nothing is on the lock, and a plain SET takes it.
   return 0
 end
 -- dsync:library
-local a = header()
+local a = rw_header()
 local owner, op, lease, entry, registered = a.owner, a.op, tonumber(a.lease), a.entry, a.registered
 local v = redis.pcall('GET', W)
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.foreign then
   return unexpected(W, s.foreign)
 end
@@ -48,24 +50,31 @@ if s.kind == 'read' then
   s = rw_unfold(s, now_ms) -- another owner's lone read hold
 end
 local r = load_reader(owner, now_ms)
+if r and s.kind == 'write' and s.owner ~= owner then
+  -- Another owner's write hold beside this read hold: W was deleted
+  -- behind dsync's back and a plain writer took it. The read hold is lost
+  -- (its renewal says so, see renew_read.lua); this acquisition waits.
+  drop_reader(owner)
+  r = nil
+end
 if r then
   if not seen(r.ops, op) then
     r.count = r.count + 1
   end
   r.ops = remember(r.ops, op, math.floor(now_ms / 1000), acquisition_memory(lease))
   local exp = math.max(r.exp, now_ms + lease)
-  store_reader(owner, r, exp, now_ms)
+  -- The waiter leaves first: a waiters' key of the wrong type fails the
+  -- script before it wrote a hold that its owner would not hear of.
   if registered then
     redis.call('ZREM', RW, entry)
   end
-  if s.kind ~= 'write' then
-    rw_keep(s, exp - now_ms, now_ms, now_us)
-  end
+  store_reader(owner, r, exp, now_ms)
+  rw_keep(s, exp - now_ms, now_ms, now_us)
   return {1, r.count, r.token, r.id, exp - now_ms}
 end
 local blocked, retry = false, -1
 if s.kind == 'write' and s.owner ~= owner then
-  blocked, retry = true, redis.call('PTTL', W)
+  blocked, retry = true, hold_left(W, s)
 elseif s.kind ~= 'write' and ARGV[12] ~= 'r' then
   local h = head(WQ, WX, now_ms)
   if h then
@@ -82,13 +91,6 @@ if blocked then
   local token = s.token
   if entry ~= '' then
     register(RW, entry, now_ms, a.entry_ttl)
-  end
-  if s.kind == 'write' then
-    if entry ~= '' then
-      flag_waiting(W, s)
-      token = s.token
-    end
-  elseif entry ~= '' then
     token = rw_keep(s, a.entry_ttl, now_ms, now_us)
   elseif s.kind == 'missing' then
     token = rw_settle(s.token, now_ms, now_us)
@@ -96,17 +98,18 @@ if blocked then
   return not_acquired(retry, token)
 end
 -- A read hold fences nothing: it starts with the last token, and only a
--- lock that lost it draws one.
-if s.kind == 'write' then
-  flag_waiting(W, s) -- a downgrade: the write hold's release must see this read hold
+-- lock that lost it draws one. After a downgrade (the owner's write hold
+-- in W), the write hold's release must see this read hold, and no plain
+-- writer may take W while it lives, whenever the write hold ends: the
+-- write hold takes the end form, and W outlives the read hold (rw_keep).
+if s.kind == 'write' and not s.token then
+  store(W, s) -- a plain write hold draws its token first
+end
+if registered then
+  redis.call('ZREM', RW, entry) -- first, as above
 end
 r = {token = s.token or draw(nil, now_us), count = 1, id = op, ops = op}
 store_reader(owner, r, now_ms + lease, now_ms)
-if registered then
-  redis.call('ZREM', RW, entry)
-end
-if s.kind ~= 'write' then
-  s.token = r.token
-  rw_keep(s, lease, now_ms, now_us)
-end
+s.token = s.token or r.token
+rw_keep(s, lease, now_ms, now_us)
 return tonumber(r.token)

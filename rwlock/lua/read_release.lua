@@ -16,9 +16,9 @@ if v == ARGV[4] then
   return 0
 end
 -- dsync:library
-local a = header()
+local a = rw_header()
 local owner, op, id = a.owner, a.op, a.id
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.kind == 'read' then
   if s.owner ~= owner or s.id ~= id then
     return {-1, ''}
@@ -55,14 +55,18 @@ if r.count > 1 then
   r.ops = remember(r.ops, op, math.floor(now_ms / 1000), op_memory)
   local exp = math.max(r.exp, now_ms + tonumber(a.lease))
   store_reader(owner, r, exp, now_ms)
-  if s.kind == 'shared' then
-    expire_at_least(W, exp - now_ms)
+  if s.kind == 'shared' or (s.kind == 'write' and s.owner == owner) then
+    rw_keep(s, exp - now_ms, now_ms, now_us)
   end
   return {r.count, r.id}
 end
 drop_reader(owner)
 local out = {0, r.id}
-if s.kind == 'shared' or s.kind == 'missing' then
+if s.kind == 'write' then
+  -- The owner's write hold (a downgrade) no longer keeps W for this read
+  -- hold.
+  leave_turn(W, s, a.turn)
+elseif s.kind == 'shared' or s.kind == 'missing' then
   if redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf') > 0 then
     -- Other readers hold it: a waiting writer waits for them.
     if s.kind == 'missing' then

@@ -8,6 +8,13 @@
 -- Reply: per hold 1 if that very hold is still live and now expires no
 -- sooner than its lease from now, else 0. Keys of the wrong type cost only
 -- their own hold.
+--
+-- W outlives every read hold (see rw.lua): each renewal extends it too,
+-- the key only where it is the owner's write hold (a downgrade), whose
+-- own end stays. A read hold beside another owner's write hold, or with
+-- W missing altogether, is lost: W was deleted or evicted behind dsync's
+-- back, and a plain writer took it, or may have taken it and gone (see
+-- rw_load in rw.lua); the hold is dropped, and its holder told at once.
 local out, nkeys, per = {}, tonumber(ARGV[1]), tonumber(ARGV[2])
 local now_ms
 for i = 1, #KEYS / nkeys do
@@ -31,7 +38,12 @@ for i = 1, #KEYS / nkeys do
     now_ms = now_ms or now()
     local exp = redis.pcall('ZSCORE', rexpiry, owner)
     local h = redis.pcall('HGET', readers, owner)
-    if type(exp) == 'string' and type(h) == 'string' and tonumber(exp) > now_ms and string.match(h, '^%d+ %d+ (%S+)') == id then
+    local live = type(exp) == 'string' and type(h) == 'string' and tonumber(exp) > now_ms and
+      string.match(h, '^%d+ %d+ (%S+)') == id
+    if live and (s.kind == 'write' and s.owner ~= owner or s.kind == 'missing' and not s.token) then
+      redis.call('HDEL', readers, owner)
+      redis.call('ZREM', rexpiry, owner)
+    elseif live then
       if now_ms + lease > tonumber(exp) then
         redis.call('ZADD', rexpiry, now_ms + lease, owner)
       end
@@ -39,6 +51,15 @@ for i = 1, #KEYS / nkeys do
       expire_at_least(rexpiry, lease)
       if s.kind == 'shared' then
         -- W lives as long as every read hold.
+        expire_at_least(w, lease)
+      elseif s.kind == 'write' and s.token and lease > 0 then
+        -- The owner's write hold: its key, not the hold, outlives this
+        -- read hold.
+        keep_turn(w, s, lease, now_ms)
+      elseif s.kind == 'missing' and s.token then
+        -- The owner's write hold has ended (its end form, see rw.lua):
+        -- W says the read holds are in the other keys.
+        redis.call('SET', w, s.token .. ' shared', 'KEEPTTL')
         expire_at_least(w, lease)
       end
       out[i] = 1

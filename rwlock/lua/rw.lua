@@ -16,7 +16,11 @@
 --       a write hold, in the exclusive state of codec.lua (plain or full),
 --       expiring with its lease; plain, or waiting 0, promises that
 --       nothing else is there: no read hold (its owner's included) and no
---       waiter
+--       waiter; with anything behind it (a waiter, or its owner's read
+--       hold after a downgrade) it is in the end form, its key living on
+--       past the hold's end for as long as they need it (see a.turn in
+--       exclusive.lua, which rw_turn is here), and once that end has
+--       passed it reads as missing, with its token
 --   "<owner> <hold id> r", "<token> r <count> <owner> <hold id> <ops>"
 --       a lone read hold, plain (taken by one SET NX: count 1, no token
 --       drawn) or full, expiring with its lease, and nothing else
@@ -24,13 +28,19 @@
 --       no write hold; read holds in R and RX, or waiters, or both; it
 --       expires no sooner than any of them
 --
--- or missing: nothing held and nobody waiting, or the key of a hold that
--- ended without a release (or was deleted) with read holds or waiters left
--- behind, which a script that finds them writes back as "<token> shared".
--- So a lone writer or a lone reader takes a lock that nothing else is on
--- with one SET NX, and frees it with one DEL, as the mutex does; anything
--- else is on the other keys, which every other case reads. ("<token>
--- free", which W held once a lone holder was gone, is read as missing.)
+-- or missing. W outlives everything else on the lock, so that W missing
+-- means nothing is on it: no live read hold and no live waiter. A lone
+-- writer or a lone reader therefore takes the lock with one plain SET NX
+-- of W (the client's, or the acquire script's), and frees it with one
+-- DEL, as the mutex does; anything else is on the other keys, which every
+-- other case reads. Every script that writes a read hold or a waiter's
+-- entry makes W outlive it (see rw_keep), and the last write hold's end,
+-- a release or a departed waiter settle W again (see rw_settle). Only a W
+-- deleted or evicted behind dsync's back leaves read holds or waiters
+-- without it: the read holds are lost then (see rw_load, and renew_read.lua,
+-- which also drops a read hold that finds another owner's write hold in
+-- W), and a script that finds waiters writes W back as "<token> shared". ("<token> free", which W held once a lone
+-- holder was gone, is read as missing.)
 --
 -- Tokens come from one sequence (see fence.lua), kept in W while it knows
 -- the last one: a write hold, and a read hold handed to a waiter, draw the
@@ -40,9 +50,23 @@
 -- every hold before it, read or write.
 local W, R, RX, WQ, WX, RW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
+-- rw_turn lists the expiry keys of whatever may be behind a write hold:
+-- the waiting writers', the waiting readers' and the read holds' (see
+-- a.turn in exclusive.lua).
+local rw_turn = {WX, RW, RX}
+
+-- rw_header returns the header (see codec.lua) of a script of the lock,
+-- which keeps what is behind a write hold (see rw_turn).
+local function rw_header()
+  local a = header()
+  a.turn = rw_turn
+  return a
+end
+
 -- rw_decode reads v, the reply of a GET of W by pcall: a table with kind
--- 'write' (and the fields of decode in exclusive.lua), 'read' (token,
--- count, owner, id, ops), 'shared' or 'free' (token), or 'missing'; with
+-- 'write' (and the fields of decode in codec.lua), 'read' (token, count,
+-- owner, id, ops), 'shared' (token), or 'missing' (with token if W knows
+-- the last one: a write hold past its end, or "<token> free"); with
 -- foreign set when W holds something else.
 local function rw_decode(v)
   if type(v) == 'string' then
@@ -62,6 +86,28 @@ local function rw_decode(v)
   local s = decode(W, v)
   if not s.foreign then
     s.kind = s.owner and 'write' or 'missing'
+  end
+  return s
+end
+
+-- rw_load decodes W from v, the reply of a GET of it (by pcall), as
+-- rw_decode does, for a script that may write: where W is missing
+-- altogether (no token known), the read holds left in R and RX are lost.
+-- W kept writers out of them (see above): it was deleted or evicted
+-- behind dsync's back, and a plain writer may have come and gone since,
+-- which nothing could tell them afterwards. Each is told at its next
+-- renewal, which finds its hold gone.
+local function rw_load(v)
+  local s = rw_decode(v)
+  if s.kind == 'missing' and not s.token and redis.call('EXISTS', R, RX) > 0 then
+    -- Keys of another type are not dsync's to delete: the scripts report
+    -- them where they read them.
+    if redis.call('TYPE', R).ok == 'hash' then
+      redis.call('DEL', R)
+    end
+    if redis.call('TYPE', RX).ok == 'zset' then
+      redis.call('DEL', RX)
+    end
   end
   return s
 end
@@ -180,11 +226,17 @@ local function rw_settle(token, now_ms, now_us)
   return token or '0'
 end
 
--- rw_keep makes W, whose state s has no write hold, outlive a read hold
--- or waiter's entry just written to expire ttl ms from now: W in the
--- shared form lives at least that long, and a missing one is written back
--- (see rw_settle). It returns the last token, '0' if none.
+-- rw_keep makes W, whose state s was read in this script (no lone read
+-- hold), outlive a read hold or waiter's entry just written to expire ttl
+-- ms from now: a write hold records its end and its key lives at least
+-- that long (see keep_turn in exclusive.lua), W in the shared form lives
+-- at least that long, and a missing one is written back (see rw_settle).
+-- It returns the last token, '0' if none.
 local function rw_keep(s, ttl, now_ms, now_us)
+  if s.kind == 'write' then
+    keep_turn(W, s, ttl, now_ms)
+    return s.token
+  end
   if s.kind == 'shared' then
     expire_at_least(W, ttl)
     return s.token
@@ -267,8 +319,9 @@ local function pass_on(out, after_write, a, now_ms, now_us)
     op, owner, ttl = parse_entry(h)
   end
   token = draw(token, now_us)
-  -- More waiters may be left: the release looks again.
-  store(W, {token = token, count = 1, waiting = true, owner = owner, id = op, ops = op}, ttl)
+  -- More waiters may be left: the release looks again, and W outlives
+  -- them.
+  store_turn(W, {token = token, count = 1, owner = owner, id = op, ops = op}, ttl, rw_turn, now_ms)
   announce(out, a, h, token, owner)
   return token, true
 end

@@ -8,16 +8,18 @@
 -- The write hold is taken by its owner re-entering, or when neither a
 -- write nor a read hold is held, by the head of the writers' queue, or by
 -- anyone if no live writer is queued.
-if ARGV[10] == '0' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[6]) == 0 and
-    redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+-- W exists whenever anything else is on the lock (see rw.lua): where it is
+-- missing, a plain SET NX, the client's or this script's, takes the lock
+-- in turn.
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   -- The common case: nothing is on the lock, and a plain SET takes it.
   return 0
 end
 -- dsync:library
-local a = header()
+local a = rw_header()
 local owner, op, lease, entry, registered = a.owner, a.op, a.lease, a.entry, a.registered
 local v = redis.pcall('GET', W)
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.foreign then
   return unexpected(W, s.foreign)
 end
@@ -34,7 +36,7 @@ if (s.kind == 'read' and s.owner == owner) or ((s.kind == 'shared' or s.kind == 
 end
 if s.kind == 'write' or s.kind == 'read' then
   -- Another owner's write hold, or lone read hold.
-  local left = redis.call('PTTL', W)
+  local left = s.kind == 'write' and hold_left(W, s) or redis.call('PTTL', W)
   if entry ~= '' then
     if s.kind == 'read' then
       rw_unfold(s, now_ms)
@@ -42,7 +44,7 @@ if s.kind == 'write' or s.kind == 'read' then
       rw_settle(s.token, now_ms, now_us)
     else
       enqueue(WQ, WX, entry, now_ms, a.entry_ttl)
-      flag_waiting(W, s)
+      rw_keep(s, a.entry_ttl, now_ms, now_us)
     end
   end
   return not_acquired(left, s.token)

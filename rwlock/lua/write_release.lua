@@ -15,9 +15,9 @@ if v == ARGV[4] then
   return 0
 end
 -- dsync:library
-local a = header()
+local a = rw_header()
 local owner, op, id = a.owner, a.op, a.id
-local s = rw_decode(v)
+local s = rw_load(v)
 if s.foreign then
   return unexpected(W, s.foreign)
 end
