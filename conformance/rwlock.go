@@ -28,6 +28,7 @@ func (s *suite) rwlockRules() []rule {
 		{"RWReentrancy", "reads and writes re-enter per owner, counted exactly; each side unlocks only itself", false, s.testRWReentrancy},
 		{"RWReaderLeases", "each read hold has its own lease: an expired reader frees itself, a renewed one stays", false, s.testRWReaderLeases},
 		{"RWDeadWaitingWriter", "a waiting writer that stopped beating blocks readers at most the waiter timeout", false, s.testRWDeadWaitingWriter},
+		{"RWNoOvertakeAfterExpiry", "a newcomer never takes the lock ahead of a live writer once the write hold it queued behind ran out: TryLock and TryRLock fail and Lock waits its turn", false, s.testRWNoOvertake},
 		{"RWLostSignal", "deleting the lock's keys fires Done and RDone", false, s.testRWLostSignal},
 		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
 		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
@@ -711,4 +712,106 @@ func (s *suite) testRWBadInput(t *testing.T, ctx context.Context) {
 	if n := sp.count(); n != 0 {
 		t.Errorf("bad input reached the server: %d calls", n)
 	}
+}
+
+// testRWNoOvertake checks that a write hold that runs out with a live
+// writer queued behind it lets no newcomer in ahead of that writer. The
+// writer must queue while the hold lasts, which a loaded machine may
+// miss: then the test runs again, on a lease twice as long, three times
+// at most.
+func (s *suite) testRWNoOvertake(t *testing.T, ctx context.Context) {
+	lease := s.bound(200 * time.Millisecond)
+	for range 3 {
+		if s.rwNoOvertakeRound(t, ctx, lease) {
+			return
+		}
+		t.Logf("the writer did not queue within a %v lease: once more, on a lease twice as long", lease)
+		lease *= 2
+	}
+	t.Fatalf("the writer did not queue within the hold's lease, up to %v", lease/2)
+}
+
+// rwNoOvertakeRound runs testRWNoOvertake with a write hold on lease, and
+// reports false, having checked nothing, if the waiting writer did not
+// queue while the hold lasted.
+func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.Duration) bool {
+	p := prefix()
+	open := func(b backend.Backend) *rwlock.RWMutex { return rwlock.New(b, "rw", rwlock.WithPrefix(p)) }
+	probe := open(s.newBackend(t))
+	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
+	// The waiter makes no attempt from when it queued until it is let
+	// go, as a process stalled between two attempts: its place lasts the
+	// waiter timeout (5s), and the write hold is gone with it queued once
+	// the hold ran out.
+	wb := newStalled(t, s.newBackend(t))
+	var o order
+	got := make(chan int, 2)
+	proceed := make(chan struct{})
+	waiter := open(wb)
+	go func() {
+		if err := waiter.LockContext(ctx); err != nil {
+			t.Errorf("waiter: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 0)
+		o.mu.Unlock()
+		<-proceed
+		if err := waiter.UnlockContext(ctx); err != nil {
+			t.Errorf("waiter: unlock: %v", err)
+		}
+		got <- 0
+	}()
+	// The holder's hold, not the waiter's: a hold handed to a waiter
+	// starts on a lease of 2s (see package rwlock), longer than lease.
+	held := func(st rwlock.State) bool { return st.Mode == rwlock.Write && st.TTL <= lease }
+	awaitRW(t, ctx, probe, "the writer queued, or the hold gone", func(st rwlock.State) bool { return st.WaitingWriters == 1 || !held(st) })
+	wb.shut()
+	// The waiter's next attempt is due when the hold ends: one that was
+	// under way as the waiter stalled found the hold live.
+	if st := rwState(t, ctx, probe); st.WaitingWriters != 1 || !held(st) || st.TTL < lease/10 {
+		wb.open()
+		close(proceed)
+		within(t, s.bound(5*time.Second), got, "the waiter")
+		return false
+	}
+	time.Sleep(lease + s.bound(100*time.Millisecond))
+	if st := rwState(t, ctx, probe); st.Mode != rwlock.Free || st.WaitingWriters != 1 {
+		t.Fatalf("past the write hold's lease: %+v; want free with the writer queued", st)
+	}
+	// Newcomers with one plain SET NX where the backend has it, and
+	// through the acquire scripts: a fresh handle each, whose first
+	// attempt is the plain one.
+	for _, b := range []backend.Backend{s.newBackend(t), elsewhere{s.newBackend(t)}} {
+		if ok, err := open(b).TryLockContext(ctx); ok || err != nil {
+			t.Fatalf("a newcomer's TryLock on %T past the write hold's lease = %v, %v; want false: a live writer is queued", b, ok, err)
+		}
+		if ok, err := open(b).TryRLockContext(ctx); ok || err != nil {
+			t.Fatalf("a newcomer's TryRLock on %T past the write hold's lease = %v, %v; want false: a live writer is queued", b, ok, err)
+		}
+	}
+	newcomer := open(s.newBackend(t))
+	go func() {
+		if err := newcomer.LockContext(ctx); err != nil {
+			t.Errorf("newcomer: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 1)
+		o.mu.Unlock()
+		if err := newcomer.UnlockContext(ctx); err != nil {
+			t.Errorf("newcomer: unlock: %v", err)
+		}
+		got <- 1
+	}()
+	awaitRW(t, ctx, probe, "the newcomer queued", func(st rwlock.State) bool { return st.WaitingWriters == 2 })
+	wb.open()
+	close(proceed)
+	within(t, s.bound(5*time.Second), got, "an acquisition")
+	within(t, s.bound(5*time.Second), got, "an acquisition")
+	o.check(t, 2)
+	return true
 }
