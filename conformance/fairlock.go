@@ -211,15 +211,24 @@ func (s *suite) testFairDeadWaiter(t *testing.T, ctx context.Context) {
 // must queue while the hold lasts, which a loaded machine may miss: then
 // the test runs again, on a lease twice as long, three times at most.
 func (s *suite) testFairNoOvertake(t *testing.T, ctx context.Context) {
+	s.queuedWithinLease(t, "the waiter", func(lease time.Duration) bool { return s.fairNoOvertakeRound(t, ctx, lease) })
+}
+
+// queuedWithinLease runs round on a lease of 200ms, which reports whether
+// waiter queued while a hold on that lease lasted (and checked what it
+// checks then), and again on a lease twice as long while it did not,
+// three rounds at most: a loaded machine may queue the waiter late.
+func (s *suite) queuedWithinLease(t *testing.T, waiter string, round func(lease time.Duration) bool) {
+	t.Helper()
 	lease := s.bound(200 * time.Millisecond)
 	for range 3 {
-		if s.fairNoOvertakeRound(t, ctx, lease) {
+		if round(lease) {
 			return
 		}
-		t.Logf("the waiter did not queue within a %v lease: once more, on a lease twice as long", lease)
+		t.Logf("%s did not queue within a %v lease: once more, on a lease twice as long", waiter, lease)
 		lease *= 2
 	}
-	t.Fatalf("the waiter did not queue within the hold's lease, up to %v", lease/2)
+	t.Fatalf("%s did not queue within the hold's lease, up to %v", waiter, lease/2)
 }
 
 // fairNoOvertakeRound runs testFairNoOvertake with a hold on lease, and

@@ -720,15 +720,7 @@ func (s *suite) testRWBadInput(t *testing.T, ctx context.Context) {
 // miss: then the test runs again, on a lease twice as long, three times
 // at most.
 func (s *suite) testRWNoOvertake(t *testing.T, ctx context.Context) {
-	lease := s.bound(200 * time.Millisecond)
-	for range 3 {
-		if s.rwNoOvertakeRound(t, ctx, lease) {
-			return
-		}
-		t.Logf("the writer did not queue within a %v lease: once more, on a lease twice as long", lease)
-		lease *= 2
-	}
-	t.Fatalf("the writer did not queue within the hold's lease, up to %v", lease/2)
+	s.queuedWithinLease(t, "the writer", func(lease time.Duration) bool { return s.rwNoOvertakeRound(t, ctx, lease) })
 }
 
 // rwNoOvertakeRound runs testRWNoOvertake with a write hold on lease, and
