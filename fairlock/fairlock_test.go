@@ -192,32 +192,6 @@ func TestCommandsPerHandOffIndependentOfQueueLength(t *testing.T) {
 	}
 }
 
-// commandsByName returns the calls of each command the server ran,
-// scripts' inner calls included, but for INFO itself and the
-// subscriptions and PINGs that come and go on their own schedule.
-func commandsByName(t *testing.T, srv *testserver.Server) map[string]int64 {
-	t.Helper()
-	v, err := redis.String(srv.Do(context.Background(), "INFO", "commandstats"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(v, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		switch name {
-		case "info", "subscribe", "unsubscribe", "ping":
-			continue
-		}
-		n, _, _ := strings.Cut(rest, ",")
-		c, _ := strconv.ParseInt(n, 10, 64)
-		out[name] = c
-	}
-	return out
-}
-
 // An uncontended Lock and Unlock cost the server what the mutex's cost:
 // four commands, one plain SET NX and a release script that GETs and
 // DELs the hold.
@@ -234,12 +208,7 @@ func TestUncontendedPairCommands(t *testing.T) {
 	}
 	const pairs = 100
 	want := map[string]int64{"set": pairs, "evalsha": pairs, "get": pairs, "del": pairs}
-	// Counted three times and the fewest kept: INFO counts every client's
-	// calls, and a stray one may fall in.
-	var best map[string]int64
-	var fewest int64 = -1
-	for range 3 {
-		before := commandsByName(t, srv)
+	best, fewest, err := srv.FewestCalls(ctx, 3, func() {
 		for range pairs {
 			if err := m.LockContext(ctx); err != nil {
 				t.Fatal(err)
@@ -248,16 +217,9 @@ func TestUncontendedPairCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		diff, sum := map[string]int64{}, int64(0)
-		for name, n := range commandsByName(t, srv) {
-			if d := n - before[name]; d != 0 {
-				diff[name] = d
-				sum += d
-			}
-		}
-		if fewest < 0 || sum < fewest {
-			best, fewest = diff, sum
-		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("%d uncontended Lock+Unlock pairs: %d server commands %v", pairs, fewest, best)
 	if fewest > 4*pairs || !maps.Equal(best, want) {

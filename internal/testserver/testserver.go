@@ -205,6 +205,42 @@ func (s *Server) CommandCalls(ctx context.Context) (map[string]int64, error) {
 	return calls, nil
 }
 
+// FewestCalls runs fn rounds times and returns the commands the server ran
+// during the round that ran fewest (by command, and their sum), scripts'
+// inner calls included; INFO and pub/sub's own commands (SUBSCRIBE,
+// UNSUBSCRIBE, PING) are left out. INFO counts every client's calls: the
+// fewest of a few rounds leaves out a stray one from elsewhere.
+func (s *Server) FewestCalls(ctx context.Context, rounds int, fn func()) (map[string]int64, int64, error) {
+	var best map[string]int64
+	var fewest int64 = -1
+	for range rounds {
+		before, err := s.CommandCalls(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		fn()
+		after, err := s.CommandCalls(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		diff, sum := map[string]int64{}, int64(0)
+		for name, n := range after {
+			switch name {
+			case "subscribe", "unsubscribe", "ping":
+				continue
+			}
+			if d := n - before[name]; d != 0 {
+				diff[name] = d
+				sum += d
+			}
+		}
+		if fewest < 0 || sum < fewest {
+			best, fewest = diff, sum
+		}
+	}
+	return best, fewest, nil
+}
+
 // Pause makes the server unresponsive for d with DEBUG SLEEP, and returns
 // when the pause is over.
 func (s *Server) Pause(ctx context.Context, d time.Duration) error {

@@ -37,25 +37,13 @@ func TestUncontendedPairCommands(t *testing.T) {
 			pair() // loads the scripts: not counted
 			const pairs = 100
 			want := map[string]int64{"set": pairs, "evalsha": pairs, "get": pairs, "del": pairs}
-			// Counted three times and the fewest kept: INFO counts every
-			// client's calls, and a stray one may fall in.
-			var best map[string]int64
-			var fewest int64 = -1
-			for range 3 {
-				before := commandsByName(t, srv)
+			best, fewest, err := srv.FewestCalls(ctx, 3, func() {
 				for range pairs {
 					pair()
 				}
-				diff, sum := map[string]int64{}, int64(0)
-				for name, n := range commandsByName(t, srv) {
-					if d := n - before[name]; d != 0 {
-						diff[name] = d
-						sum += d
-					}
-				}
-				if fewest < 0 || sum < fewest {
-					best, fewest = diff, sum
-				}
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("%d uncontended %s pairs: %d server commands %v", pairs, side.name, fewest, best)
 			if fewest > 4*pairs || !maps.Equal(best, want) {
@@ -63,19 +51,4 @@ func TestUncontendedPairCommands(t *testing.T) {
 			}
 		})
 	}
-}
-
-// commandsByName returns the calls of each command the server ran,
-// scripts' inner calls included, but for the subscriptions and PINGs that
-// come and go on their own schedule (see testserver.Server.CommandCalls).
-func commandsByName(t *testing.T, srv *testserver.Server) map[string]int64 {
-	t.Helper()
-	calls, err := srv.CommandCalls(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"subscribe", "unsubscribe", "ping"} {
-		delete(calls, name)
-	}
-	return calls
 }
