@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -55,18 +56,7 @@ func queueFair(t *testing.T, ctx context.Context, probe *fairlock.Mutex, m *fair
 		}
 		got <- id
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; ; i++ {
-		st, err := probe.State(ctx)
-		must(t, err, "state")
-		if st.Queued >= n {
-			return
-		}
-		if time.Now().After(deadline) || i > 5000 {
-			t.Fatalf("waiter %d not queued within 5s (%d queued)", id, st.Queued)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitFair(t, ctx, probe, fmt.Sprintf("waiter %d queued (%d in all)", id, n), func(st fairlock.State) bool { return st.Queued >= n })
 }
 
 // check fails t unless waiters 0 to n-1 held the lock in that order.
@@ -267,18 +257,7 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 	// The holder's hold, not the waiter's: a hold handed to a waiter
 	// starts on a lease of 2s (see package fairlock), longer than lease.
 	held := func(st fairlock.State) bool { return st.Locked && st.TTL <= lease }
-	deadline := time.Now().Add(s.bound(5 * time.Second))
-	for i := 0; ; i++ {
-		st, err := probe.State(ctx)
-		must(t, err, "state")
-		if st.Queued == 1 || !held(st) {
-			break
-		}
-		if time.Now().After(deadline) || i > 5000 {
-			t.Fatalf("the waiter neither queued nor took the lock within 5s: %+v", st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitFair(t, ctx, probe, "the waiter queued, or the hold gone", func(st fairlock.State) bool { return st.Queued == 1 || !held(st) })
 	wb.shut()
 	// The waiter's next attempt is due when the hold ends: one that was
 	// under way as the waiter stalled found the hold live.
@@ -316,7 +295,7 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 		}
 		got <- 1
 	}()
-	awaitFairQueued(t, ctx, probe, 2)
+	awaitFair(t, ctx, probe, "the newcomer queued", func(st fairlock.State) bool { return st.Queued == 2 })
 	wb.open()
 	close(proceed)
 	within(t, s.bound(5*time.Second), got, "an acquisition")
@@ -325,18 +304,18 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 	return true
 }
 
-// awaitFairQueued returns once n waiters are queued on the lock of probe.
-func awaitFairQueued(t *testing.T, ctx context.Context, probe *fairlock.Mutex, n int) {
+// awaitFair waits until the state of the lock of probe satisfies cond.
+func awaitFair(t *testing.T, ctx context.Context, probe *fairlock.Mutex, what string, cond func(fairlock.State) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; ; i++ {
 		st, err := probe.State(ctx)
 		must(t, err, "state")
-		if st.Queued >= n {
+		if cond(st) {
 			return
 		}
 		if time.Now().After(deadline) || i > 5000 {
-			t.Fatalf("%d waiters not queued within 5s (%d queued)", n, st.Queued)
+			t.Fatalf("%s: not within 5s; state %+v", what, st)
 		}
 		time.Sleep(time.Millisecond)
 	}
