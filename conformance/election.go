@@ -138,18 +138,31 @@ func (s *suite) testElectionExclusive(t *testing.T, ctx context.Context) {
 		last  int64
 		led   [candidates]int
 	)
-	stop := time.Now().Add(run)
-	var wg sync.WaitGroup
-	for i := range candidates {
+	elections := make([]*election.Election, candidates)
+	for i := range elections {
 		b := s.newBackend(t)
 		if i%2 == 1 {
 			b = elsewhere{b}
 		}
-		e := openElection(b, p, "exclusive")
+		elections[i] = openElection(b, p, "exclusive")
+	}
+	// The run starts once every candidate is open, and a candidate that
+	// has not led yet goes on past its end: on a loaded machine a
+	// candidate's first Campaign may start late, and one that never
+	// leads fails by its ctx's deadline, not by the clock.
+	stop := time.Now().Add(run)
+	var wg sync.WaitGroup
+	for i, e := range elections {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := 0; time.Now().Before(stop) && n < 10000; n++ {
+			for n := 0; n < 10000; n++ {
+				mu.Lock()
+				done := led[i] > 0 && !time.Now().Before(stop)
+				mu.Unlock()
+				if done {
+					break
+				}
 				term, err := e.Campaign(ctx, fmt.Sprint(i))
 				if err != nil {
 					t.Errorf("candidate %d: %v", i, err)
