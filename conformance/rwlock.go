@@ -29,6 +29,7 @@ func (s *suite) rwlockRules() []rule {
 		{"RWReaderLeases", "each read hold has its own lease: an expired reader frees itself, a renewed one stays", false, s.testRWReaderLeases},
 		{"RWDeadWaitingWriter", "a waiting writer that stopped beating blocks readers at most the waiter timeout", false, s.testRWDeadWaitingWriter},
 		{"RWNoOvertakeAfterExpiry", "a newcomer never takes the lock ahead of a live writer once the write hold it queued behind ran out: TryLock and TryRLock fail and Lock waits its turn", false, s.testRWNoOvertake},
+		{"RWReadersFirstAfterExpiredWrite", "readers that waited out a write hold go before the next writer when the hold ran out, as when it was released: ahead of a writer queued behind them and of a newcomer, whose TryLock fails", false, s.testRWReadersFirst},
 		{"RWLostSignal", "deleting the lock's keys fires Done and RDone", false, s.testRWLostSignal},
 		{"RWGiveUpStorm", "readers and writers that give up leave nothing held or queued", false, s.testRWGiveUpStorm},
 		{"RWBadInput", "bad input on the read side is a sentinel error before any I/O", false, s.testRWBadInput},
@@ -805,5 +806,107 @@ func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.
 	within(t, s.bound(5*time.Second), got, "an acquisition")
 	within(t, s.bound(5*time.Second), got, "an acquisition")
 	o.check(t, 2)
+	return true
+}
+
+func (s *suite) testRWReadersFirst(t *testing.T, ctx context.Context) {
+	s.queuedWithinLease(t, "the reader", func(lease time.Duration) bool { return s.rwReadersFirstRound(t, ctx, lease) })
+}
+
+// rwReadersFirstRound runs testRWReadersFirst with a write hold on lease,
+// and reports false, having checked nothing, if the waiting reader did not
+// register while the hold lasted.
+func (s *suite) rwReadersFirstRound(t *testing.T, ctx context.Context, lease time.Duration) bool {
+	p := prefix()
+	open := func(b backend.Backend) *rwlock.RWMutex { return rwlock.New(b, "rw", rwlock.WithPrefix(p)) }
+	probe := open(s.newBackend(t))
+	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
+	// The reader makes no attempt from when it registered until it is let
+	// go, as a process stalled between two attempts: the write hold is
+	// gone with it waiting once the hold ran out, and only the newcomer's
+	// scripts run meanwhile. Wake-ups still reach it.
+	rb := newStalled(t, s.newBackend(t))
+	var o order
+	got := make(chan int, 3)
+	proceed := make(chan struct{})
+	reader := open(rb)
+	go func() {
+		if err := reader.RLockContext(ctx); err != nil {
+			t.Errorf("reader: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 0)
+		o.mu.Unlock()
+		<-proceed
+		if err := reader.RUnlockContext(ctx); err != nil {
+			t.Errorf("reader: unlock: %v", err)
+		}
+		got <- 0
+	}()
+	held := func(st rwlock.State) bool { return st.Mode == rwlock.Write && st.TTL <= lease }
+	awaitRW(t, ctx, probe, "the reader registered, or the hold gone", func(st rwlock.State) bool { return st.WaitingReaders == 1 || !held(st) })
+	rb.shut()
+	// A writer queued behind the reader, whose attempt at the hold's end
+	// finds the reader waiting.
+	writer := open(s.newBackend(t))
+	go func() {
+		if err := writer.LockContext(ctx); err != nil {
+			t.Errorf("writer: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 1)
+		o.mu.Unlock()
+		if err := writer.UnlockContext(ctx); err != nil {
+			t.Errorf("writer: unlock: %v", err)
+		}
+		got <- 1
+	}()
+	awaitRW(t, ctx, probe, "the writer queued, or the hold gone", func(st rwlock.State) bool { return st.WaitingWriters == 1 || !held(st) })
+	if st := rwState(t, ctx, probe); st.WaitingReaders != 1 || st.WaitingWriters != 1 || !held(st) || st.TTL < lease/10 {
+		rb.open()
+		close(proceed)
+		within(t, s.bound(5*time.Second), got, "an acquisition")
+		within(t, s.bound(5*time.Second), got, "an acquisition")
+		return false
+	}
+	time.Sleep(lease + s.bound(100*time.Millisecond))
+	// The reader is due, handed the lock or waiting still; the writer waits.
+	if st := rwState(t, ctx, probe); st.Mode == rwlock.Write || st.WaitingWriters != 1 || st.Readers+st.WaitingReaders != 1 {
+		t.Fatalf("past the write hold's lease: %+v; want the reader handed the lock or waiting, and the writer queued", st)
+	}
+	// Newcomers with one plain SET NX where the backend has it, and
+	// through the acquire script.
+	for _, b := range []backend.Backend{s.newBackend(t), elsewhere{s.newBackend(t)}} {
+		if ok, err := open(b).TryLockContext(ctx); ok || err != nil {
+			t.Fatalf("a newcomer's TryLock on %T past the write hold's lease = %v, %v; want false: a reader waited out the write", b, ok, err)
+		}
+	}
+	newcomer := open(s.newBackend(t))
+	go func() {
+		if err := newcomer.LockContext(ctx); err != nil {
+			t.Errorf("newcomer: %v", err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, 2)
+		o.mu.Unlock()
+		if err := newcomer.UnlockContext(ctx); err != nil {
+			t.Errorf("newcomer: unlock: %v", err)
+		}
+		got <- 2
+	}()
+	awaitRW(t, ctx, probe, "the newcomer queued", func(st rwlock.State) bool { return st.WaitingWriters == 2 })
+	rb.open()
+	close(proceed)
+	for range 3 {
+		within(t, s.bound(5*time.Second), got, "an acquisition")
+	}
+	o.check(t, 3)
 	return true
 }

@@ -41,19 +41,23 @@
 // By default the lock prefers writers, as sync.RWMutex does: once a writer
 // waits, new readers wait too, so a steady stream of overlapping readers
 // cannot starve it; the writer gets the lock when the read holds taken
-// before it ended. Writers are served in the order they reached the
-// server: a waiter's place is that of its registration, which the
-// acquire script makes after a first attempt's plain SET NX (see Keys)
-// found the lock in use; another acquisition whose script reaches the
-// server between the two queues ahead of it. A release of the write lock
-// hands it to every reader waiting at that moment, at once, in the same
-// script, and only when no reader waits to the next writer: readers that waited out a write go before the next
-// write, so neither side starves. The last read release hands the lock to
-// the writer at the head of the queue. Each hand-off wakes exactly the
-// waiters it served. One case waits for a heartbeat instead: a reader
-// whose own owner's queued writer is handed the lock enters under that
-// write hold at its next attempt, a third of the waiter timeout later at
-// most, since finding it would cost a look at every waiting reader.
+// before it ended. Writers are served in the order they reached the server:
+// a waiter's place is that of its registration, which the acquire script
+// makes after a first attempt's plain SET NX (see Keys) found the lock in
+// use; another acquisition whose script reaches the server between the two
+// queues ahead of it. A release of the write lock hands it to every reader
+// waiting at that moment, at once, in the same script, and only when no
+// reader waits to the next writer: readers that waited out a write go
+// before the next write, so neither side starves. A write hold that runs
+// out instead (its process died, or a fixed lease ended) passes the lock on
+// the same way, in the first script that finds it ended: an attempt of a
+// waiter or of a newcomer, which then takes its own turn. The last read
+// release hands the lock to the writer at the head of the queue. Each
+// hand-off wakes exactly the waiters it served. One case waits for a heartbeat
+// instead: a reader whose own owner's queued writer is handed the lock
+// enters under that write hold at its next attempt, a third of the waiter
+// timeout later at most, since finding it would cost a look at every
+// waiting reader.
 //
 // WithReaderPreference lets new readers in whenever no write hold is held,
 // queued writers or not: more read throughput, at the price of writers that

@@ -179,8 +179,8 @@ end
 -- decode reads the state at lock from v, the reply of a GET of it (by
 -- pcall): a table with owner, id, count, waiting, ops, ends (the end, in
 -- the end form) and, once drawn, token (a string) while held (plain set
--- for the plain form); with token alone while free, an ended hold
--- included; empty when the key is missing; with foreign set when the key
+-- for the plain form); with token alone while free, and ended set too
+-- for a hold in the end form past its end; empty when the key is missing; with foreign set when the key
 -- holds something else (see unexpected).
 local function decode(lock, v)
   if type(v) == 'table' then
@@ -196,7 +196,7 @@ local function decode(lock, v)
       return {token = token, count = tonumber(count), waiting = ends == 1, owner = owner, id = id, ops = ops}
     end
     if ends <= now() then
-      return {token = token}
+      return {token = token, ended = true}
     end
     return {token = token, count = tonumber(count), waiting = true, ends = ends, owner = owner, id = id, ops = ops}
   end

@@ -23,6 +23,7 @@ if s.foreign then
   return unexpected(W, s.foreign)
 end
 local now_ms, now_us = now()
+s = readers_due(a, s, now_ms, now_us)
 if s.kind == 'read' and s.owner == owner then
   -- A re-entry of the lone read hold, or a retry.
   if not seen(s.ops, op) then

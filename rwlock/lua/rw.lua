@@ -334,3 +334,26 @@ local function pass_and_settle(out, after_write, a, now_ms, now_us)
     rw_settle(token, now_ms, now_us)
   end
 end
+
+-- readers_due passes the lock on as the release of the write hold would
+-- have (see pass_on) when s, W's state, is a write hold that ran out
+-- (ended, see decode in codec.lua) with readers waiting: readers that
+-- waited out a write go before the next writer whether the write hold was
+-- released or ran out. A script that finds it so does the release's part
+-- first. The waiters handed the lock are woken by PUBLISH whatever their
+-- hub, since the caller's reply does not name them. It returns W's state
+-- afterwards.
+local function readers_due(a, s, now_ms, now_us)
+  if not s.ended then
+    return s
+  end
+  redis.call('ZREMRANGEBYSCORE', RW, '-inf', now_ms)
+  if redis.call('EXISTS', RW) == 0 then
+    return s
+  end
+  local hub = a.hub
+  a.hub, a.prefer, a.last = '', ARGV[12], s.token
+  pass_and_settle({}, true, a, now_ms, now_us)
+  a.hub = hub
+  return rw_decode(redis.call('GET', W))
+end

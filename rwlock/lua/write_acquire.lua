@@ -24,6 +24,7 @@ if s.foreign then
   return unexpected(W, s.foreign)
 end
 local now_ms, now_us = now()
+s = readers_due(a, s, now_ms, now_us)
 if s.kind == 'write' and s.owner == owner then
   enter(W, s, a)
   if registered then
