@@ -40,7 +40,10 @@ func (m *RWMutex) RLock() {
 // An owner that holds only a read hold gets an error matching
 // dsync.ErrUpgrade at once: two readers both waiting to upgrade would
 // wait for each other forever. Release the read hold first, or take the
-// write hold first and read under it.
+// write hold first and read under it. A writer that queued while its owner
+// held none waits for a read hold the owner came to hold since (another
+// of its goroutines, handed one as a reader that waited out a write) as
+// for any other.
 //
 // The wait ends when the lock is acquired or ctx is done; ctx's deadline
 // is the longest wait. On failure nothing is left held or queued, and the

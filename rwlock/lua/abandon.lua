@@ -67,7 +67,9 @@ if role == 'r' then
   end
 end
 if s.kind == 'shared' or s.kind == 'missing' then
-  pass_and_settle(out, false, a, now_ms, now_us)
+  -- A write hold that ran out (ended) is passed on as its release would
+  -- have: to the readers that waited it out first (see readers_due).
+  pass_and_settle(out, s.ended == true, a, now_ms, now_us)
 elseif s.kind == 'write' then
   -- W was kept for this waiter (or read hold) too: no longer.
   leave_turn(W, s, a.turn)

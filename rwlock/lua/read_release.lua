@@ -67,7 +67,10 @@ if s.kind == 'write' then
   -- hold.
   leave_turn(W, s, a.turn)
 elseif s.kind == 'shared' or s.kind == 'missing' then
-  if redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf') > 0 then
+  -- A write hold that ran out (ended: the owner's, behind which this read
+  -- hold was a downgrade) is passed on as its release would have: to the
+  -- readers that waited it out first (see readers_due).
+  if not s.ended and redis.call('ZCOUNT', RX, '(' .. now_ms, '+inf') > 0 then
     -- Other readers hold it: a waiting writer waits for them.
     if s.kind == 'missing' then
       rw_settle(nil, now_ms, now_us)
@@ -75,6 +78,6 @@ elseif s.kind == 'shared' or s.kind == 'missing' then
     return out
   end
   a.prefer, a.last = ARGV[12], s.token
-  pass_and_settle(out, false, a, now_ms, now_us)
+  pass_and_settle(out, s.ended == true, a, now_ms, now_us)
 end
 return out

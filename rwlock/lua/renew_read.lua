@@ -56,8 +56,14 @@ for i = 1, #KEYS / nkeys do
         -- The owner's write hold: its key, not the hold, outlives this
         -- read hold.
         keep_turn(w, s, lease, now_ms)
+      elseif s.ended then
+        -- The owner's write hold has ended (its end form, see rw.lua),
+        -- and W stays so, outliving this read hold: the first script
+        -- that passes the lock on must find the write hold ended, and
+        -- hand it to the readers that waited it out (see readers_due),
+        -- which a renewal, without their keys, cannot.
+        expire_at_least(w, lease)
       elseif s.kind == 'missing' and s.token then
-        -- The owner's write hold has ended (its end form, see rw.lua):
         -- W says the read holds are in the other keys.
         redis.call('SET', w, s.token .. ' shared', 'KEEPTTL')
         expire_at_least(w, lease)

@@ -275,6 +275,11 @@ local function pass_on(out, after_write, a, now_ms, now_us)
   local h = head(WQ, WX, now_ms)
   local token = a.last
   if (after_write or not h or a.prefer == 'r') and redis.call('EXISTS', RW) == 1 then
+    -- The read holds' hash is read first: one of the wrong type fails the
+    -- script before a waiter leaves the set for a hold it cannot be
+    -- given (an acquire script, see readers_due, has written nothing
+    -- yet).
+    redis.call('HLEN', R)
     local handed = false
     local w = pop_waiter(RW)
     while w do

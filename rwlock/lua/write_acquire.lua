@@ -3,7 +3,7 @@
 -- ARGV: the header (see codec.lua); ARGV[12] 'r' if readers are preferred,
 -- else 'w'.
 -- Reply: an attempt's (see codec.lua); the error 'DSYNC upgrade' if the
--- owner holds only a read hold.
+-- owner holds only a read hold, unless the writer is queued already.
 --
 -- The write hold is taken by its owner re-entering, or when neither a
 -- write nor a read hold is held, by the head of the writers' queue, or by
@@ -32,11 +32,17 @@ if s.kind == 'write' and s.owner == owner then
   end
   return acquired(W, s)
 end
-if (s.kind == 'read' and s.owner == owner) or ((s.kind == 'shared' or s.kind == 'missing') and load_reader(owner, now_ms)) then
+if ((s.kind == 'read' and s.owner == owner) or ((s.kind == 'shared' or s.kind == 'missing') and load_reader(owner, now_ms)))
+  and not (registered and redis.call('ZSCORE', WQ, entry)) then
+  -- A writer still queued was refused nothing when it queued: its owner
+  -- held no read hold then, and one that another of its goroutines got
+  -- since (handed to it as a reader that waited out a write, say) is
+  -- waited for as any other.
   return redis.error_reply('DSYNC upgrade: the owner holds a read hold of ' .. W)
 end
 if s.kind == 'write' or s.kind == 'read' then
-  -- Another owner's write hold, or lone read hold.
+  -- Another owner's write hold, or a lone read hold (its owner's too,
+  -- for a writer queued before it, see above).
   local left = s.kind == 'write' and hold_left(W, s) or redis.call('PTTL', W)
   if entry ~= '' then
     if s.kind == 'read' then
