@@ -400,8 +400,11 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			// not before its acquisition was sent, nor after it ended.
 			// Surely, if the server found it gone at the outer unlock
 			// while its lease still ran (its client could not yet have
-			// found it gone by itself).
-			sure := h.rel != nil && h.rel.known && !h.rel.ok && h.rel.ret < h.call+int64(lease-margin)
+			// found it gone by itself). Not a multilock's: the unlock
+			// found a member gone, which a re-entry may have taken
+			// afresh while the others kept the group (package multilock,
+			// "Leases and the lost signal").
+			sure := !s.partial && h.rel != nil && h.rel.known && !h.rel.ok && h.rel.ret < h.call+int64(lease-margin)
 			h.evicted = append(h.evicted, evictWindow{max(w[0], h.call), min(w[1], end), sure})
 			// A re-entry may have taken a new hold after the eviction
 			// ended the first (a plain hold's Token found it gone; the
@@ -488,6 +491,7 @@ func (s *soakHolds) lockOps() []porcupine.Operation {
 		op := func(input lockInput, call, ret int64) porcupine.Operation {
 			return porcupine.Operation{ClientId: h.client, Input: input, Call: call, Output: int64(0), Return: ret}
 		}
+		first := len(ops)
 		ops = append(ops, porcupine.Operation{ClientId: h.client, Input: in("acq", h.n), Call: h.call, Output: h.token, Return: h.from})
 		ops = append(ops, h.inner...)
 		if h.rel != nil && h.rel.known && h.rel.ok {
@@ -517,27 +521,58 @@ func (s *soakHolds) lockOps() []porcupine.Operation {
 		if clean {
 			continue
 		}
+		// An expiry sent before the acquisition's reply (a lease shorter
+		// than the acquisition took, an eviction window open while it
+		// ran) could be placed before the acquisition: a no-op, after
+		// which the hold is kept for good. The server cannot do that (an
+		// expiry ends the hold after the script that took it), and the
+		// search paid for it: a dead branch for each such hold, and for
+		// the holds of an eviction window, every combination of them
+		// (TestSoakCheckerReadHoldsEvictedWhileTaken). Marked early, the
+		// model places it after the acquisition (powerModel); one that
+		// may not have come loses nothing there, as it may keep the
+		// hold. Not a sure eviction's when more than one window counts
+		// as sure for the hold: one of them ended it, and the others may
+		// have come before it was taken, as that branch allowed.
+		early := 0
+		expiry := func(kind string, call, ret int64, after bool) {
+			input := in(kind, 0)
+			if after && call < h.from {
+				input.early = 1
+				early++
+			}
+			ops = append(ops, op(input, call, ret))
+		}
 		if s.watchdog && h.until < never {
 			// A renewed hold expired on the server at some time after
 			// its holder stopped believing in it (or an eviction began).
-			ops = append(ops, op(in("exp", 0), min(h.until, h.evictFrom), never))
+			expiry("exp", min(h.until, h.evictFrom), never, true)
 		} else if !s.watchdog {
 			// The server expired the hold a lease after it ran the
 			// acquisition (or last re-entry), between call and reply.
-			ops = append(ops, op(in("exp", 0), h.expCall, h.expRet))
+			expiry("exp", h.expCall, h.expRet, true)
 		}
 		if h.unsure {
 			// The first hold may have expired before the re-entry took
 			// a new one, whose expiry is the one above.
-			ops = append(ops, op(in("exp?", 0), h.optCall, h.optRet))
+			expiry("exp?", h.optCall, h.optRet, true)
+		}
+		sure := 0
+		for _, w := range h.evicted {
+			if w.sure {
+				sure++
+			}
 		}
 		for _, w := range h.evicted {
 			kind := "exp?"
 			if w.sure {
 				kind = "exp"
 			}
-			ops = append(ops, op(in(kind, 0), w.from, w.to))
+			expiry(kind, w.from, w.to, !w.sure || sure == 1)
 		}
+		acq := ops[first].Input.(lockInput)
+		acq.early = early
+		ops[first].Input = acq
 	}
 	return ops
 }
@@ -670,6 +705,10 @@ type lockInput struct {
 	hold   int   // the checker's hold the operation belongs to
 	read   bool  // a read-write lock's read side
 	n      int64 // semaphore: permits
+	// early: on an acquisition, how many of its hold's expiries were sent
+	// before its reply that the model places after it; on an expiry, 1 if
+	// it is one of them (see lockOps).
+	early int
 }
 
 type mutexState struct {
@@ -947,21 +986,7 @@ var readKinds = map[string]string{"racq": "acq", "renter": "enter", "rleave": "l
 func checkRWGroup(events []soakEvent, lease time.Duration, value, writes int64) soakReport {
 	const group = "rwlock"
 	var r soakReport
-	var wev, rev []soakEvent
-	for _, e := range events {
-		if k, ok := readKinds[e.kind]; ok {
-			e.kind = k
-			rev = append(rev, e)
-			continue
-		}
-		switch e.kind {
-		case "paused", "killed", "evicted":
-			rev = append(rev, e)
-		}
-		wev = append(wev, e)
-	}
-	ws := buildHolds(wev, lease, holdOpts{})
-	rs := buildHolds(rev, lease, holdOpts{read: true})
+	ws, rs := buildRWHolds(events, lease)
 	r.overlaps = ws.exclusiveOverlaps(group, &r)
 	var cross int
 	for _, w := range ws.holds {
@@ -1026,6 +1051,25 @@ func checkRWGroup(events []soakEvent, lease time.Duration, value, writes int64) 
 	}
 	r.verdict(regResult, group+": the register history", "a fenced register")
 	return r
+}
+
+// buildRWHolds rebuilds a read-write lock's write holds and read holds
+// from its group's events; the parent's notes bound both.
+func buildRWHolds(events []soakEvent, lease time.Duration) (ws, rs *soakHolds) {
+	var wev, rev []soakEvent
+	for _, e := range events {
+		if k, ok := readKinds[e.kind]; ok {
+			e.kind = k
+			rev = append(rev, e)
+			continue
+		}
+		switch e.kind {
+		case "paused", "killed", "evicted":
+			rev = append(rev, e)
+		}
+		wev = append(wev, e)
+	}
+	return buildHolds(wev, lease, holdOpts{}), buildHolds(rev, lease, holdOpts{read: true})
 }
 
 type rwState struct {
@@ -1096,20 +1140,33 @@ func rwModel(full *atomic.Bool) porcupine.Model {
 // and ordered by hash, so that a step over a set of n states costs n steps
 // and a sort, not n² comparisons: an unknown outcome (an unlock whose reply
 // was lost, an expiry that may have come) doubles the states a hold can be
-// in, and a history under faults has several at once.
+// in, and a history under faults has several at once. An expiry marked
+// early (see lockOps) is illegal until its hold's acquisition is placed.
 func powerModel[S comparable](init S, hash func(S) uint64, step func(s S, in lockInput, token int64) []S) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return newStateSet([]S{init}, hash) },
 		Step: func(state, input, output any) (bool, any) {
 			in, token := input.(lockInput), output.(int64)
+			set := state.(*stateSet[S])
+			started := set.started
+			if in.early > 0 {
+				// An expiry sent before its hold's acquisition
+				// returned comes after the acquisition (see lockOps).
+				var ok bool
+				if started, ok = set.started.take(in); !ok {
+					return false, nil
+				}
+			}
 			var next []S
-			for _, s := range state.(*stateSet[S]).states {
+			for _, s := range set.states {
 				next = append(next, step(s, in, token)...)
 			}
 			if len(next) == 0 {
 				return false, nil
 			}
-			return true, newStateSet(next, hash)
+			n := newStateSet(next, hash)
+			n.started = started
+			return true, n
 		},
 		Equal: func(a, b any) bool { return a.(*stateSet[S]).equal(b.(*stateSet[S])) },
 		Hash:  func(state any) uint64 { return state.(*stateSet[S]).sum },
@@ -1124,6 +1181,34 @@ type stateSet[S comparable] struct {
 	states []S
 	hashes []uint64
 	sum    uint64 // of the hashes
+	// started: the holds acquired whose early expiries (see lockOps) have
+	// not all been placed. It is the same for every state of the set,
+	// and follows from the operations placed, which porcupine's cache
+	// keys on with the state: it needs no part in the state's equality.
+	started earlyCounts
+}
+
+// earlyCounts is a set of holds, each with the expiries still to place
+// that were sent before its acquisition returned; never changed in place.
+type earlyCounts []holdCount
+
+// take returns the set after placing in: its acquisition adds its hold
+// with its early expiries; an early expiry, of a hold in the set, takes
+// one off (ok false: its hold's acquisition is not placed yet).
+func (ec earlyCounts) take(in lockInput) (earlyCounts, bool) {
+	i := slices.IndexFunc(ec, func(e holdCount) bool { return e.hold == int32(in.hold) })
+	if in.op == "acq" {
+		return append(slices.Clip(ec), holdCount{int32(in.hold), int32(in.early)}), true
+	}
+	if i < 0 {
+		return ec, false
+	}
+	if ec[i].count == 1 {
+		return slices.Delete(slices.Clone(ec), i, i+1), true
+	}
+	ec = slices.Clone(ec)
+	ec[i].count--
+	return ec, true
 }
 
 func newStateSet[S comparable](states []S, hash func(S) uint64) *stateSet[S] {
