@@ -533,11 +533,19 @@ func (s *soakHolds) lockOps() []porcupine.Operation {
 		// may not have come loses nothing there, as it may keep the
 		// hold. Not a sure eviction's when more than one window counts
 		// as sure for the hold: one of them ended it, and the others may
-		// have come before it was taken, as that branch allowed.
+		// have come before it was taken, as that branch allowed. Nor an
+		// expiry that may not have come whose window closed before the
+		// acquisition returned: the eviction may have come and gone
+		// while the acquisition waited out another's hold, before the
+		// server granted this one, and the model must then place it
+		// before the acquisition, which it may place only after the
+		// window (TestSoakCheckerGrantedAfterEvictionWhileWaiting). One
+		// whose window closed later loses nothing: the acquisition took
+		// effect by its reply, and the expiry fits just after it.
 		early := 0
 		expiry := func(kind string, call, ret int64, after bool) {
 			input := in(kind, 0)
-			if after && call < h.from {
+			if after && call < h.from && (kind == "exp" || ret >= h.from) {
 				input.early = 1
 				early++
 			}
