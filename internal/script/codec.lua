@@ -104,11 +104,13 @@ end
 -- waiter's address, the grant and the owner that now holds. A wake-up
 -- without a grant (a release that freed the primitive and wakes the
 -- waiter to try) has grant '' and owner ''. With w nil it returns nothing.
+-- A script whose reply cannot name the waiter (an acquisition's) sets
+-- a.publish_all, and every waiter is woken by PUBLISH.
 local function hand_to(a, w, grant, owner)
   if not w then
     return
   end
-  if not local_to(w, a.hub) then
+  if a.publish_all or not local_to(w, a.hub) then
     if grant == '' then
       wake(a.channel, w)
     else

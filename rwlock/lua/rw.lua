@@ -356,9 +356,8 @@ local function readers_due(a, s, now_ms, now_us)
   if redis.call('EXISTS', RW) == 0 then
     return s
   end
-  local hub = a.hub
-  a.hub, a.prefer, a.last = '', ARGV[12], s.token
+  a.publish_all, a.prefer, a.last = true, ARGV[12], s.token
   pass_and_settle({}, true, a, now_ms, now_us)
-  a.hub = hub
+  a.publish_all = nil
   return rw_decode(redis.call('GET', W))
 end
