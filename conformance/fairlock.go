@@ -74,6 +74,29 @@ func (o *order) check(t *testing.T, n int) {
 	}
 }
 
+// inTurn starts lock in the background; once it returns, it records id
+// in o, waits for proceed (nil: at once), unlocks, and sends id on got, or
+// -1 if lock failed. what names the acquisition in errors.
+func inTurn(t *testing.T, ctx context.Context, what string, id int, o *order, got chan<- int, proceed <-chan struct{}, lock, unlock func(context.Context) error) {
+	go func() {
+		if err := lock(ctx); err != nil {
+			t.Errorf("%s: %v", what, err)
+			got <- -1
+			return
+		}
+		o.mu.Lock()
+		o.ids = append(o.ids, id)
+		o.mu.Unlock()
+		if proceed != nil {
+			<-proceed
+		}
+		if err := unlock(ctx); err != nil {
+			t.Errorf("%s: unlock: %v", what, err)
+		}
+		got <- id
+	}()
+}
+
 func (s *suite) testFairOrder(t *testing.T, ctx context.Context) {
 	const waiters, rounds = 20, 5
 	p := prefix()
@@ -239,21 +262,7 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 	got := make(chan int, 2)
 	proceed := make(chan struct{})
 	waiter := open(wb)
-	go func() {
-		if err := waiter.LockContext(ctx); err != nil {
-			t.Errorf("waiter: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 0)
-		o.mu.Unlock()
-		<-proceed
-		if err := waiter.UnlockContext(ctx); err != nil {
-			t.Errorf("waiter: unlock: %v", err)
-		}
-		got <- 0
-	}()
+	inTurn(t, ctx, "waiter", 0, &o, got, proceed, waiter.LockContext, waiter.UnlockContext)
 	// The holder's hold, not the waiter's: a hold handed to a waiter
 	// starts on a lease of 2s (see package fairlock), longer than lease.
 	held := func(st fairlock.State) bool { return st.Locked && st.TTL <= lease }
@@ -281,20 +290,7 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 		}
 	}
 	newcomer := open(s.newBackend(t))
-	go func() {
-		if err := newcomer.LockContext(ctx); err != nil {
-			t.Errorf("newcomer: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 1)
-		o.mu.Unlock()
-		if err := newcomer.UnlockContext(ctx); err != nil {
-			t.Errorf("newcomer: unlock: %v", err)
-		}
-		got <- 1
-	}()
+	inTurn(t, ctx, "newcomer", 1, &o, got, nil, newcomer.LockContext, newcomer.UnlockContext)
 	awaitFair(t, ctx, probe, "the newcomer queued", func(st fairlock.State) bool { return st.Queued == 2 })
 	wb.open()
 	close(proceed)

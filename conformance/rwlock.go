@@ -742,21 +742,7 @@ func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.
 	got := make(chan int, 2)
 	proceed := make(chan struct{})
 	waiter := open(wb)
-	go func() {
-		if err := waiter.LockContext(ctx); err != nil {
-			t.Errorf("waiter: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 0)
-		o.mu.Unlock()
-		<-proceed
-		if err := waiter.UnlockContext(ctx); err != nil {
-			t.Errorf("waiter: unlock: %v", err)
-		}
-		got <- 0
-	}()
+	inTurn(t, ctx, "waiter", 0, &o, got, proceed, waiter.LockContext, waiter.UnlockContext)
 	// The holder's hold, not the waiter's: a hold handed to a waiter
 	// starts on a lease of 2s (see package rwlock), longer than lease.
 	held := func(st rwlock.State) bool { return st.Mode == rwlock.Write && st.TTL <= lease }
@@ -786,20 +772,7 @@ func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.
 		}
 	}
 	newcomer := open(s.newBackend(t))
-	go func() {
-		if err := newcomer.LockContext(ctx); err != nil {
-			t.Errorf("newcomer: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 1)
-		o.mu.Unlock()
-		if err := newcomer.UnlockContext(ctx); err != nil {
-			t.Errorf("newcomer: unlock: %v", err)
-		}
-		got <- 1
-	}()
+	inTurn(t, ctx, "newcomer", 1, &o, got, nil, newcomer.LockContext, newcomer.UnlockContext)
 	awaitRW(t, ctx, probe, "the newcomer queued", func(st rwlock.State) bool { return st.WaitingWriters == 2 })
 	wb.open()
 	close(proceed)
@@ -824,48 +797,21 @@ func (s *suite) rwReadersFirstRound(t *testing.T, ctx context.Context, lease tim
 	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	// The reader makes no attempt from when it registered until it is let
 	// go, as a process stalled between two attempts: the write hold is
-	// gone with it waiting once the hold ran out, and only the newcomer's
+	// gone with it waiting once the hold ran out, and only the writers'
 	// scripts run meanwhile. Wake-ups still reach it.
 	rb := newStalled(t, s.newBackend(t))
 	var o order
 	got := make(chan int, 3)
 	proceed := make(chan struct{})
 	reader := open(rb)
-	go func() {
-		if err := reader.RLockContext(ctx); err != nil {
-			t.Errorf("reader: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 0)
-		o.mu.Unlock()
-		<-proceed
-		if err := reader.RUnlockContext(ctx); err != nil {
-			t.Errorf("reader: unlock: %v", err)
-		}
-		got <- 0
-	}()
+	inTurn(t, ctx, "reader", 0, &o, got, proceed, reader.RLockContext, reader.RUnlockContext)
 	held := func(st rwlock.State) bool { return st.Mode == rwlock.Write && st.TTL <= lease }
 	awaitRW(t, ctx, probe, "the reader registered, or the hold gone", func(st rwlock.State) bool { return st.WaitingReaders == 1 || !held(st) })
 	rb.shut()
 	// A writer queued behind the reader, whose attempt at the hold's end
 	// finds the reader waiting.
 	writer := open(s.newBackend(t))
-	go func() {
-		if err := writer.LockContext(ctx); err != nil {
-			t.Errorf("writer: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 1)
-		o.mu.Unlock()
-		if err := writer.UnlockContext(ctx); err != nil {
-			t.Errorf("writer: unlock: %v", err)
-		}
-		got <- 1
-	}()
+	inTurn(t, ctx, "writer", 1, &o, got, nil, writer.LockContext, writer.UnlockContext)
 	awaitRW(t, ctx, probe, "the writer queued, or the hold gone", func(st rwlock.State) bool { return st.WaitingWriters == 1 || !held(st) })
 	if st := rwState(t, ctx, probe); st.WaitingReaders != 1 || st.WaitingWriters != 1 || !held(st) || st.TTL < lease/10 {
 		rb.open()
@@ -887,20 +833,7 @@ func (s *suite) rwReadersFirstRound(t *testing.T, ctx context.Context, lease tim
 		}
 	}
 	newcomer := open(s.newBackend(t))
-	go func() {
-		if err := newcomer.LockContext(ctx); err != nil {
-			t.Errorf("newcomer: %v", err)
-			got <- -1
-			return
-		}
-		o.mu.Lock()
-		o.ids = append(o.ids, 2)
-		o.mu.Unlock()
-		if err := newcomer.UnlockContext(ctx); err != nil {
-			t.Errorf("newcomer: unlock: %v", err)
-		}
-		got <- 2
-	}()
+	inTurn(t, ctx, "newcomer", 2, &o, got, nil, newcomer.LockContext, newcomer.UnlockContext)
 	awaitRW(t, ctx, probe, "the newcomer queued", func(st rwlock.State) bool { return st.WaitingWriters == 2 })
 	rb.open()
 	close(proceed)
