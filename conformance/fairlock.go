@@ -222,7 +222,7 @@ func (s *suite) testFairDeadWaiter(t *testing.T, ctx context.Context) {
 // testFairNoOvertake checks that a hold that runs out with a live waiter
 // queued behind it lets no newcomer in ahead of that waiter. The waiter
 // must queue while the hold lasts, which a loaded machine may miss: then
-// the test runs again, on a lease twice as long, three times at most.
+// the test runs again, on a lease twice as long (see queuedWithinLease).
 func (s *suite) testFairNoOvertake(t *testing.T, ctx context.Context) {
 	s.queuedWithinLease(t, "the waiter", func(lease time.Duration) bool { return s.fairNoOvertakeRound(t, ctx, lease) })
 }
@@ -230,11 +230,12 @@ func (s *suite) testFairNoOvertake(t *testing.T, ctx context.Context) {
 // queuedWithinLease runs round on a lease of 200ms, which reports whether
 // waiter queued while a hold on that lease lasted (and checked what it
 // checks then), and again on a lease twice as long while it did not,
-// three rounds at most: a loaded machine may queue the waiter late.
+// five rounds at most (up to 3.2s, within the 5s waiter timeout): a
+// loaded machine may queue the waiter late.
 func (s *suite) queuedWithinLease(t *testing.T, waiter string, round func(lease time.Duration) bool) {
 	t.Helper()
 	lease := s.bound(200 * time.Millisecond)
-	for range 3 {
+	for range 5 {
 		if round(lease) {
 			return
 		}
@@ -251,17 +252,20 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 	p := prefix()
 	open := func(b backend.Backend) *fairlock.Mutex { return fairlock.New(b, "overtake", fairlock.WithPrefix(p)) }
 	probe := open(s.newBackend(t))
-	holder := fairlock.New(s.newBackend(t), "overtake", fairlock.WithPrefix(p), fairlock.WithLease(lease))
-	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	// The waiter makes no attempt from when it queued until it is let
 	// go, as a process stalled between two attempts: its place lasts the
 	// waiter timeout (5s), and the lock is free with it queued once the
-	// hold ran out.
+	// hold ran out. Its backend is made, and reaches the server, before
+	// the hold's lease starts.
 	wb := newStalled(t, s.newBackend(t))
+	waiter := open(wb)
+	_, err := waiter.State(ctx)
+	must(t, err, "state")
+	holder := fairlock.New(s.newBackend(t), "overtake", fairlock.WithPrefix(p), fairlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	var o order
 	got := make(chan int, 2)
 	proceed := make(chan struct{})
-	waiter := open(wb)
 	inTurn(t, ctx, "waiter", 0, &o, got, proceed, waiter.LockContext, waiter.UnlockContext)
 	// The holder's hold, not the waiter's: a hold handed to a waiter
 	// starts on a lease of 2s (see package fairlock), longer than lease.
@@ -271,6 +275,7 @@ func (s *suite) fairNoOvertakeRound(t *testing.T, ctx context.Context, lease tim
 	// The waiter's next attempt is due when the hold ends: one that was
 	// under way as the waiter stalled found the hold live.
 	if st, err := probe.State(ctx); err != nil || st.Queued != 1 || !held(st) || st.TTL < lease/10 {
+		t.Logf("the lock once the waiter stalled: %+v, %v", st, err)
 		wb.open()
 		close(proceed)
 		within(t, s.bound(5*time.Second), got, "the waiter")

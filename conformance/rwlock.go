@@ -731,17 +731,19 @@ func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.
 	p := prefix()
 	open := func(b backend.Backend) *rwlock.RWMutex { return rwlock.New(b, "rw", rwlock.WithPrefix(p)) }
 	probe := open(s.newBackend(t))
-	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
-	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	// The waiter makes no attempt from when it queued until it is let
 	// go, as a process stalled between two attempts: its place lasts the
 	// waiter timeout (5s), and the write hold is gone with it queued once
-	// the hold ran out.
+	// the hold ran out. Its backend is made, and reaches the server,
+	// before the hold's lease starts.
 	wb := newStalled(t, s.newBackend(t))
+	waiter := open(wb)
+	rwState(t, ctx, waiter)
+	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	var o order
 	got := make(chan int, 2)
 	proceed := make(chan struct{})
-	waiter := open(wb)
 	inTurn(t, ctx, "waiter", 0, &o, got, proceed, waiter.LockContext, waiter.UnlockContext)
 	// The holder's hold, not the waiter's: a hold handed to a waiter
 	// starts on a lease of 2s (see package rwlock), longer than lease.
@@ -751,6 +753,7 @@ func (s *suite) rwNoOvertakeRound(t *testing.T, ctx context.Context, lease time.
 	// The waiter's next attempt is due when the hold ends: one that was
 	// under way as the waiter stalled found the hold live.
 	if st := rwState(t, ctx, probe); st.WaitingWriters != 1 || !held(st) || st.TTL < lease/10 {
+		t.Logf("the lock once the waiter stalled: %+v", st)
 		wb.open()
 		close(proceed)
 		within(t, s.bound(5*time.Second), got, "the waiter")
@@ -793,27 +796,31 @@ func (s *suite) rwReadersFirstRound(t *testing.T, ctx context.Context, lease tim
 	p := prefix()
 	open := func(b backend.Backend) *rwlock.RWMutex { return rwlock.New(b, "rw", rwlock.WithPrefix(p)) }
 	probe := open(s.newBackend(t))
-	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
-	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	// The reader makes no attempt from when it registered until it is let
 	// go, as a process stalled between two attempts: the write hold is
 	// gone with it waiting once the hold ran out, and only the writers'
-	// scripts run meanwhile. Wake-ups still reach it.
+	// scripts run meanwhile. Wake-ups still reach it. Both waiters'
+	// backends are made, and reach the server, before the hold's lease
+	// starts: on a loaded machine that may take most of it.
 	rb := newStalled(t, s.newBackend(t))
+	reader, writer := open(rb), open(s.newBackend(t))
+	rwState(t, ctx, reader)
+	rwState(t, ctx, writer)
+	holder := rwlock.New(s.newBackend(t), "rw", rwlock.WithPrefix(p), rwlock.WithLease(lease))
+	must(t, holder.LockContext(ctx), "lock") // never unlocked: the hold runs out
 	var o order
 	got := make(chan int, 3)
 	proceed := make(chan struct{})
-	reader := open(rb)
 	inTurn(t, ctx, "reader", 0, &o, got, proceed, reader.RLockContext, reader.RUnlockContext)
 	held := func(st rwlock.State) bool { return st.Mode == rwlock.Write && st.TTL <= lease }
 	awaitRW(t, ctx, probe, "the reader registered, or the hold gone", func(st rwlock.State) bool { return st.WaitingReaders == 1 || !held(st) })
 	rb.shut()
 	// A writer queued behind the reader, whose attempt at the hold's end
 	// finds the reader waiting.
-	writer := open(s.newBackend(t))
 	inTurn(t, ctx, "writer", 1, &o, got, nil, writer.LockContext, writer.UnlockContext)
 	awaitRW(t, ctx, probe, "the writer queued, or the hold gone", func(st rwlock.State) bool { return st.WaitingWriters == 1 || !held(st) })
 	if st := rwState(t, ctx, probe); st.WaitingReaders != 1 || st.WaitingWriters != 1 || !held(st) || st.TTL < lease/10 {
+		t.Logf("the lock once both waited: %+v", st)
 		rb.open()
 		close(proceed)
 		within(t, s.bound(5*time.Second), got, "an acquisition")
