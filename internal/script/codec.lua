@@ -182,8 +182,9 @@ end
 -- pcall): a table with owner, id, count, waiting, ops, ends (the end, in
 -- the end form) and, once drawn, token (a string) while held (plain set
 -- for the plain form); with token alone while free, and ended set too
--- for a hold in the end form past its end; empty when the key is missing; with foreign set when the key
--- holds something else (see unexpected).
+-- for a hold in the end form past its end; empty when the key is
+-- missing; with foreign set when the key holds something else (see
+-- unexpected).
 local function decode(lock, v)
   if type(v) == 'table' then
     return {foreign = v.err}
