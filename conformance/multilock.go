@@ -221,7 +221,26 @@ type groupUnits struct {
 	quorum  int // members a group hold needs
 }
 
-func (g groupUnits) lock(ctx context.Context) error            { return g.LockContext(ctx) }
+// lock takes a group hold with every member. A RedLock may hold a
+// majority only, when a member's attempt outlasts its timeout on a loaded
+// machine; the cases count the calls and ends of every member's hold, so
+// such a hold is given back and taken again, a few times at most.
+func (g groupUnits) lock(ctx context.Context) error {
+	for range 5 {
+		if err := g.LockContext(ctx); err != nil || g.quorum == len(g.members) {
+			return err
+		}
+		ns, err := g.counts(ctx)
+		if err != nil || ns[0] == ns[len(ns)-g.quorum] {
+			return err
+		}
+		if err := g.UnlockContext(ctx); err != nil {
+			return err
+		}
+	}
+	return errors.New("the RedLock took a majority of its members only, five times")
+}
+
 func (g groupUnits) tryLock(ctx context.Context) (bool, error) { return g.TryLockContext(ctx) }
 func (g groupUnits) done(ctx context.Context) <-chan struct{}  { return g.Done(ctx) }
 func (g groupUnits) unlock(ctx context.Context, n int) error   { one(n); return g.UnlockContext(ctx) }
@@ -229,16 +248,26 @@ func (g groupUnits) unlock(ctx context.Context, n int) error   { one(n); return 
 // count returns the holds of ctx's owner on a quorum of members: a
 // RedLock may hold a majority only.
 func (g groupUnits) count(ctx context.Context) (int, error) {
+	ns, err := g.counts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return ns[len(ns)-g.quorum], nil
+}
+
+// counts returns the holds of ctx's owner on each member, in increasing
+// order.
+func (g groupUnits) counts(ctx context.Context) ([]int, error) {
 	ns := make([]int, len(g.members))
 	for i, m := range g.members {
 		n, err := m.HoldCount(ctx)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		ns[i] = n
 	}
 	slices.Sort(ns)
-	return ns[len(ns)-g.quorum], nil
+	return ns, nil
 }
 
 // groupReleases returns the release kind of All, or of RedLock, over
