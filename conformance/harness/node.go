@@ -198,7 +198,14 @@ func (n *Node) Start(ctx context.Context) error {
 	for i := 0; ; i++ {
 		_, err := n.do(ctx, time.Second, "PING")
 		if err == nil {
-			return nil
+			err = n.answersAs(ctx, cmd.Process.Pid)
+			if err == nil {
+				return nil
+			}
+			if errors.Is(err, errPortTaken) {
+				n.killLocked()
+				return err
+			}
 		}
 		select {
 		case <-exited:
@@ -212,6 +219,31 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// errPortTaken is the error of a start on a port where another server
+// answered.
+var errPortTaken = errors.New("another server answers on the port")
+
+// answersAs returns nil if the server answering at the node's address is
+// the process pid. A server started on a port that another took between
+// the probe and the bind exits, but until it does, a PING reaches the
+// other (a server of another test, whose kill would then take this node
+// down too): only the process id tells them apart.
+func (n *Node) answersAs(ctx context.Context, pid int) error {
+	s, err := redis.String(n.do(ctx, time.Second, "INFO", "server"))
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v != strconv.Itoa(pid) {
+				return fmt.Errorf("harness: port %s: %w (process %s, not ours, %d)", n.port, errPortTaken, v, pid)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("harness: port %s: INFO server has no process_id", n.port)
 }
 
 // waitExit reaps the process and tells of its end. conformance.Run's leak
