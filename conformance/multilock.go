@@ -234,7 +234,17 @@ func (g groupUnits) lock(ctx context.Context) error {
 		if err != nil || ns[0] == ns[len(ns)-g.quorum] {
 			return err
 		}
-		if err := g.UnlockContext(ctx); err != nil {
+		// Ends are reported before the release returns: the rig's
+		// observer does not count this hold's.
+		mute, _ := ctx.Value(muteKey{}).(*atomic.Bool)
+		if mute != nil {
+			mute.Store(true)
+		}
+		err = g.UnlockContext(ctx)
+		if mute != nil {
+			mute.Store(false)
+		}
+		if err != nil {
 			return err
 		}
 	}

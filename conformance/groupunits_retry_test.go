@@ -1,0 +1,92 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"go.uber.org/goleak"
+
+	"github.com/dsyncgo/dsync/backend"
+	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+)
+
+// slowFirstC fails the first Eval on member c past the RedLock's member
+// timeout, unapplied (a loaded machine), so that the group's first take
+// holds a majority only and groupUnits.lock retries.
+type slowFirstC struct {
+	backend.Backend
+	done atomic.Bool
+}
+
+func (b *slowFirstC) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	for _, k := range keys {
+		if strings.Contains(k, "release-c") && b.done.CompareAndSwap(false, true) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return nil, fmt.Errorf("slow member: %w", context.DeadlineExceeded)
+			case <-ctx.Done():
+				return nil, fmt.Errorf("slow member: %w", ctx.Err())
+			}
+		}
+	}
+	return b.Backend.Eval(ctx, s, keys, args...)
+}
+
+// The retry in groupUnits.lock gives back a majority hold through the
+// rig's faulty backend: its members' ends reach the rig's observer, and
+// the case counts them as the ends of the hold under test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A RedLock release case whose group take held a majority only (member
+// c's attempt outlasted its timeout, as on a loaded machine): the hold is
+// given back and taken again with every member, and the ends of the hold
+// given back are not counted as the case's.
+func TestGroupUnitsRetryEndsCounted(t *testing.T) {
+	// A server of its own on a unix socket: package harness, which
+	// starts servers for every other test, imports this one.
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		if os.Getenv("DSYNC_REQUIRE_REDIS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	dial := func() (redis.Conn, error) { return redis.Dial("unix", sock) }
+	for i := 0; ; i++ {
+		c, err := dial()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 500 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var slow *slowFirstC
+	nb := func(t *testing.T) backend.Backend {
+		pool := &redis.Pool{Dial: dial}
+		b := bredigo.New(pool)
+		t.Cleanup(func() { b.Close(); pool.Close() })
+		if slow == nil { // the rig's holder
+			slow = &slowFirstC{Backend: b}
+			return slow
+		}
+		return b
+	}
+	s, _ := newSuite(t, nb, nil)
+	s.testReleaseStalledKeepsDeadline(t, context.Background(), groupReleases(true))
+	if !slow.done.Load() {
+		t.Fatal("member c's first attempt was not slowed: the retry was not exercised")
+	}
+}
