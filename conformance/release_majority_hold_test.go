@@ -40,16 +40,13 @@ func (b *slowFirstC) Eval(ctx context.Context, s *backend.Script, keys []string,
 	return b.Backend.Eval(ctx, s, keys, args...)
 }
 
-// The retry in groupUnits.lock gives back a majority hold through the
-// rig's faulty backend: its members' ends reach the rig's observer, and
-// the case counts them as the ends of the hold under test.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A RedLock release case whose group take held a majority only (member
 // c's attempt outlasted its timeout, as on a loaded machine): the hold is
 // given back and taken again with every member, and the ends of the hold
 // given back are not counted as the case's.
-func TestGroupUnitsRetryEndsCounted(t *testing.T) {
+func TestReleaseCasesTakeEveryRedLockMember(t *testing.T) {
 	// A server of its own on a unix socket: package harness, which
 	// starts servers for every other test, imports this one.
 	sock := filepath.Join(t.TempDir(), "redis.sock")
