@@ -44,18 +44,25 @@ type Term struct {
 // newTerm starts the term kept by l, won with value.
 func newTerm(e *Election, l *lease.Lease, value string) *Term {
 	t := &Term{e: e, l: l, done: make(chan struct{}), proclaiming: make(chan struct{}, 1), value: value}
-	l.AfterEnd(t.lapsed)
+	l.OnEnd(t.lapsed)
 	return t
 }
 
 // lapsed ends the term when its lease ends, and, if it was lost rather
-// than resigned, tells observers: nobody else may know the term ended
-// (its key was deleted, or it ran out with nobody queued).
-func (t *Term) lapsed(lost bool) {
+// than resigned, has observers told: nobody else may know the term ended
+// (its key was deleted, or it ran out with nobody queued). It runs with
+// the lease scheduler's lock held (see lease.OnEnd), so the announcement
+// goes out from a goroutine of its own; a resignation, the common end,
+// starts none: the release told the observers.
+func (t *Term) lapsed(lost bool, _ string) {
 	t.end()
-	if !lost || t.resigned.Load() {
-		return // resigned: the release told them
+	if lost && !t.resigned.Load() {
+		go t.announceLapse()
 	}
+}
+
+// announceLapse tells observers that a lost term ended.
+func (t *Term) announceLapse() {
 	ctx, cancel := context.WithTimeout(context.Background(), core.ReleaseTimeout)
 	defer cancel()
 	e := t.e

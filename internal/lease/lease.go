@@ -175,9 +175,8 @@ type Lease struct {
 	expired   bool // lost at its deadline, so perhaps still on the server for the margin (see Releasable)
 	indexed   bool
 
-	afterEnd func(lost bool) // see AfterEnd; guarded by s.mu
-	onEnd    []*endHook      // see OnEnd; guarded by s.mu
-	reason   string          // why it was lost (see Reason); guarded by s.mu
+	onEnd  []*endHook // see OnEnd; guarded by s.mu
+	reason string     // why it was lost (see Reason); guarded by s.mu
 
 	// Waiters of the session queued behind the hold (see Enqueue),
 	// guarded by s.mu.
@@ -307,19 +306,6 @@ func (l *Lease) Releasable() bool {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	return l.state == active || l.expired && time.Now().Before(l.serverExpiryLocked())
-}
-
-// AfterEnd arranges for f to be called, once, in a goroutine of its own,
-// when the lease ends, with whether it was lost; at once if it has ended.
-// One function per lease: a later call replaces it.
-func (l *Lease) AfterEnd(f func(lost bool)) {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	if l.state == active || l.state == pending {
-		l.afterEnd = f
-		return
-	}
-	go f(l.state == lost)
 }
 
 // Enqueue queues the waiter entry behind the hold, to be registered on the

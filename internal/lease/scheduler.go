@@ -264,10 +264,6 @@ func (s *Scheduler) endLocked(l *Lease, to state, reason string) {
 	if l.spec.Ended != nil {
 		l.spec.Ended(to == lost, reason)
 	}
-	if f := l.afterEnd; f != nil {
-		l.afterEnd = nil
-		go f(to == lost)
-	}
 	l.runEndHooksLocked()
 	if l.done != nil {
 		close(l.done)
