@@ -2,7 +2,9 @@
 // library: lib.lua (server time, operation ids, errors), fence.lua
 // (fencing tokens) and codec.lua (the argument header, the waiter entry,
 // the grant, the replies and the exclusive hold's state) always, then
-// whichever parts a script needs, then its body.
+// whichever parts a script needs, then its body. Of the library, a script
+// defines only what its body uses (see shake): each definition costs
+// every call of the script.
 //
 // The parts, each a Lua file here with its own header:
 //
@@ -58,5 +60,99 @@ func New(parts ...string) *backend.Script {
 	if !ok {
 		head, tail = "", body
 	}
-	return backend.NewScript(head + lib + fence + codec + strings.Join(parts[:len(parts)-1], "") + tail)
+	return backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+}
+
+// shake returns the definitions of library, in order, that body uses,
+// directly or through other definitions. Every definition costs each call
+// of a script that makes it (a closure per function, see Library), so a
+// script defines only what it may run. A definition is a top-level
+// statement of the library: "local function name" up to the next one, or
+// "local a, b = ..." on one line; the comments before it go with it.
+// Whatever a definition or the body names, as a word anywhere, counts as
+// used, so that what is kept is never short.
+func shake(library, body string) string {
+	type def struct {
+		text  string
+		names []string
+	}
+	var defs []def
+	var pending strings.Builder // comments since the last definition
+	inside := false             // in a function's body, until its "end"
+	for _, line := range strings.SplitAfter(library, "\n") {
+		if inside {
+			defs[len(defs)-1].text += line
+			inside = strings.TrimRight(line, "\r\n") != "end"
+			continue
+		}
+		rest, ok := strings.CutPrefix(line, "local ")
+		switch {
+		case ok:
+			d := def{text: pending.String() + line}
+			pending.Reset()
+			if fn, ok := strings.CutPrefix(rest, "function "); ok {
+				d.names = []string{fn[:strings.IndexByte(fn, '(')]}
+				inside = true
+			} else {
+				lhs, _, _ := strings.Cut(rest, "=")
+				for _, n := range strings.Split(lhs, ",") {
+					d.names = append(d.names, strings.TrimSpace(n))
+				}
+			}
+			defs = append(defs, d)
+		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
+			pending.WriteString(line)
+		default:
+			panic("script: a top-level statement of the library is not a definition: " + line)
+		}
+	}
+	if inside {
+		panic("script: the library's last function has no end")
+	}
+	used := words(body)
+	keep := make([]bool, len(defs))
+	// Definitions precede their uses: one pass from the end collects
+	// every definition used, and whatever those use.
+	for i := len(defs) - 1; i >= 0; i-- {
+		for _, n := range defs[i].names {
+			if used[n] {
+				keep[i] = true
+			}
+		}
+		if keep[i] {
+			for w := range words(defs[i].text) {
+				used[w] = true
+			}
+		}
+	}
+	var b strings.Builder
+	for i, d := range defs {
+		if keep[i] {
+			b.WriteString(d.text)
+		}
+	}
+	return b.String()
+}
+
+// words returns the set of Lua names in src.
+func words(src string) map[string]bool {
+	w := map[string]bool{}
+	start := -1
+	for i := 0; i <= len(src); i++ {
+		c := byte(0)
+		if i < len(src) {
+			c = src[i]
+		}
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || start >= 0 && '0' <= c && c <= '9' {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			w[src[start:i]] = true
+			start = -1
+		}
+	}
+	return w
 }
