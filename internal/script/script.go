@@ -67,8 +67,10 @@ func New(parts ...string) *backend.Script {
 // directly or through other definitions. Every definition costs each call
 // of a script that makes it (a closure per function, see Library), so a
 // script defines only what it may run. A definition is a top-level
-// statement of the library: "local function name" up to the next one, or
-// "local a, b = ..." on one line; the comments before it go with it.
+// statement of the library: "local function name(" up to its "end", at
+// column 0, or "local a, b = ..." on one line; the comments before it go
+// with it. A definition met where a function has not ended (a function on
+// one line) panics, at init, rather than go unseen with that function.
 // Whatever a definition or the body names, as a word anywhere, counts as
 // used, so that what is kept is never short.
 func shake(library, body string) string {
@@ -81,8 +83,15 @@ func shake(library, body string) string {
 	inside := false             // in a function's body, until its "end"
 	for _, line := range strings.SplitAfter(library, "\n") {
 		if inside {
+			if strings.HasPrefix(line, "local ") {
+				// A definition's first line cannot be in a function's
+				// body: the function ended on a line not read as its end
+				// (a function on one line). Read on, the definition would
+				// go with the function, and be dropped with it.
+				panic("script: a definition of the library starts before the last one's end, alone on a line at column 0: " + line)
+			}
 			defs[len(defs)-1].text += line
-			inside = strings.TrimRight(line, "\r\n") != "end"
+			inside = !isEnd(line)
 			continue
 		}
 		rest, ok := strings.CutPrefix(line, "local ")
@@ -91,10 +100,15 @@ func shake(library, body string) string {
 			d := def{text: pending.String() + line}
 			pending.Reset()
 			if fn, ok := strings.CutPrefix(rest, "function "); ok {
-				d.names = []string{fn[:strings.IndexByte(fn, '(')]}
+				name, _, ok := strings.Cut(fn, "(")
+				if !ok {
+					panic("script: a function of the library without its parameters on its first line: " + line)
+				}
+				d.names = []string{strings.TrimSpace(name)}
 				inside = true
 			} else {
-				lhs, _, _ := strings.Cut(rest, "=")
+				lhs, _, _ := strings.Cut(rest, "--")
+				lhs, _, _ = strings.Cut(lhs, "=")
 				for _, n := range strings.Split(lhs, ",") {
 					d.names = append(d.names, strings.TrimSpace(n))
 				}
@@ -132,6 +146,14 @@ func shake(library, body string) string {
 		}
 	}
 	return b.String()
+}
+
+// isEnd reports whether line ends a top-level function: "end" at column 0,
+// alone but for blanks or a comment.
+func isEnd(line string) bool {
+	rest, ok := strings.CutPrefix(line, "end")
+	rest = strings.TrimSpace(rest)
+	return ok && (rest == "" || strings.HasPrefix(rest, "--"))
 }
 
 // words returns the set of Lua names in src.
