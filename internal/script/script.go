@@ -17,6 +17,7 @@ package script
 import (
 	_ "embed"
 	"strings"
+	"sync"
 
 	"github.com/dsyncgo/dsync/backend"
 )
@@ -60,7 +61,28 @@ func New(parts ...string) *backend.Script {
 	if !ok {
 		head, tail = "", body
 	}
-	return backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+	s := backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+	builtMu.Lock()
+	built = append(built, s)
+	builtMu.Unlock()
+	return s
+}
+
+var (
+	builtMu sync.Mutex
+	built   []*backend.Script // see Built
+)
+
+// Built returns every script New has made: those of the packages linked
+// in, made at their init. A script's library is shaken by its names, not
+// by Lua's scopes (see shake), so a test (tests/script) compiles each on
+// a server and checks that it reads no name the server does not define:
+// a definition dropped that the script calls would fail only when the
+// call runs, perhaps on a rare path.
+func Built() []*backend.Script {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	return append([]*backend.Script(nil), built...)
 }
 
 // shake returns the definitions of library, in order, that body uses,
