@@ -17,6 +17,7 @@ package script
 import (
 	_ "embed"
 	"strings"
+	"sync"
 
 	"github.com/dsyncgo/dsync/backend"
 )
@@ -60,15 +61,38 @@ func New(parts ...string) *backend.Script {
 	if !ok {
 		head, tail = "", body
 	}
-	return backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+	s := backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+	builtMu.Lock()
+	built = append(built, s)
+	builtMu.Unlock()
+	return s
+}
+
+var (
+	builtMu sync.Mutex
+	built   []*backend.Script // see Built
+)
+
+// Built returns every script New has made: those of the packages linked
+// in, made at their init. A script's library is shaken by its names, not
+// by Lua's scopes (see shake), so a test (tests/script) compiles each on
+// a server and checks that it reads no name the server does not define:
+// a definition dropped that the script calls would fail only when the
+// call runs, perhaps on a rare path.
+func Built() []*backend.Script {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	return append([]*backend.Script(nil), built...)
 }
 
 // shake returns the definitions of library, in order, that body uses,
 // directly or through other definitions. Every definition costs each call
 // of a script that makes it (a closure per function, see Library), so a
 // script defines only what it may run. A definition is a top-level
-// statement of the library: "local function name" up to the next one, or
-// "local a, b = ..." on one line; the comments before it go with it.
+// statement of the library: "local function name(" up to its "end", at
+// column 0, or "local a, b = ..." on one line; the comments before it go
+// with it. A definition met where a function has not ended (a function on
+// one line) panics, at init, rather than go unseen with that function.
 // Whatever a definition or the body names, as a word anywhere, counts as
 // used, so that what is kept is never short.
 func shake(library, body string) string {
@@ -81,8 +105,15 @@ func shake(library, body string) string {
 	inside := false             // in a function's body, until its "end"
 	for _, line := range strings.SplitAfter(library, "\n") {
 		if inside {
+			if strings.HasPrefix(line, "local ") {
+				// A definition's first line cannot be in a function's
+				// body: the function ended on a line not read as its end
+				// (a function on one line). Read on, the definition would
+				// go with the function, and be dropped with it.
+				panic("script: a definition of the library starts before the last one's end, alone on a line at column 0: " + line)
+			}
 			defs[len(defs)-1].text += line
-			inside = strings.TrimRight(line, "\r\n") != "end"
+			inside = !isEnd(line)
 			continue
 		}
 		rest, ok := strings.CutPrefix(line, "local ")
@@ -91,10 +122,15 @@ func shake(library, body string) string {
 			d := def{text: pending.String() + line}
 			pending.Reset()
 			if fn, ok := strings.CutPrefix(rest, "function "); ok {
-				d.names = []string{fn[:strings.IndexByte(fn, '(')]}
+				name, _, ok := strings.Cut(fn, "(")
+				if !ok {
+					panic("script: a function of the library without its parameters on its first line: " + line)
+				}
+				d.names = []string{strings.TrimSpace(name)}
 				inside = true
 			} else {
-				lhs, _, _ := strings.Cut(rest, "=")
+				lhs, _, _ := strings.Cut(rest, "--")
+				lhs, _, _ = strings.Cut(lhs, "=")
 				for _, n := range strings.Split(lhs, ",") {
 					d.names = append(d.names, strings.TrimSpace(n))
 				}
@@ -132,6 +168,14 @@ func shake(library, body string) string {
 		}
 	}
 	return b.String()
+}
+
+// isEnd reports whether line ends a top-level function: "end" at column 0,
+// alone but for blanks or a comment.
+func isEnd(line string) bool {
+	rest, ok := strings.CutPrefix(line, "end")
+	rest = strings.TrimSpace(rest)
+	return ok && (rest == "" || strings.HasPrefix(rest, "--"))
 }
 
 // words returns the set of Lua names in src.
