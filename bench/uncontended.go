@@ -61,8 +61,8 @@ func (u UncontendedRow) ratio(peer UncontendedRow, cpu bool) float64 {
 }
 
 // UncontendedImpls returns the implementations of the interleaved table:
-// each dsync primitive on redigo, the mutex on go-redis too, and the
-// peers.
+// each dsync primitive on redigo (the election's Campaign+Resign as its
+// pair), the mutex on go-redis too, and the peers.
 func UncontendedImpls() []Impl {
 	pick := func(name string) Impl {
 		i, _ := lookupImpl(name)
@@ -75,6 +75,7 @@ func UncontendedImpls() []Impl {
 		{Name: "dsync-rwlock-w", Note: "rwlock: Lock/Unlock only", New: newDsyncRW(0)},
 		pick("dsync-rlock"),
 		SemImpl,
+		ElectionImpl,
 		pick("redsync"),
 		{Name: "redsync-goredis", Note: "redsync v4 defaults over the go-redis client", New: newRedsyncGoRedis},
 		pick("redislock"),
@@ -356,7 +357,7 @@ func (r *Report) uncontendedTargets(check func(ok bool, format string, args ...a
 		if !ok {
 			continue
 		}
-		for _, impl := range []string{"dsync-fair", "dsync-rwlock-w", "dsync-rlock", SemImpl.Name} {
+		for _, impl := range []string{"dsync-fair", "dsync-rwlock-w", "dsync-rlock", SemImpl.Name, ElectionImpl.Name} {
 			u, ok := r.row(impl, caller)
 			if !ok {
 				continue

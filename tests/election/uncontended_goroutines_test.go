@@ -30,14 +30,18 @@ func TestUncontendedPairStartsNoGoroutine(t *testing.T) {
 		}
 	}
 	pair() // loads the scripts and joins the wake channel
-	before := goroutinesCreated()
-	for range pairs {
-		pair()
+	// The count is the process's: another test's clean-up may start a
+	// few meanwhile, never one per pair. The fewest of three rounds counts.
+	fewest := uint64(1 << 63)
+	for round := 0; round < 3 && fewest > pairs/5; round++ {
+		before := goroutinesCreated()
+		for range pairs {
+			pair()
+		}
+		fewest = min(fewest, goroutinesCreated()-before)
 	}
-	// The count is the process's: a test's clean-up elsewhere may start
-	// a few, never one per pair.
-	if n := goroutinesCreated() - before; n > pairs/5 {
-		t.Errorf("%d goroutines started in %d uncontended Campaign+Resign pairs; want none per pair", n, pairs)
+	if fewest > pairs/5 {
+		t.Errorf("%d goroutines started in %d uncontended Campaign+Resign pairs, in the fewest of 3 rounds; want none per pair", fewest, pairs)
 	}
 }
 
