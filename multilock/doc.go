@@ -56,9 +56,17 @@
 //     holds for any multi-lock over handles on the same backends). After
 //     a failed round it waits
 //     for the first busy member (in the same order, bounded by 1s, since
-//     that member's server may be the one that is gone), tries the others
-//     in parallel while holding it, and on failure releases everything
-//     and starts over after a short random pause. Members that could not
+//     that member's server may be the one that is gone) and tries the
+//     others in parallel while holding it. Where that falls short of a
+//     majority, most often because the last holder, locking again, took
+//     some of them in a round it gives back at once (it found the member
+//     held), it keeps what it holds and waits, in turn, for each busy
+//     member that comes after the first in the order (so that no two
+//     rounds wait for each other), trying the rest again after each, as
+//     All does; only when none is left, a wait times out (1s) or the
+//     validity runs out does it release everything and start over after
+//     a short random pause. Keeping the member it waited for halves the
+//     contended tail: a newcomer cannot slip in while it lets go. Members that could not
 //     be reached count as failed; a round with nothing to wait for backs
 //     off exponentially, from 10ms up to 500ms, with jitter.
 //

@@ -530,7 +530,7 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		skip[gate] = true
 		res = l.tryAll(ctx, skip)
 		res[gate] = result{ok: true}
-		if l.won(res, start) {
+		if l.won(res, start) || l.awaitMajority(ctx, gate, res, start) {
 			return newHold(res), nil
 		}
 		l.release(ctx, heldOf(res))
@@ -541,6 +541,49 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// awaitMajority goes on from a round that holds the gate, the member it
+// waited for, but not a majority: most often a newcomer (the last holder
+// locking again) took some of the others in a round of its own, which it
+// gives back at once since it found the gate busy (see acquire). Rather
+// than let the gate go and try again later, while the newcomer queues for
+// it, the round keeps the gate and waits for the first busy member that
+// comes after the gate in canonical order (so that two rounds never wait
+// for each other's members, as in acquireOrdered), then tries the rest
+// again, until it holds a majority within the validity. Each wait is
+// bounded by gateWait, and it waits for each member at most once. It
+// reports whether the round won; res holds what it holds either way.
+func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
+	after := slices.Index(l.order, gate) + 1
+	for _, i := range l.order[after:] {
+		if !res[i].busy {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, gateWait)
+		err := l.members[i].LockContext(wctx)
+		cancel()
+		if err != nil {
+			return false
+		}
+		res[i] = result{ok: true}
+		if l.won(res, start) {
+			return true
+		}
+		skip := make([]bool, len(l.members))
+		for j, r := range res {
+			skip[j] = r.ok || r.err != nil && !r.busy
+		}
+		for j, r := range l.tryAll(ctx, skip) {
+			if !skip[j] {
+				res[j] = r
+			}
+		}
+		if l.won(res, start) {
+			return true
+		}
+	}
+	return false
 }
 
 // holding returns, by member, whether ctx's owner holds it now, or nil
