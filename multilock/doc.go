@@ -66,9 +66,10 @@
 //     All does; only when none is left, a wait times out (1s) or the
 //     validity runs out does it release everything and start over after
 //     a short random pause. Keeping the member it waited for halves the
-//     contended tail: a newcomer cannot slip in while it lets go. Members that could not
-//     be reached count as failed; a round with nothing to wait for backs
-//     off exponentially, from 10ms up to 500ms, with jitter.
+//     contended tail: a newcomer cannot slip in while it lets go. Members
+//     that could not be reached count as failed; a round with nothing to
+//     wait for backs off exponentially, from 10ms up to 500ms, with
+//     jitter.
 //
 // On failure (ctx done, a member's error) nothing is left held: the
 // members acquired are released in parallel, detached from ctx's
