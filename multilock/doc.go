@@ -61,9 +61,10 @@
 //     majority, most often because the last holder, locking again, took
 //     some of them in a round it gives back at once (it found the member
 //     held), it keeps what it holds and waits, in turn, for each busy
-//     member that comes after the first in the order (so that no two
-//     rounds wait for each other), trying the rest again after each, as
-//     All does; only when none is left, a wait times out (1s) or the
+//     member that comes after the first in the order, trying the rest
+//     again after each; as All does, it waits for a member only while all
+//     it holds comes before it, letting go of the others first, so that
+//     no two rounds wait for each other; only when none is left, a wait times out (1s) or the
 //     validity runs out does it release everything and start over after
 //     a short random pause. Keeping the member it waited for halves the
 //     contended tail: a newcomer cannot slip in while it lets go. Members

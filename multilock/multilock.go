@@ -548,35 +548,49 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // locking again) took some of the others in a round of its own, which it
 // gives back at once since it found the gate busy (see acquire). Rather
 // than let the gate go and try again later, while the newcomer queues for
-// it, the round keeps the gate and waits for the first busy member that
-// comes after the gate in canonical order (so that two rounds never wait
-// for each other's members, as in acquireOrdered), then tries the rest
-// again, until it holds a majority within the validity. Each wait is
-// bounded by gateWait, and it waits for each member at most once. It
-// reports whether the round won; res holds what it holds either way.
+// it, the round keeps the gate and waits for the next busy member after
+// the gate in canonical order, then tries the rest again, until it holds
+// a majority within the validity. As in acquireOrdered, it waits for a
+// member only while every member it holds comes before it, letting go of
+// any that come after first, so that no two rounds wait for each other.
+// Each wait is bounded by gateWait, and it waits for each member at most
+// once. It reports whether the round won; res holds what it holds either
+// way.
 func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
-	after := slices.Index(l.order, gate) + 1
-	for _, i := range l.order[after:] {
-		if !res[i].busy {
+	pos := make([]int, len(l.members)) // canonical position by member
+	for p, i := range l.order {
+		pos[i] = p
+	}
+	for p := pos[gate] + 1; p < len(l.order); p++ {
+		next := l.order[p]
+		if !res[next].busy {
 			continue
 		}
+		drop := make([]bool, len(res))
+		for i, r := range res {
+			if r.ok && pos[i] > p {
+				drop[i] = true
+				res[i] = result{}
+			}
+		}
+		l.release(ctx, drop)
 		wctx, cancel := context.WithTimeout(ctx, gateWait)
-		err := l.members[i].LockContext(wctx)
+		err := l.members[next].LockContext(wctx)
 		cancel()
 		if err != nil {
 			return false
 		}
-		res[i] = result{ok: true}
+		res[next] = result{ok: true}
 		if l.won(res, start) {
 			return true
 		}
 		skip := make([]bool, len(l.members))
-		for j, r := range res {
-			skip[j] = r.ok || r.err != nil && !r.busy
+		for i, r := range res {
+			skip[i] = r.ok || r.err != nil && !r.busy
 		}
-		for j, r := range l.tryAll(ctx, skip) {
-			if !skip[j] {
-				res[j] = r
+		for i, r := range l.tryAll(ctx, skip) {
+			if !skip[i] {
+				res[i] = r
 			}
 		}
 		if l.won(res, start) {
