@@ -45,7 +45,7 @@
 //     backoff alone was rejected: under contention it keeps releasing
 //     what it got and loses its place in every queue; and acquiring every
 //     member in turn would cost N round trips even without contention.
-//   - RedLock holds nothing while it waits, and queues: a round of
+//   - RedLock queues: a round of
 //     LockContext that finds a member busy does not win with a majority of
 //     the others (a newcomer would otherwise take the free majority from
 //     under the waiter just handed the busy member, and waits would grow
@@ -54,16 +54,20 @@
 //     owner held already (a re-entry takes nothing from a waiter; a
 //     member says whether the owner holds it through its Done, so this
 //     holds for any multi-lock over handles on the same backends). After
-//     a failed round it waits
+//     a failed round it waits, holding nothing,
 //     for the first busy member (in the same order, bounded by 1s, since
 //     that member's server may be the one that is gone) and tries the
 //     others in parallel while holding it. Where that falls short of a
 //     majority, most often because the last holder, locking again, took
 //     some of them in a round it gives back at once (it found the member
 //     held), it keeps what it holds and waits, in turn, for each busy
-//     member that comes after the first in the order (so that no two
-//     rounds wait for each other), trying the rest again after each, as
-//     All does; only when none is left, a wait times out (1s) or the
+//     member that comes after the first in the order, trying the rest
+//     again after each, as All does. Before each wait it lets go of the
+//     members it holds that come after the one it waits for (its tries
+//     take them in any order): a group waits only for a member after all
+//     it holds, so no two rounds wait for each other but over members the
+//     order cannot tell apart, where the 1s bound turns a deadlock into a
+//     delay. Only when none is left, a wait times out (1s) or the
 //     validity runs out does it release everything and start over after
 //     a short random pause. Keeping the member it waited for halves the
 //     contended tail: a newcomer cannot slip in while it lets go. Members

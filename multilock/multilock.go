@@ -549,17 +549,30 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // gives back at once since it found the gate busy (see acquire). Rather
 // than let the gate go and try again later, while the newcomer queues for
 // it, the round keeps the gate and waits for the first busy member that
-// comes after the gate in canonical order (so that two rounds never wait
-// for each other's members, as in acquireOrdered), then tries the rest
-// again, until it holds a majority within the validity. Each wait is
-// bounded by gateWait, and it waits for each member at most once. It
-// reports whether the round won; res holds what it holds either way.
+// comes after the gate in canonical order, then tries the rest again,
+// until it holds a majority within the validity. It waits for a member
+// holding none that comes after it, as acquireOrdered does: it lets those
+// go first (its tries take members in any order). Otherwise two rounds
+// could each hold a member the other waits for, and both stall until a
+// wait times out. Each wait is bounded by gateWait, and it waits for
+// each member at most once. It reports whether the round won; res holds
+// what it holds either way.
 func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
-	after := slices.Index(l.order, gate) + 1
-	for _, i := range l.order[after:] {
+	pos := make([]int, len(l.members)) // by member, its place in l.order
+	for p, i := range l.order {
+		pos[i] = p
+	}
+	for _, i := range l.order[pos[gate]+1:] {
 		if !res[i].busy {
 			continue
 		}
+		drop := make([]bool, len(l.members))
+		for j, r := range res {
+			if r.ok && pos[j] > pos[i] {
+				drop[j], res[j] = true, result{}
+			}
+		}
+		l.release(ctx, drop)
 		wctx, cancel := context.WithTimeout(ctx, gateWait)
 		err := l.members[i].LockContext(wctx)
 		cancel()
@@ -745,11 +758,14 @@ func (l *Lock) won(res []result, start time.Time) bool {
 	if n < l.quorum {
 		return false
 	}
-	if !l.redlock {
-		return true
-	}
+	return !l.redlock || l.validity(start) > 0
+}
+
+// validity returns what is left of the validity of a RedLock round that
+// began at start: the lease less the time since less the drift allowance.
+func (l *Lock) validity(start time.Time) time.Duration {
 	drift := time.Duration(float64(l.lease)*l.drift) + 2*time.Millisecond
-	return l.lease-time.Since(start)-drift > 0
+	return l.lease - time.Since(start) - drift
 }
 
 func newHold(res []result) *hold {
