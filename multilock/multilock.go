@@ -554,8 +554,10 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // holding none that comes after it, as acquireOrdered does: it lets those
 // go first (its tries take members in any order). Otherwise two rounds
 // could each hold a member the other waits for, and both stall until a
-// wait times out. Each wait is bounded by gateWait, and it waits for
-// each member at most once. It reports whether the round won; res holds
+// wait times out. Each wait is bounded by gateWait and by the validity
+// left (a majority got past it cannot win, and the wait would only keep
+// the members held from others), and it waits for each member at most
+// once. It reports whether the round won; res holds
 // what it holds either way.
 func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
 	pos := make([]int, len(l.members)) // by member, its place in l.order
@@ -566,6 +568,10 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 		if !res[i].busy {
 			continue
 		}
+		left := l.validity(start)
+		if left <= 0 {
+			return false // what it gets now cannot win
+		}
 		drop := make([]bool, len(l.members))
 		for j, r := range res {
 			if r.ok && pos[j] > pos[i] {
@@ -573,7 +579,7 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 			}
 		}
 		l.release(ctx, drop)
-		wctx, cancel := context.WithTimeout(ctx, gateWait)
+		wctx, cancel := context.WithTimeout(ctx, min(gateWait, left))
 		err := l.members[i].LockContext(wctx)
 		cancel()
 		if err != nil {
