@@ -67,9 +67,11 @@
 //     take them in any order): a group waits only for a member after all
 //     it holds, so no two rounds wait for each other but over members the
 //     order cannot tell apart, where the 1s bound turns a deadlock into a
-//     delay. Only when none is left, a wait times out (1s) or the
-//     validity runs out does it release everything and start over after
-//     a short random pause. Keeping the member it waited for halves the
+//     delay. A wait that times out (1s; the member may be stuck held)
+//     goes on with the next, and the next round may win without that
+//     member. Only when none is left, a wait fails or the validity runs
+//     out does it release everything and start over after a short random
+//     pause. Keeping the member it waited for halves the
 //     contended tail: a newcomer cannot slip in while it lets go. Members
 //     that could not be reached count as failed; a round with nothing to
 //     wait for backs off exponentially, from 10ms up to 500ms, with

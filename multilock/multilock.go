@@ -530,8 +530,15 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		skip[gate] = true
 		res = l.tryAll(ctx, skip)
 		res[gate] = result{ok: true}
-		if l.won(res, start) || l.awaitMajority(ctx, gate, res, start) {
+		if l.won(res, start) {
 			return newHold(res), nil
+		}
+		won, stuck := l.awaitMajority(ctx, gate, res, start)
+		if won {
+			return newHold(res), nil
+		}
+		if stuck {
+			queue = false // as after the gate's wait timed out
 		}
 		l.release(ctx, heldOf(res))
 		if _, err := l.failures(ctx, res); err != nil {
@@ -557,9 +564,10 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // wait times out. Each wait is bounded by gateWait and by the validity
 // left (a majority got past it cannot win, and the wait would only keep
 // the members held from others), and it waits for each member at most
-// once. It reports whether the round won; res holds
-// what it holds either way.
-func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
+// once; one that times out (the member may be stuck held) goes on with
+// the next. It reports whether the round won, and whether a wait timed
+// out (stuck); res holds what it holds either way.
+func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) (won, stuck bool) {
 	pos := make([]int, len(l.members)) // by member, its place in l.order
 	for p, i := range l.order {
 		pos[i] = p
@@ -570,7 +578,7 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 		}
 		left := l.validity(start)
 		if left <= 0 {
-			return false // what it gets now cannot win
+			return false, stuck // what it gets now cannot win
 		}
 		drop := make([]bool, len(l.members))
 		for j, r := range res {
@@ -581,13 +589,21 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 		l.release(ctx, drop)
 		wctx, cancel := context.WithTimeout(ctx, min(gateWait, left))
 		err := l.members[i].LockContext(wctx)
+		timedOut := wctx.Err() != nil && ctx.Err() == nil && left > gateWait
 		cancel()
-		if err != nil {
-			return false
-		}
-		res[i] = result{ok: true}
-		if l.won(res, start) {
-			return true
+		switch {
+		case err == nil:
+			res[i] = result{ok: true}
+			if l.won(res, start) {
+				return true, stuck
+			}
+		case timedOut:
+			// i may be stuck held (its holder gone, its lease not run
+			// out): go on without it, as the next round would, rather
+			// than give up the gate and wait for i again.
+			stuck = true
+		default:
+			return false, stuck
 		}
 		skip := make([]bool, len(l.members))
 		for j, r := range res {
@@ -599,10 +615,10 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 			}
 		}
 		if l.won(res, start) {
-			return true
+			return true, stuck
 		}
 	}
-	return false
+	return false, stuck
 }
 
 // holding returns, by member, whether ctx's owner holds it now, or nil
