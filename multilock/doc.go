@@ -45,7 +45,7 @@
 //     backoff alone was rejected: under contention it keeps releasing
 //     what it got and loses its place in every queue; and acquiring every
 //     member in turn would cost N round trips even without contention.
-//   - RedLock holds nothing while it waits, and queues: a round of
+//   - RedLock queues: a round of
 //     LockContext that finds a member busy does not win with a majority of
 //     the others (a newcomer would otherwise take the free majority from
 //     under the waiter just handed the busy member, and waits would grow
@@ -54,7 +54,7 @@
 //     owner held already (a re-entry takes nothing from a waiter; a
 //     member says whether the owner holds it through its Done, so this
 //     holds for any multi-lock over handles on the same backends). After
-//     a failed round it waits
+//     a failed round it waits, holding nothing,
 //     for the first busy member (in the same order, bounded by 1s, since
 //     that member's server may be the one that is gone) and tries the
 //     others in parallel while holding it. Where that falls short of a
@@ -62,11 +62,16 @@
 //     some of them in a round it gives back at once (it found the member
 //     held), it keeps what it holds and waits, in turn, for each busy
 //     member that comes after the first in the order, trying the rest
-//     again after each; as All does, it waits for a member only while all
-//     it holds comes before it, letting go of the others first, so that
-//     no two rounds wait for each other; only when none is left, a wait times out (1s) or the
-//     validity runs out does it release everything and start over after
-//     a short random pause. Keeping the member it waited for halves the
+//     again after each, as All does. Before each wait it lets go of the
+//     members it holds that come after the one it waits for (its tries
+//     take them in any order): a group waits only for a member after all
+//     it holds, so no two rounds wait for each other but over members the
+//     order cannot tell apart, where the 1s bound turns a deadlock into a
+//     delay. A wait that times out (1s; the member may be stuck held)
+//     goes on with the next, and the next round may win without that
+//     member. Only when none is left, a wait fails or the validity runs
+//     out does it release everything and start over after a short random
+//     pause. Keeping the member it waited for halves the
 //     contended tail: a newcomer cannot slip in while it lets go. Members
 //     that could not be reached count as failed; a round with nothing to
 //     wait for backs off exponentially, from 10ms up to 500ms, with

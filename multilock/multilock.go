@@ -530,8 +530,15 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		skip[gate] = true
 		res = l.tryAll(ctx, skip)
 		res[gate] = result{ok: true}
-		if l.won(res, start) || l.awaitMajority(ctx, gate, res, start) {
+		if l.won(res, start) {
 			return newHold(res), nil
+		}
+		won, stuck := l.awaitMajority(ctx, gate, res, start)
+		if won {
+			return newHold(res), nil
+		}
+		if stuck {
+			queue = false // as after the gate's wait timed out
 		}
 		l.release(ctx, heldOf(res))
 		if _, err := l.failures(ctx, res); err != nil {
@@ -548,56 +555,70 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // locking again) took some of the others in a round of its own, which it
 // gives back at once since it found the gate busy (see acquire). Rather
 // than let the gate go and try again later, while the newcomer queues for
-// it, the round keeps the gate and waits for the next busy member after
-// the gate in canonical order, then tries the rest again, until it holds
-// a majority within the validity. As in acquireOrdered, it waits for a
-// member only while every member it holds comes before it, letting go of
-// any that come after first, so that no two rounds wait for each other.
-// Each wait is bounded by gateWait, and it waits for each member at most
-// once. It reports whether the round won; res holds what it holds either
-// way.
-func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) bool {
-	pos := make([]int, len(l.members)) // canonical position by member
+// it, the round keeps the gate and waits for the first busy member that
+// comes after the gate in canonical order, then tries the rest again,
+// until it holds a majority within the validity. It waits for a member
+// holding none that comes after it, as acquireOrdered does: it lets those
+// go first (its tries take members in any order). Otherwise two rounds
+// could each hold a member the other waits for, and both stall until a
+// wait times out. Each wait is bounded by gateWait and by the validity
+// left (a majority got past it cannot win, and the wait would only keep
+// the members held from others), and it waits for each member at most
+// once; one that times out (the member may be stuck held) goes on with
+// the next. It reports whether the round won, and whether a wait timed
+// out (stuck); res holds what it holds either way.
+func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) (won, stuck bool) {
+	pos := make([]int, len(l.members)) // by member, its place in l.order
 	for p, i := range l.order {
 		pos[i] = p
 	}
-	for p := pos[gate] + 1; p < len(l.order); p++ {
-		next := l.order[p]
-		if !res[next].busy {
+	for _, i := range l.order[pos[gate]+1:] {
+		if !res[i].busy {
 			continue
 		}
-		drop := make([]bool, len(res))
-		for i, r := range res {
-			if r.ok && pos[i] > p {
-				drop[i] = true
-				res[i] = result{}
+		left := l.validity(start)
+		if left <= 0 {
+			return false, stuck // what it gets now cannot win
+		}
+		drop := make([]bool, len(l.members))
+		for j, r := range res {
+			if r.ok && pos[j] > pos[i] {
+				drop[j], res[j] = true, result{}
 			}
 		}
 		l.release(ctx, drop)
-		wctx, cancel := context.WithTimeout(ctx, gateWait)
-		err := l.members[next].LockContext(wctx)
+		wctx, cancel := context.WithTimeout(ctx, min(gateWait, left))
+		err := l.members[i].LockContext(wctx)
+		timedOut := wctx.Err() != nil && ctx.Err() == nil && left > gateWait
 		cancel()
-		if err != nil {
-			return false
-		}
-		res[next] = result{ok: true}
-		if l.won(res, start) {
-			return true
+		switch {
+		case err == nil:
+			res[i] = result{ok: true}
+			if l.won(res, start) {
+				return true, stuck
+			}
+		case timedOut:
+			// i may be stuck held (its holder gone, its lease not run
+			// out): go on without it, as the next round would, rather
+			// than give up the gate and wait for i again.
+			stuck = true
+		default:
+			return false, stuck
 		}
 		skip := make([]bool, len(l.members))
-		for i, r := range res {
-			skip[i] = r.ok || r.err != nil && !r.busy
+		for j, r := range res {
+			skip[j] = r.ok || r.err != nil && !r.busy
 		}
-		for i, r := range l.tryAll(ctx, skip) {
-			if !skip[i] {
-				res[i] = r
+		for j, r := range l.tryAll(ctx, skip) {
+			if !skip[j] {
+				res[j] = r
 			}
 		}
 		if l.won(res, start) {
-			return true
+			return true, stuck
 		}
 	}
-	return false
+	return false, stuck
 }
 
 // holding returns, by member, whether ctx's owner holds it now, or nil
@@ -759,11 +780,14 @@ func (l *Lock) won(res []result, start time.Time) bool {
 	if n < l.quorum {
 		return false
 	}
-	if !l.redlock {
-		return true
-	}
+	return !l.redlock || l.validity(start) > 0
+}
+
+// validity returns what is left of the validity of a RedLock round that
+// began at start: the lease less the time since less the drift allowance.
+func (l *Lock) validity(start time.Time) time.Duration {
 	drift := time.Duration(float64(l.lease)*l.drift) + 2*time.Millisecond
-	return l.lease-time.Since(start)-drift > 0
+	return l.lease - time.Since(start) - drift
 }
 
 func newHold(res []result) *hold {
