@@ -66,16 +66,19 @@
 //     members it holds that come after the one it waits for (its tries
 //     take them in any order): a group waits only for a member after all
 //     it holds, so no two rounds wait for each other but over members the
-//     order cannot tell apart, where the 1s bound turns a deadlock into a
-//     delay. A wait that times out (1s; the member may be stuck held)
-//     goes on with the next, and the next round may win without that
-//     member. Only when none is left, a wait fails or the validity runs
-//     out does it release everything and start over after a short random
-//     pause. Keeping the member it waited for halves the
-//     contended tail: a newcomer cannot slip in while it lets go. Members
-//     that could not be reached count as failed; a round with nothing to
-//     wait for backs off exponentially, from 10ms up to 500ms, with
-//     jitter.
+//     order cannot tell apart, where the wait's bound turns a deadlock
+//     into a delay. These waits are short: 8 times the round trip of the
+//     tries before them, at least 100ms (at most 1s), since a newcomer's
+//     round gives its members back as soon as its tries reply, while a
+//     member stuck held would cost each contender in turn the whole wait,
+//     holding the gate. A wait that times out goes on with the next, and
+//     the next round may win without that member. Only when none is left,
+//     a wait fails or the validity runs out does it release everything
+//     and start over after a short random pause. Keeping the member it
+//     waited for shortens the contended tail: a newcomer cannot slip in
+//     while it lets go. Members that could not be reached count as
+//     failed; a round with nothing to wait for backs off exponentially,
+//     from 10ms up to 500ms, with jitter.
 //
 // On failure (ctx done, a member's error) nothing is left held: the
 // members acquired are released in parallel, detached from ctx's

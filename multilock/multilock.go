@@ -533,7 +533,7 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		if l.won(res, start) {
 			return newHold(res), nil
 		}
-		won, stuck := l.awaitMajority(ctx, gate, res, start)
+		won, stuck := l.awaitMajority(ctx, gate, res, start, time.Since(start))
 		if won {
 			return newHold(res), nil
 		}
@@ -567,7 +567,15 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 // once; one that times out (the member may be stuck held) goes on with
 // the next. It reports whether the round won, and whether a wait timed
 // out (stuck); res holds what it holds either way.
-func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time) (won, stuck bool) {
+//
+// What it waits for is most often a round that gives its members back as
+// soon as its own tries reply, so each wait is bounded further by
+// awaitRounds times the round trip of the tries that preceded it (rt),
+// and no less than minAwait: a member stuck held then costs each waiter
+// that holds the gate that short wait, not gateWait, which on a stuck
+// member would queue every contender behind one another.
+func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start time.Time, rt time.Duration) (won, stuck bool) {
+	bound := min(gateWait, max(minAwait, awaitRounds*rt))
 	pos := make([]int, len(l.members)) // by member, its place in l.order
 	for p, i := range l.order {
 		pos[i] = p
@@ -587,9 +595,9 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 			}
 		}
 		l.release(ctx, drop)
-		wctx, cancel := context.WithTimeout(ctx, min(gateWait, left))
+		wctx, cancel := context.WithTimeout(ctx, min(bound, left))
 		err := l.members[i].LockContext(wctx)
-		timedOut := wctx.Err() != nil && ctx.Err() == nil && left > gateWait
+		timedOut := wctx.Err() != nil && ctx.Err() == nil && left > bound
 		cancel()
 		switch {
 		case err == nil:
@@ -744,6 +752,13 @@ const holdWait = 2 * time.Second
 
 // gateWait bounds RedLock's wait for one busy member.
 const gateWait = time.Second
+
+// awaitRounds and minAwait bound a RedLock round's wait for a member
+// while it holds its gate (see awaitMajority).
+const (
+	awaitRounds = 8
+	minAwait    = 100 * time.Millisecond
+)
 
 // failures sorts out a failed round: it returns the errors of members that
 // could not be reached (worth another round), or an error that ends the
