@@ -19,17 +19,7 @@ func TestUncontendedPairCommands(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := election.New(srv.NewBackend(t), "pairs", election.WithPrefix(prefix()))
-	pair := func() {
-		term, err := e.Campaign(ctx, "host-a:8080")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := term.Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pair() // loads the scripts and joins the wake channel
+	pair := uncontendedPair(t, ctx, election.New(srv.NewBackend(t), "pairs", election.WithPrefix(prefix())))
 	by, sum, err := srv.FewestCalls(ctx, 1, func() {
 		for range pairs {
 			pair()
@@ -45,6 +35,23 @@ func TestUncontendedPairCommands(t *testing.T) {
 	if by["zrange"] != 0 {
 		t.Errorf("%d ZRANGEs: an uncontended Campaign looked at the queue", by["zrange"])
 	}
+}
+
+// uncontendedPair returns a Campaign+Resign on e, after one that loads
+// the scripts and joins the wake channel.
+func uncontendedPair(t *testing.T, ctx context.Context, e *election.Election) func() {
+	pair := func() {
+		t.Helper()
+		term, err := e.Campaign(ctx, "host-a:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := term.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair()
+	return pair
 }
 
 // Resign with nobody queued deletes the term's key, the leader state

@@ -19,17 +19,7 @@ func TestUncontendedPairStartsNoGoroutine(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := election.New(srv.NewBackend(t), "goroutines", election.WithPrefix(prefix()))
-	pair := func() {
-		term, err := e.Campaign(ctx, "host-a:8080")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := term.Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pair() // loads the scripts and joins the wake channel
+	pair := uncontendedPair(t, ctx, election.New(srv.NewBackend(t), "goroutines", election.WithPrefix(prefix())))
 	// The count is the process's: another test's clean-up may start a
 	// few meanwhile, never one per pair. The fewest of three rounds counts.
 	fewest := uint64(1 << 63)

@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/testserver"
-	"github.com/dsyncgo/dsync/multilock"
-	"github.com/dsyncgo/dsync/mutex"
 )
 
 // Two RedLocks over the same members, each holding its gate and part of
@@ -25,72 +22,27 @@ import (
 // waits for d and neither moves until A's wait times out. A must let d
 // go first (it comes after b), so that B wins at once with b, c and d.
 func TestRedLockAwaitHoldsNoMemberAfterTheOneItWaitsFor(t *testing.T) {
-	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := "redlock-nocycle-" + dsync.NewID()[:8]
-	handle := func(i int) *mutex.Mutex {
-		// Strict hand-off: releases serve the waiters in turn. A backend
-		// of its own: waiters queue on the server, not behind a hold of
-		// their session (see mutex).
-		return mutex.New(tcpBackend(t, srv.Addr()), base+string(rune('a'+i)), mutex.WithHandoffAfter(0))
-	}
-	redlock := func() *multilock.Lock {
-		var ms []dsync.Locker
-		for i := range 5 {
-			ms = append(ms, handle(i))
-		}
-		return multilock.RedLock(ms...)
-	}
-	waiters := func(i, n int) {
-		t.Helper()
-		probe := handle(i)
-		deadline := time.Now().Add(5 * time.Second)
-		for k := 0; ; k++ {
-			st, err := probe.State(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Waiters >= n {
-				return
-			}
-			if time.Now().After(deadline) || k > 5000 {
-				t.Fatalf("member %c has %d waiters after 5s, want %d", 'a'+i, st.Waiters, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	lock := func(i int) (func(), *mutex.Mutex) {
-		t.Helper()
-		m, o := handle(i), dsync.WithOwner(ctx)
-		if err := m.LockContext(o); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := m.UnlockContext(o); err != nil {
-				t.Error(err)
-			}
-		}, m
-	}
-
-	freeE, _ := lock(4)
+	m := newMembers(t, ctx, "redlock-nocycle")
+	freeE := m.hold(4)
 	defer freeE()
-	freeB, _ := lock(1)
-	freeC, _ := lock(2)
+	freeB := m.hold(1)
+	freeC := m.hold(2)
 
-	lb, ob := redlock(), dsync.WithOwner(ctx)
+	lb, ob := m.redlock(5), dsync.WithOwner(ctx)
 	doneB := make(chan error, 1)
 	go func() { doneB <- lb.LockContext(ob) }()
-	waiters(1, 1) // B queues for b
+	m.awaitWaiters(1, 1) // B queues for b
 
-	freeA, _ := lock(0)
-	la, oa := redlock(), dsync.WithOwner(ctx)
+	freeA := m.hold(0)
+	la, oa := m.redlock(5), dsync.WithOwner(ctx)
 	doneA := make(chan error, 1)
 	go func() { doneA <- la.LockContext(oa) }()
-	waiters(0, 1) // A queues for a
+	m.awaitWaiters(0, 1) // A queues for a
 
-	freeA()       // a is handed to A, which takes d and waits for b
-	waiters(1, 2) // behind B
+	freeA()              // a is handed to A, which takes d and waits for b
+	m.awaitWaiters(1, 2) // behind B
 	freeC()
 	freeB() // b is handed to B
 	handed := time.Now()

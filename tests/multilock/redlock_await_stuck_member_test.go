@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/testserver"
-	"github.com/dsyncgo/dsync/multilock"
-	"github.com/dsyncgo/dsync/mutex"
 )
 
 // A RedLock round that holds its gate and times out waiting for a member
@@ -22,51 +19,14 @@ import (
 // it waits for b (100ms on loopback), then must win with a and c, not
 // wait for b again later.
 func TestRedLockAwaitGoesOnPastAStuckMember(t *testing.T) {
-	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := "redlock-stuck-" + dsync.NewID()[:8]
-	handle := func(i int) *mutex.Mutex {
-		return mutex.New(tcpBackend(t, srv.Addr()), base+string(rune('a'+i)), mutex.WithHandoffAfter(0))
-	}
-	lock := func(i int) func() {
-		t.Helper()
-		m, o := handle(i), dsync.WithOwner(ctx)
-		if err := m.LockContext(o); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := m.UnlockContext(o); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	waiters := func(i int) {
-		t.Helper()
-		probe := handle(i)
-		deadline := time.Now().Add(5 * time.Second)
-		for k := 0; ; k++ {
-			st, err := probe.State(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Waiters > 0 {
-				return
-			}
-			if time.Now().After(deadline) || k > 5000 {
-				t.Fatalf("member %c has no waiter after 5s", 'a'+i)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	m := newMembers(t, ctx, "redlock-stuck")
+	lock, waiters := m.hold, func(i int) { m.awaitWaiters(i, 1) }
 	defer lock(1)() // stuck
 	freeA, freeC := lock(0), lock(2)
 
-	var ms []dsync.Locker
-	for i := range 3 {
-		ms = append(ms, handle(i))
-	}
-	l := multilock.RedLock(ms...)
+	l := m.redlock(3)
 	w := dsync.WithOwner(ctx)
 	done := make(chan error, 1)
 	go func() { done <- l.LockContext(w) }()

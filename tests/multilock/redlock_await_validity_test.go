@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/multilock"
 	"github.com/dsyncgo/dsync/mutex"
 )
@@ -19,37 +18,17 @@ import (
 // not outlast the lease by much, where a wait for b bounded only by 1s
 // kept it held for a second.
 func TestRedLockAwaitStopsWhenTheValidityRunsOut(t *testing.T) {
-	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const lease = 400 * time.Millisecond
-	base := "redlock-validity-" + dsync.NewID()[:8]
-	handle := func(i int) *mutex.Mutex {
-		return mutex.New(tcpBackend(t, srv.Addr()), base+string(rune('a'+i)),
-			mutex.WithHandoffAfter(0), mutex.WithWatchdog(lease))
-	}
-	lock := func(i int) func() {
-		t.Helper()
-		m, o := handle(i), dsync.WithOwner(ctx)
-		if err := m.LockContext(o); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := m.UnlockContext(o); err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	m := newMembers(t, ctx, "redlock-validity", mutex.WithWatchdog(lease))
+	lock := m.hold
 	for i := 1; i < 5; i++ {
 		defer lock(i)()
 	}
 	freeA := lock(0)
 
-	var ms []dsync.Locker
-	for i := range 5 {
-		ms = append(ms, handle(i))
-	}
-	l := multilock.NewRedLock(ms, multilock.WithLease(lease))
+	l := multilock.NewRedLock(m.handles(5), multilock.WithLease(lease))
 	w, wcancel := context.WithCancel(dsync.WithOwner(ctx))
 	wid, _ := dsync.OwnerFrom(w)
 	done := make(chan error, 1)
@@ -62,21 +41,8 @@ func TestRedLockAwaitStopsWhenTheValidityRunsOut(t *testing.T) {
 		}
 	}()
 
-	probe := handle(0)
-	deadline := time.Now().Add(5 * time.Second)
-	for k := 0; ; k++ {
-		st, err := probe.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Waiters > 0 {
-			break
-		}
-		if time.Now().After(deadline) || k > 5000 {
-			t.Fatal("the RedLock did not queue for member a within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	m.awaitWaiters(0, 1)
+	probe := m.handle(0)
 	freeA() // handed to the RedLock
 
 	// Watch a for 1.5s: the longest the RedLock holds it with one token.

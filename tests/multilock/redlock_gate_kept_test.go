@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/testserver"
-	"github.com/dsyncgo/dsync/multilock"
-	"github.com/dsyncgo/dsync/mutex"
 )
 
 // A RedLock waiter handed the member it queued for (its gate) keeps it
@@ -23,52 +20,20 @@ import (
 // bounded by 100ms at least), a must stay held and another owner's
 // TryLock of a fail; N's unlock then completes the RedLock.
 func TestRedLockWaiterKeepsItsGate(t *testing.T) {
-	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := "redlock-gate-" + dsync.NewID()[:8]
-	handle := func(i int) *mutex.Mutex {
-		// Strict hand-off: a release hands a member to its waiter, which
-		// a newcomer's attempt could otherwise take first (see mutex).
-		return mutex.New(tcpBackend(t, srv.Addr()), base+string(rune('a'+i)), mutex.WithHandoffAfter(0))
-	}
-	h, n := dsync.WithOwner(ctx), dsync.WithOwner(ctx)
-	ha, nb, nc := handle(0), handle(1), handle(2)
-	for _, x := range []struct {
-		m     *mutex.Mutex
-		owner context.Context
-	}{{ha, h}, {nb, n}, {nc, n}} {
-		if err := x.m.LockContext(x.owner); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var members []dsync.Locker
-	for i := range 3 {
-		members = append(members, handle(i))
-	}
-	l := multilock.RedLock(members...)
+	m := newMembers(t, ctx, "redlock-gate")
+	freeA, freeB, freeC := m.hold(0), m.hold(1), m.hold(2)
+	l := m.redlock(3)
 	w := dsync.WithOwner(ctx)
 	done := make(chan error, 1)
 	go func() { done <- l.LockContext(w) }()
 
 	// W's first round finds every member busy and queues for a, the
 	// first in order.
-	probe := handle(0)
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; ; i++ {
-		if st, err := probe.State(ctx); err != nil {
-			t.Fatal(err)
-		} else if st.Waiters > 0 {
-			break
-		}
-		if time.Now().After(deadline) || i > 5000 {
-			t.Fatal("the RedLock did not queue for member a within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := ha.UnlockContext(h); err != nil {
-		t.Fatal(err)
-	}
+	m.awaitWaiters(0, 1)
+	freeA()
+	probe := m.handle(0)
 	other := dsync.WithOwner(ctx)
 	const window = 60 * time.Millisecond
 	end := time.Now().Add(window)
@@ -88,11 +53,8 @@ func TestRedLockWaiterKeepsItsGate(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	for _, m := range []*mutex.Mutex{nb, nc} {
-		if err := m.UnlockContext(n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	freeB()
+	freeC()
 	select {
 	case err := <-done:
 		if err != nil {
