@@ -615,7 +615,7 @@ func (l *Lock) awaitMajority(ctx context.Context, gate int, res []result, start 
 		}
 		skip := make([]bool, len(l.members))
 		for j, r := range res {
-			skip[j] = r.ok || r.err != nil && !r.busy
+			skip[j] = r.ok || r.err != nil // held, or failed (a busy member has no error)
 		}
 		for j, r := range l.tryAll(ctx, skip) {
 			if !skip[j] {

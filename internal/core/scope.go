@@ -40,7 +40,7 @@ func (h *Handle) Scope(ctx context.Context, role string, lock, unlock func(conte
 // context in the step that closes its Done.
 func (h *Handle) ScopeLease(ctx context.Context, l *lease.Lease, lost error, end func() error) (context.Context, func() error) {
 	sctx, cancel := context.WithCancelCause(ctx)
-	stop := func() bool { return false }
+	var stop *lease.EndHook
 	if l == nil {
 		cancel(h.LostCause(lost, ""))
 	} else {
@@ -56,7 +56,7 @@ func (h *Handle) ScopeLease(ctx context.Context, l *lease.Lease, lost error, end
 	var err error
 	return sctx, func() error {
 		once.Do(func() {
-			stop()
+			stop.Stop()
 			// The work in the scope is told before another owner can
 			// take the hold.
 			cancel(nil)

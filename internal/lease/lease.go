@@ -175,8 +175,9 @@ type Lease struct {
 	expired   bool // lost at its deadline, so perhaps still on the server for the margin (see Releasable)
 	indexed   bool
 
-	onEnd  []*endHook // see OnEnd; guarded by s.mu
-	reason string     // why it was lost (see Reason); guarded by s.mu
+	onEnd     []*EndHook  // see OnEnd; guarded by s.mu
+	firstHook [1]*EndHook // onEnd's room for the first
+	reason    string      // why it was lost (see Reason); guarded by s.mu
 
 	// Waiters of the session queued behind the hold (see Enqueue),
 	// guarded by s.mu.

@@ -1,44 +1,56 @@
 package lease
 
-// endHook is one function that OnEnd arranged to call.
-type endHook struct {
+// EndHook is one function that OnEnd arranged to call.
+type EndHook struct {
+	l *Lease // nil once it ran, or if it was arranged after the end
 	f func(lost bool, reason string)
 }
 
 // OnEnd arranges for f to be called, once, when the lease ends, with
 // whether it was lost and why (see Reason); at once, in the calling
 // goroutine, if it has ended already. Any number of functions may wait on
-// one lease, each until its stop is called: stop reports whether it
-// stopped f before it was called.
+// one lease, each until its Stop is called.
 //
 // f is called with the scheduler's lock held, in the same step that closes
 // Done, so that nothing can see the lease ended and f not yet called: it
 // must be quick and must not call the lease or the scheduler. A context's
 // cancel function qualifies: it starts no callback of its own in the
 // calling goroutine.
-func (l *Lease) OnEnd(f func(lost bool, reason string)) (stop func() bool) {
+func (l *Lease) OnEnd(f func(lost bool, reason string)) *EndHook {
 	s := l.s
 	s.mu.Lock()
 	if l.state != active && l.state != pending {
 		wasLost, reason := l.state == lost, l.reason
 		s.mu.Unlock()
 		f(wasLost, reason)
-		return func() bool { return false }
+		return &EndHook{f: f}
 	}
-	h := &endHook{f}
+	h := &EndHook{l: l, f: f}
+	if l.onEnd == nil {
+		// Most leases have one hook: it costs no slice of its own.
+		l.onEnd = l.firstHook[:0]
+	}
 	l.onEnd = append(l.onEnd, h)
 	s.mu.Unlock()
-	return func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, x := range l.onEnd {
-			if x == h {
-				l.onEnd = append(l.onEnd[:i], l.onEnd[i+1:]...)
-				return true
-			}
-		}
+	return h
+}
+
+// Stop reports whether it stopped h's function before it was called. A
+// nil EndHook has nothing to stop.
+func (h *EndHook) Stop() bool {
+	if h == nil || h.l == nil {
 		return false
 	}
+	l := h.l
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	for i, x := range l.onEnd {
+		if x == h {
+			l.onEnd = append(l.onEnd[:i], l.onEnd[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // Reason returns why the lease was lost ("hold no longer on the server",

@@ -29,10 +29,10 @@ func TestOnEndTellsLossAndReason(t *testing.T) {
 		l.OnEnd(a.f)
 		l.OnEnd(b.f)
 		stop := l.OnEnd(stopped.f)
-		if !stop() {
+		if !stop.Stop() {
 			t.Fatal("stop of a waiting function reported false")
 		}
-		if stop() {
+		if stop.Stop() {
 			t.Fatal("a second stop reported true")
 		}
 		f.drop("onend:1")
@@ -54,7 +54,7 @@ func TestOnEndTellsLossAndReason(t *testing.T) {
 		if late.calls != 1 || !late.lost || late.reason != "hold no longer on the server" {
 			t.Errorf("arranged after the end: told %+v, want at once, lost", late)
 		}
-		if lateStop() {
+		if lateStop.Stop() {
 			t.Error("stop after the end reported true")
 		}
 	})
