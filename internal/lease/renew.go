@@ -142,7 +142,7 @@ func (s *Scheduler) expire(bundles []bundle) {
 		for _, g := range bd {
 			for _, l := range g.leases {
 				if l.waitingLocked() && !now.Before(l.deadline) {
-					s.expireLocked(l, "renewals failed until the lease ran out")
+					s.lapseLocked(l)
 				}
 			}
 		}
@@ -166,7 +166,7 @@ func (s *Scheduler) send(bd bundle) {
 		earliest time.Time
 	)
 	for _, g := range bd {
-		p, e := g.prepareLocked(now)
+		p, e := s.prepareLocked(g, now)
 		if len(p.leases) == 0 {
 			continue
 		}
@@ -176,6 +176,7 @@ func (s *Scheduler) send(bd bundle) {
 		}
 	}
 	if len(parts) == 0 {
+		s.idleLocked()
 		s.mu.Unlock()
 		return
 	}
@@ -225,15 +226,21 @@ func (s *Scheduler) call(ctx context.Context, parts []part) []backend.Result {
 	return out
 }
 
-// prepareLocked returns the part of g still to renew (leases that ended,
-// or were lost at their deadline, while the group waited for its turn are
-// left out), with the call's keys and args, and the earliest deadline
-// among its leases.
-func (g *group) prepareLocked(now time.Time) (p part, earliest time.Time) {
+// prepareLocked returns the part of g still to renew, with the call's
+// keys and args, and the earliest deadline among its leases. Leases that
+// ended while the group waited for its turn are left out; those whose
+// deadline passed meanwhile (the call's goroutine ran late, on a loaded
+// machine) are lost now, as the tick or the dispatcher would have lost
+// them: nothing else looks at a lease taken off the queue.
+func (s *Scheduler) prepareLocked(g *group, now time.Time) (p part, earliest time.Time) {
 	leases := make([]*Lease, 0, len(g.leases))
 	for _, l := range g.leases {
-		if l.waitingLocked() && now.Before(l.deadline) {
+		switch {
+		case !l.waitingLocked():
+		case now.Before(l.deadline):
 			leases = append(leases, l)
+		default:
+			s.lapseLocked(l)
 		}
 	}
 	if len(leases) == 0 {

@@ -285,6 +285,16 @@ func (s *Scheduler) expireLocked(l *Lease, reason string) {
 	})
 }
 
+// lapseLocked loses l, whose deadline has passed before a renewal could
+// be sent: a fixed lease expired, a watchdog lease was not renewed in time.
+func (s *Scheduler) lapseLocked(l *Lease) {
+	if l.spec.Fixed {
+		s.expireLocked(l, "lease expired")
+	} else {
+		s.expireLocked(l, "renewals failed until the lease ran out")
+	}
+}
+
 func (s *Scheduler) loseLocked(l *Lease, reason string, err error) {
 	s.endLocked(l, lost, reason)
 	if log := l.spec.Logger; log != nil {
@@ -399,11 +409,7 @@ func (s *Scheduler) dueLocked(now time.Time) []*Lease {
 		}
 		heap.Pop(&s.queue)
 		if !now.Before(l.deadline) {
-			if l.spec.Fixed {
-				s.expireLocked(l, "lease expired")
-			} else {
-				s.expireLocked(l, "renewals failed until the lease ran out")
-			}
+			s.lapseLocked(l)
 			continue
 		}
 		due = append(due, l)
