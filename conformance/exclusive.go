@@ -609,14 +609,19 @@ func (s *suite) testFixedLease(t *testing.T, ctx context.Context, k lockKind) {
 	}()
 	after := within(t, s.bound(5*time.Second), acquired, "waiter on an expiring hold")
 	slow := trips.Stop()
-	if after < leaseD-50*time.Millisecond || after > leaseD+s.bound(100*time.Millisecond)+3*slow {
-		t.Errorf("waiter acquired %v after the hold began; want the lease %v (+100ms at most, and %v more for the longest round trip timed meanwhile, three times)", after, leaseD, slow)
+	// The take-over is a few steps (the waiter's timer, its attempt's
+	// round trip, the holder's expiry), each of which a loaded machine
+	// may hold up: it allows for the longest stall three times, or for
+	// all the stalls the meter saw, whichever is more.
+	stalls := max(3*slow, trips.Stalled())
+	if after < leaseD-50*time.Millisecond || after > leaseD+s.bound(100*time.Millisecond)+stalls {
+		t.Errorf("waiter acquired %v after the hold began; want the lease %v (+100ms at most, and %v more: the longest round trip or stall timed meanwhile was %v, all stalls %v)", after, leaseD, stalls, slow, trips.Stalled())
 	}
 	within(t, s.bound(time.Second), done, "holder's Done after its lease expired")
 	if err := holder.UnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("unlock of an expired hold: %v, want ErrNotHeld", err)
 	}
-	t.Logf("waiter acquired %v after a %v fixed lease began", after, leaseD)
+	t.Logf("waiter acquired %v after a %v fixed lease began (longest stall %v, all stalls %v)", after, leaseD, slow, trips.Stalled())
 	must(t, waiter.UnlockContext(ctx), "waiter unlock")
 }
 

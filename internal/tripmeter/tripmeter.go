@@ -30,11 +30,16 @@ const Tick = 5 * time.Millisecond
 // slow by itself (a wake-up missed, a heartbeat waited out) is slow beside
 // round trips that are quick.
 type Meter struct {
-	quit  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	worst atomic.Int64 // ns
+	quit    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	worst   atomic.Int64 // ns
+	stalled atomic.Int64 // ns, the sum of what each sample took past Quick
 }
+
+// Quick is what a round trip, or the overrun of a pause, may take on an
+// idle machine: Stalled counts only the time past it.
+const Quick = time.Millisecond
 
 // Start times round trips through b until Stop, ctx's end or an error of
 // b, whichever comes first; the end of t calls Stop if the test does not.
@@ -66,6 +71,9 @@ func Start(t testing.TB, ctx context.Context, b backend.Backend) *Meter {
 }
 
 func (m *Meter) note(d time.Duration) {
+	if d > Quick {
+		m.stalled.Add(int64(d - Quick))
+	}
 	for {
 		w := m.worst.Load()
 		if int64(d) <= w || m.worst.CompareAndSwap(w, int64(d)) {
@@ -76,6 +84,13 @@ func (m *Meter) note(d time.Duration) {
 
 // Longest returns the longest round trip, or overrun of a pause, so far.
 func (m *Meter) Longest() time.Duration { return time.Duration(m.worst.Load()) }
+
+// Stalled returns the sum, over the round trips and pauses so far, of
+// what each took past Quick: how long in all the machine held up the
+// meter. A path of several steps (a timer, a round trip, a wake-up), each
+// of which a loaded machine may hold up in turn, may be late by as much,
+// where Longest allows for one step.
+func (m *Meter) Stalled() time.Duration { return time.Duration(m.stalled.Load()) }
 
 // Stop ends the measure, once the round trip under way is back, and
 // returns the longest.
