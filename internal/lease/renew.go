@@ -181,6 +181,7 @@ func (s *Scheduler) send(bd bundle) {
 		return
 	}
 	s.calls++
+	checks := s.checks
 	s.mu.Unlock()
 
 	sent := time.Now()
@@ -192,8 +193,12 @@ func (s *Scheduler) send(bd bundle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o := observe.For(s.b)
+	// A check came while the call was out: it may have run on the
+	// server before the server lost its data (a restart, a failover), so
+	// its leases are checked again rather than trusted.
+	stale := s.checks != checks
 	for i, p := range parts {
-		gone := s.applyLocked(p.leases, results[i].Reply, results[i].Err, sent)
+		gone := s.applyLocked(p.leases, results[i].Reply, results[i].Err, sent, stale)
 		o.ReportRenewed(observe.Renewal{Leases: len(p.leases), Failed: results[i].Err != nil, Gone: gone, Took: took})
 	}
 	s.armLocked()
@@ -267,8 +272,10 @@ func (s *Scheduler) prepareLocked(g *group, now time.Time) (p part, earliest tim
 }
 
 // applyLocked reschedules leases by the outcome of their renewal call,
-// sent at sent, and returns how many the call found gone.
-func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time.Time) (gone int) {
+// sent at sent, and returns how many the call found gone. With stale, a
+// check came while the call was out (see Check): a lease the call kept is
+// checked again at once.
+func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time.Time, stale bool) (gone int) {
 	var results []int64
 	if err == nil {
 		results, err = backend.Ints(reply, len(leases))
@@ -281,6 +288,9 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 			continue // released, or re-acquired and rescheduled, meanwhile
 		}
 		transient := err != nil && !errors.Is(err, dsync.ErrClosed) && !crossSlot
+		if stale && !l.checking {
+			l.checking, l.rechecks = true, 0
+		}
 		switch {
 		case l.checking && transient && l.rechecks < maxRechecks:
 			l.rechecks++
@@ -291,11 +301,17 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 			// reconnection checks again.
 			l.checking = false
 			l.next = l.deadline
+			if stale {
+				l.checking, l.next = true, now
+			}
 		case err == nil && results[i] == 1:
 			l.checking = false
 			// An Extend while the call was in flight may have moved the
 			// deadline further than this renewal does: it stays.
 			l.renewedLocked(sent, l.spec.TTL)
+			if stale {
+				l.checking, l.next = true, now
+			}
 		case err == nil && l.releasing > 0:
 			// A final release got there first, which is not a loss; if
 			// the release turns out partial, Settle reports the loss.
