@@ -343,6 +343,16 @@ func (s *Scheduler) idleLocked() {
 	s.armAtLocked(time.Now().Add(IdleRetire))
 }
 
+// IdleSoon arms the timer as the end of the last lease does, so that a
+// session made for calls that keep nothing (a TryLock that found the
+// primitive held, a query) hears IdleRetire later that it is idle: no
+// lease ending or channel unsubscribed would ever tell it.
+func (s *Scheduler) IdleSoon() {
+	s.mu.Lock()
+	s.idleLocked()
+	s.mu.Unlock()
+}
+
 // tick runs a round: every lease due is renewed or expired, then the timer
 // is armed for the next. With no lease left, the session is told.
 func (s *Scheduler) tick() {

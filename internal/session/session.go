@@ -59,6 +59,9 @@ func For(b backend.Backend) *Session {
 			sessions.m = make(map[backend.Backend]*Session)
 		}
 		sessions.m[b] = s
+		// Made for a call that may keep nothing and subscribe nothing:
+		// it retires when idle all the same.
+		s.Sched.IdleSoon()
 	}
 	return s
 }
