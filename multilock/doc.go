@@ -79,6 +79,18 @@
 //     while it lets go. Members that could not be reached count as
 //     failed; a round with nothing to wait for backs off exponentially,
 //     from 10ms up to 500ms, with jitter.
+//   - Once a RedLock's round has found a member busy, its next
+//     acquisition by an owner that holds none of the members queues for
+//     the first member in order (the gate every waiter queues for) before
+//     it tries the others, instead of trying all of them at once: the
+//     last holder, locking again, would otherwise take the free members
+//     from under the waiter its release just handed the gate, and give
+//     them back only when it found the gate busy, which costs every
+//     hand-off round trips more (with 8 contenders and a 1 ms hold, about
+//     a quarter of the rate; see bench/README.md). An acquisition that
+//     then finds nothing in the way goes back to trying all at once. The
+//     gate's attempt counts as the first round's for that member: a
+//     server that stalls costs one member timeout, not two.
 //
 // On failure (ctx done, a member's error) nothing is left held: the
 // members acquired are released in parallel, detached from ctx's

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -61,9 +62,13 @@ type Lock struct {
 	order   []int // member indices in canonical order
 	quorum  int   // members a hold needs
 	redlock bool
-	drift   float64
-	lease   time.Duration
-	err     error
+	// contended says a RedLock round of this lock last found a member
+	// busy: a fresh acquisition then queues for the first member before
+	// it tries the others (see gateFirst).
+	contended atomic.Bool
+	drift     float64
+	lease     time.Duration
+	err       error
 
 	mu    sync.Mutex
 	holds map[string][]*hold // by owner, the newest last
@@ -472,17 +477,41 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 	// from nobody, though: it wins without waiting for a busy member it
 	// does not need.
 	queue := block && l.redlock
+	var known *result // the gate's, for the first round (see gateFirst)
+	if queue && l.contended.Load() && (fresh || !slices.Contains(l.holding(ctx), true)) {
+		h, timedOut, gate, err := l.gateFirst(ctx)
+		if h != nil || err != nil {
+			return h, err
+		}
+		if timedOut {
+			queue = false // as after the gate's wait timed out
+		}
+		known = gate
+	}
 	for round := 0; ; round++ {
 		var mine []bool
 		if queue && !fresh {
 			mine = l.holding(ctx)
 		}
 		start := time.Now()
-		res := l.tryAll(ctx, nil)
+		var skip []bool
+		if known != nil {
+			// The gate's attempt failed just before: a server that
+			// stalls costs the acquisition one member timeout, not two.
+			skip = make([]bool, len(l.members))
+			skip[l.order[0]] = true
+		}
+		res := l.tryAll(ctx, skip)
+		if known != nil {
+			res[l.order[0]], known = *known, nil
+		}
 		if l.won(res, start) && (!queue || !slices.ContainsFunc(res, func(r result) bool { return r.busy }) || l.reentered(res, mine)) {
 			return newHold(res), nil
 		}
 		l.release(ctx, heldOf(res))
+		if l.redlock && slices.ContainsFunc(res, func(r result) bool { return r.busy }) {
+			l.contended.Store(true)
+		}
 		down, err := l.failures(ctx, res)
 		if err != nil {
 			return nil, err
@@ -526,7 +555,7 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 			continue // the next round counts the member as it finds it
 		}
 		start = time.Now()
-		skip := make([]bool, len(l.members))
+		skip = make([]bool, len(l.members))
 		skip[gate] = true
 		res = l.tryAll(ctx, skip)
 		res[gate] = result{ok: true}
@@ -548,6 +577,61 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// gateFirst is a fresh RedLock acquisition's first step once a round of
+// this lock found a member busy: it queues for the first member in
+// canonical order (the gate every contender queues for) before it tries
+// the others. A round that tried all of them at once would take the free
+// ones from under the waiter just handed the gate, which then waits for
+// them (see awaitMajority), and give them back at once, since it found
+// the gate busy: each hand-off would cost the waiter round trips more. It
+// returns the hold if it won; otherwise nothing is held, and the caller
+// goes on with its rounds, knowing whether the wait for the gate timed
+// out (the gate may be stuck held), or, if the gate's attempt failed, its
+// result, for the first round to count as it would its own.
+func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *result, err error) {
+	g := l.order[0]
+	start := time.Now()
+	mctx, cancel := context.WithTimeout(ctx, l.memberTimeout())
+	ok, err := l.members[g].TryLockContext(mctx)
+	if err != nil {
+		down := ctx.Err() == nil && (mctx.Err() != nil || wait.Transient(err))
+		cancel()
+		return nil, false, &result{down: down, err: err}, nil
+	}
+	cancel()
+	waited := !ok
+	if waited {
+		gctx, cancel := context.WithTimeout(ctx, gateWait)
+		err = l.members[g].LockContext(gctx)
+		timedOut = gctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, false, nil, err
+			}
+			return nil, timedOut, nil, nil
+		}
+		start = time.Now()
+	}
+	skip := make([]bool, len(l.members))
+	skip[g] = true
+	res := l.tryAll(ctx, skip)
+	res[g] = result{ok: true}
+	busy := slices.ContainsFunc(res, func(r result) bool { return r.busy })
+	won, stuck := l.won(res, start), false
+	if !won {
+		won, stuck = l.awaitMajority(ctx, g, res, start, time.Since(start))
+	}
+	if won {
+		if !waited && !busy {
+			l.contended.Store(false) // nothing was in the way
+		}
+		return newHold(res), false, nil, nil
+	}
+	l.release(ctx, heldOf(res))
+	return nil, stuck, nil, nil
 }
 
 // awaitMajority goes on from a round that holds the gate, the member it
