@@ -295,6 +295,9 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 		case l.checking && transient && l.rechecks < maxRechecks:
 			l.rechecks++
 			l.next = now.Add(recheckDelay)
+			if l.next.After(l.deadline) {
+				l.next = l.deadline // lost then, as a renewal's retries are
+			}
 		case l.spec.Fixed && (err == nil && results[i] == 1 || transient):
 			// A fixed lease checked: it stays as it was, to expire at
 			// its deadline. A check that kept failing is left; the next
