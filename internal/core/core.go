@@ -50,6 +50,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,7 +374,12 @@ func (h *Handle) Keep(owner string, anon bool, g Grant, hs *HoldSpec, units int6
 	}
 	var l *lease.Lease
 	for l == nil {
-		l = h.Session().Sched.Keep(spec, g.Sent, g.TTL, units)
+		if l = h.Session().Sched.Keep(spec, g.Sent, g.TTL, units); l == nil {
+			// The session is retiring (its scheduler refused, the
+			// session not marked yet): let the retirement finish
+			// rather than spin against it.
+			runtime.Gosched()
+		}
 	}
 	if anon && remember {
 		h.mu.Lock()
