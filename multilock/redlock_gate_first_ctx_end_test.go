@@ -20,11 +20,19 @@ type memLock struct {
 	owner   string
 	changed chan struct{} // closed and replaced at each release
 	aborted func()
+	stalls  bool // TryLockContext answers only at ctx's end, as a stalled server
 }
 
 func newMemLock() *memLock { return &memLock{changed: make(chan struct{})} }
 
 func (m *memLock) TryLockContext(ctx context.Context) (bool, error) {
+	if m.stalls {
+		<-ctx.Done()
+		if m.aborted != nil {
+			m.aborted()
+		}
+		return false, ctx.Err()
+	}
 	o, _ := dsync.OwnerFrom(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -117,6 +125,48 @@ func TestRedLockGateFirstStopsAtCtxEnd(t *testing.T) {
 	for i, m := range []*memLock{a, b, c} {
 		if o := m.heldBy(); o != "" {
 			t.Errorf("member %d left held after the failed LockContext", i)
+		}
+	}
+}
+
+// The same when ctx ends during the gate's first attempt (its server
+// stalls): the acquisition fails with ctx's error, and makes no attempt
+// on the others after it. Y holds b and c, and lets them go when the
+// attempt on a gives up.
+func TestRedLockGateFirstStopsAtCtxEndOfAStalledGate(t *testing.T) {
+	a, b, c := newMemLock(), newMemLock(), newMemLock()
+	l := multilock.RedLock(a, b, c)
+	y := dsync.WithOwner(context.Background())
+	for _, m := range []*memLock{b, c} {
+		if ok, _ := m.TryLockContext(y); !ok {
+			t.Fatal("Y could not take its members")
+		}
+	}
+	if ok, err := l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
+		t.Fatalf("TryLockContext with 2 of 3 held elsewhere = %v, %v; want false", ok, err)
+	}
+	var once sync.Once
+	a.stalls = true
+	a.aborted = func() {
+		once.Do(func() {
+			_ = b.UnlockContext(y)
+			_ = c.UnlockContext(y)
+		})
+	}
+	n := dsync.WithOwner(context.Background())
+	ctx, cancel := context.WithTimeout(n, 50*time.Millisecond)
+	defer cancel()
+	err := l.LockContext(ctx)
+	if err == nil {
+		_ = l.UnlockContext(n)
+		t.Fatalf("LockContext returned a hold after its ctx ended (%v); want an error matching it", ctx.Err())
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext = %v; want an error matching context.DeadlineExceeded", err)
+	}
+	for i, m := range []*memLock{b, c} {
+		if o := m.heldBy(); o != "" {
+			t.Errorf("member %d left held after the failed LockContext", i+1)
 		}
 	}
 }
