@@ -598,7 +598,13 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 	if err != nil {
 		down := ctx.Err() == nil && (mctx.Err() != nil || wait.Transient(err))
 		cancel()
-		return nil, false, &result{down: down, err: err}, nil
+		r := result{down: down, err: err}
+		if ctx.Err() != nil {
+			// No round after ctx's end (see below).
+			_, err := l.failures(ctx, []result{r})
+			return nil, false, nil, err
+		}
+		return nil, false, &r, nil
 	}
 	cancel()
 	waited := !ok
@@ -631,6 +637,13 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 		return newHold(res), false, nil, nil
 	}
 	l.release(ctx, heldOf(res))
+	// Ended by ctx (or a member's error that cannot pass), it fails as a
+	// round of acquire would: the caller's next round, after ctx's end,
+	// could otherwise win with members that do not look at ctx, and
+	// return a hold to a caller that gave up.
+	if _, err := l.failures(ctx, res); err != nil {
+		return nil, false, nil, err
+	}
 	return nil, stuck, nil, nil
 }
 
