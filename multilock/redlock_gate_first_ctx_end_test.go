@@ -84,6 +84,63 @@ func (m *memLock) heldBy() string {
 	return m.owner
 }
 
+// contendedRig is the setup of the tests below: a RedLock over members
+// a, b, c, of which owner Y holds b and c, and a round of the group that
+// found them busy, so that the group has seen contention.
+type contendedRig struct {
+	l       *multilock.Lock
+	a, b, c *memLock
+	y       context.Context
+}
+
+func newContendedRig(t *testing.T) *contendedRig {
+	r := &contendedRig{a: newMemLock(), b: newMemLock(), c: newMemLock(), y: dsync.WithOwner(context.Background())}
+	r.l = multilock.RedLock(r.a, r.b, r.c)
+	for _, m := range []*memLock{r.b, r.c} {
+		if ok, _ := m.TryLockContext(r.y); !ok {
+			t.Fatal("Y could not take its members")
+		}
+	}
+	if ok, err := r.l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
+		t.Fatalf("TryLockContext with 2 of 3 held elsewhere = %v, %v; want false", ok, err)
+	}
+	return r
+}
+
+// freeOnAbort makes Y let b and c go, once, when an attempt on m gives up
+// at its ctx's end.
+func (r *contendedRig) freeOnAbort(m *memLock) {
+	var once sync.Once
+	m.aborted = func() {
+		once.Do(func() {
+			_ = r.b.UnlockContext(r.y)
+			_ = r.c.UnlockContext(r.y)
+		})
+	}
+}
+
+// lockFailsAtCtxEnd checks that a LockContext whose ctx ends after 50ms
+// fails with ctx's error and leaves no member held.
+func (r *contendedRig) lockFailsAtCtxEnd(t *testing.T) {
+	t.Helper()
+	n := dsync.WithOwner(context.Background())
+	ctx, cancel := context.WithTimeout(n, 50*time.Millisecond)
+	defer cancel()
+	err := r.l.LockContext(ctx)
+	if err == nil {
+		_ = r.l.UnlockContext(n)
+		t.Fatalf("LockContext returned a hold after its ctx ended (%v); want an error matching it", ctx.Err())
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext = %v; want an error matching context.DeadlineExceeded", err)
+	}
+	for i, m := range []*memLock{r.a, r.b, r.c} {
+		if m.heldBy() != "" {
+			t.Errorf("member %c left held after the failed LockContext", 'a'+i)
+		}
+	}
+}
+
 // A RedLock's LockContext whose ctx ends while it queues for its gate
 // (the first member, once the lock has been contended) fails with ctx's
 // error, as it does when ctx ends during any other wait: it makes no
@@ -92,41 +149,9 @@ func (m *memLock) heldBy() string {
 // a, b, c: Y holds b and c, the group has seen contention, and N, holding
 // a, waits for b until its ctx ends, when Y lets b and c go.
 func TestRedLockGateFirstStopsAtCtxEnd(t *testing.T) {
-	a, b, c := newMemLock(), newMemLock(), newMemLock()
-	l := multilock.RedLock(a, b, c)
-	y := dsync.WithOwner(context.Background())
-	for _, m := range []*memLock{b, c} {
-		if ok, _ := m.TryLockContext(y); !ok {
-			t.Fatal("Y could not take its members")
-		}
-	}
-	// A round that finds b and c busy: the group is contended.
-	if ok, err := l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
-		t.Fatalf("TryLockContext with 2 of 3 held elsewhere = %v, %v; want false", ok, err)
-	}
-	var once sync.Once
-	b.aborted = func() {
-		once.Do(func() {
-			_ = b.UnlockContext(y)
-			_ = c.UnlockContext(y)
-		})
-	}
-	n := dsync.WithOwner(context.Background())
-	ctx, cancel := context.WithTimeout(n, 50*time.Millisecond)
-	defer cancel()
-	err := l.LockContext(ctx)
-	if err == nil {
-		_ = l.UnlockContext(n)
-		t.Fatalf("LockContext returned a hold after its ctx ended (%v); want an error matching it", ctx.Err())
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("LockContext = %v; want an error matching context.DeadlineExceeded", err)
-	}
-	for i, m := range []*memLock{a, b, c} {
-		if o := m.heldBy(); o != "" {
-			t.Errorf("member %d left held after the failed LockContext", i)
-		}
-	}
+	r := newContendedRig(t)
+	r.freeOnAbort(r.b)
+	r.lockFailsAtCtxEnd(t)
 }
 
 // The same when ctx ends during the gate's first attempt (its server
@@ -134,39 +159,8 @@ func TestRedLockGateFirstStopsAtCtxEnd(t *testing.T) {
 // on the others after it. Y holds b and c, and lets them go when the
 // attempt on a gives up.
 func TestRedLockGateFirstStopsAtCtxEndOfAStalledGate(t *testing.T) {
-	a, b, c := newMemLock(), newMemLock(), newMemLock()
-	l := multilock.RedLock(a, b, c)
-	y := dsync.WithOwner(context.Background())
-	for _, m := range []*memLock{b, c} {
-		if ok, _ := m.TryLockContext(y); !ok {
-			t.Fatal("Y could not take its members")
-		}
-	}
-	if ok, err := l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
-		t.Fatalf("TryLockContext with 2 of 3 held elsewhere = %v, %v; want false", ok, err)
-	}
-	var once sync.Once
-	a.stalls = true
-	a.aborted = func() {
-		once.Do(func() {
-			_ = b.UnlockContext(y)
-			_ = c.UnlockContext(y)
-		})
-	}
-	n := dsync.WithOwner(context.Background())
-	ctx, cancel := context.WithTimeout(n, 50*time.Millisecond)
-	defer cancel()
-	err := l.LockContext(ctx)
-	if err == nil {
-		_ = l.UnlockContext(n)
-		t.Fatalf("LockContext returned a hold after its ctx ended (%v); want an error matching it", ctx.Err())
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("LockContext = %v; want an error matching context.DeadlineExceeded", err)
-	}
-	for i, m := range []*memLock{b, c} {
-		if o := m.heldBy(); o != "" {
-			t.Errorf("member %d left held after the failed LockContext", i+1)
-		}
-	}
+	r := newContendedRig(t)
+	r.a.stalls = true
+	r.freeOnAbort(r.a)
+	r.lockFailsAtCtxEnd(t)
 }
