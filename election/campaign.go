@@ -54,13 +54,19 @@ func (e *Election) TryCampaign(ctx context.Context, value string) (*Term, bool, 
 // candidate is one campaign: the election's acquisition with its value.
 type candidate struct {
 	spec  core.LockSpec
+	args  [3]any // spec.Args
 	value string
 	l     *lease.Lease // the term's, once it leads
 }
 
 func (e *Election) candidate(value string) *candidate {
 	c := &candidate{spec: e.spec, value: value}
-	c.spec.Args = []any{core.Ms(e.h.Cfg.FenceTTL), e.observe, value}
+	// The fence ttl and the observe channel, boxed once by New for the
+	// release (none on a handle New refused, whose calls fail before any
+	// I/O), then the value: the arguments are part of the candidate.
+	copy(c.args[:2], e.release.Args)
+	c.args[2] = value
+	c.spec.Args = c.args[:]
 	c.spec.Kept = func(_ string, _ bool, l *lease.Lease) { c.l = l }
 	return c
 }
