@@ -63,8 +63,9 @@ type Lock struct {
 	quorum  int   // members a hold needs
 	redlock bool
 	// contended says a RedLock round of this lock last found a member
-	// busy: a fresh acquisition then queues for the first member before
-	// it tries the others (see gateFirst).
+	// busy: an acquisition by an owner that holds none of the members
+	// then queues for the first member before it tries the others (see
+	// gateFirst).
 	contended atomic.Bool
 	drift     float64
 	lease     time.Duration
@@ -579,8 +580,9 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 	}
 }
 
-// gateFirst is a fresh RedLock acquisition's first step once a round of
-// this lock found a member busy: it queues for the first member in
+// gateFirst is the first step of a RedLock acquisition by an owner that
+// holds none of the members, once a round of this lock found a member
+// busy: it queues for the first member in
 // canonical order (the gate every contender queues for) before it tries
 // the others. A round that tried all of them at once would take the free
 // ones from under the waiter just handed the gate, which then waits for
