@@ -506,11 +506,11 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		if known != nil {
 			res[l.order[0]], known = *known, nil
 		}
-		if l.won(res, start) && (!queue || !slices.ContainsFunc(res, func(r result) bool { return r.busy }) || l.reentered(res, mine)) {
+		if l.won(res, start) && (!queue || !anyBusy(res) || l.reentered(res, mine)) {
 			return newHold(res), nil
 		}
 		l.release(ctx, heldOf(res))
-		if l.redlock && slices.ContainsFunc(res, func(r result) bool { return r.busy }) {
+		if l.redlock && anyBusy(res) {
 			l.contended.Store(true)
 		}
 		down, err := l.failures(ctx, res)
@@ -556,10 +556,7 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 			continue // the next round counts the member as it finds it
 		}
 		start = time.Now()
-		skip = make([]bool, len(l.members))
-		skip[gate] = true
-		res = l.tryAll(ctx, skip)
-		res[gate] = result{ok: true}
+		res = l.tryOthers(ctx, gate)
 		if l.won(res, start) {
 			return newHold(res), nil
 		}
@@ -623,11 +620,8 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 		}
 		start = time.Now()
 	}
-	skip := make([]bool, len(l.members))
-	skip[g] = true
-	res := l.tryAll(ctx, skip)
-	res[g] = result{ok: true}
-	busy := slices.ContainsFunc(res, func(r result) bool { return r.busy })
+	res := l.tryOthers(ctx, g)
+	busy := anyBusy(res)
 	won, stuck := l.won(res, start), false
 	if !won {
 		won, stuck = l.awaitMajority(ctx, g, res, start, time.Since(start))
@@ -937,6 +931,21 @@ func (l *Lock) tryAll(ctx context.Context, skip []bool) []result {
 	}
 	each(len(l.members), func(i int) bool { return skip == nil || !skip[i] }, try)
 	return res
+}
+
+// tryOthers tries every member but held, which the caller holds, in
+// parallel, and returns the round's results with held's as acquired.
+func (l *Lock) tryOthers(ctx context.Context, held int) []result {
+	skip := make([]bool, len(l.members))
+	skip[held] = true
+	res := l.tryAll(ctx, skip)
+	res[held] = result{ok: true}
+	return res
+}
+
+// anyBusy reports whether a round found a member held by another owner.
+func anyBusy(res []result) bool {
+	return slices.ContainsFunc(res, func(r result) bool { return r.busy })
 }
 
 // each runs f for every i < n that pick accepts, in parallel, the last one
