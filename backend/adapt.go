@@ -19,7 +19,9 @@ import (
 
 // NormalizeReply converts a reply as a client library decoded it into the
 // shapes of rule 2: nil stays nil, integers become int64, strings and
-// []byte become string, arrays ([]any) are normalized element by element.
+// []byte become string, arrays ([]any) are normalized element by element,
+// in place: the reply is the adapter's to rewrite, as one a client decoded
+// for this call is, and the array comes back as the same slice.
 // A nil []byte is nil: a client that decodes bulk strings as []byte gives
 // a nil bulk string (and a script's false, over RESP2) as a nil slice and
 // the empty string as an empty one (redigo, radix). A client that gives
@@ -38,6 +40,7 @@ import (
 // ReplyNormalization case fails with "reply of type T", naming it. Any
 // other type is an error matching dsync.ErrUnexpectedReply.
 func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) {
+	reply := v
 	switch v := v.(type) {
 	case nil, int64, string:
 		return v, nil
@@ -58,15 +61,16 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 	case *ServerError:
 		return v, nil
 	case []any:
-		out := make([]any, len(v))
+		// In place, and the reply as it came: a new array and its boxing
+		// would cost a script's reply two allocations.
 		for i, e := range v {
 			n, err := NormalizeReply(e, serverError)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = n
+			v[i] = n
 		}
-		return out, nil
+		return reply, nil
 	case map[string]any:
 		// RESP3 maps (in CLUSTER SLOTS, say) as RESP2 sends them: key,
 		// value, ..., here in key order. No dsync script returns one.

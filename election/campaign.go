@@ -1,12 +1,6 @@
 package election
 
-import (
-	"context"
-
-	"github.com/dsyncgo/dsync"
-	"github.com/dsyncgo/dsync/internal/core"
-	"github.com/dsyncgo/dsync/internal/lease"
-)
+import "context"
 
 // Campaign makes the caller a candidate with the given value and blocks
 // until it leads or ctx ends. Candidates lead in the order their campaigns
@@ -31,11 +25,13 @@ import (
 // bad arguments (see New: dsync.ErrInvalidBackend, ErrInvalidName,
 // ErrInvalidLease). Retrying any of these is futile; Run returns them.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
-	c := e.candidate(value)
-	if err := e.h.Lock(dsync.WithOwner(ctx), &c.spec); err != nil {
+	t := e.candidate(value)
+	l, err := e.h.LockHold(ctx, &t.spec)
+	if err != nil {
 		return nil, err
 	}
-	return newTerm(e, c.l, value), nil
+	t.begin(l)
+	return t, nil
 }
 
 // TryCampaign makes one attempt to lead, without waiting: it leads only
@@ -43,30 +39,25 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 // leads, with the term if so. When it fails with an error, nothing is left
 // on the server.
 func (e *Election) TryCampaign(ctx context.Context, value string) (*Term, bool, error) {
-	c := e.candidate(value)
-	ok, err := e.h.TryLock(dsync.WithOwner(ctx), &c.spec)
-	if err != nil || !ok {
+	t := e.candidate(value)
+	l, err := e.h.TryLockHold(ctx, &t.spec)
+	if err != nil || l == nil {
 		return nil, false, err
 	}
-	return newTerm(e, c.l, value), true, nil
+	t.begin(l)
+	return t, true, nil
 }
 
-// candidate is one campaign: the election's acquisition with its value.
-type candidate struct {
-	spec  core.LockSpec
-	args  [3]any // spec.Args
-	value string
-	l     *lease.Lease // the term's, once it leads
-}
-
-func (e *Election) candidate(value string) *candidate {
-	c := &candidate{spec: e.spec, value: value}
+// candidate returns the term a campaign with value would begin, not
+// begun: the election's acquisition with the value, a fresh owner's (see
+// e.spec).
+func (e *Election) candidate(value string) *Term {
+	t := &Term{e: e, spec: e.spec, value: value}
 	// The fence ttl and the observe channel, boxed once by New for the
 	// release (none on a handle New refused, whose calls fail before any
-	// I/O), then the value: the arguments are part of the candidate.
-	copy(c.args[:2], e.release.Args)
-	c.args[2] = value
-	c.spec.Args = c.args[:]
-	c.spec.Kept = func(_ string, _ bool, l *lease.Lease) { c.l = l }
-	return c
+	// I/O), then the value.
+	copy(t.args[:2], e.release.Args)
+	t.args[2] = value
+	t.spec.Args = t.args[:]
+	return t
 }

@@ -93,8 +93,8 @@ type Election struct {
 	keys                          []string
 	hold                          core.HoldSpec
 
-	// spec is what every campaign's acquisition shares; a campaign adds
-	// its value (Args) and takes its term's lease (Kept).
+	// spec is what every campaign's acquisition shares, each a fresh
+	// owner's; a campaign adds its value (Args).
 	spec    core.LockSpec
 	release core.ReleaseSpec
 	force   core.ForceSpec
@@ -134,6 +134,7 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 		Abandon:   abandonScript,
 		Hold:      &e.hold,
 		Op:        "campaign",
+		Fresh:     true,
 	}
 	e.release = core.ReleaseSpec{Script: releaseScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
 		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}

@@ -30,22 +30,28 @@ type Term struct {
 	e *Election
 	l *lease.Lease
 
-	done     chan struct{}
-	finish   sync.Once
+	// The campaign that won the term, with its arguments: the campaign
+	// and its term cost one allocation.
+	spec core.LockSpec
+	args [3]any
+
 	resigned atomic.Bool
 
-	// proclaiming orders Proclaims, so that Value is the value of the
-	// last one the server applied.
+	mu    sync.Mutex
+	value string
+	ended bool
+	// done, made by the first Done before the end, is closed by it; a
+	// term whose Done nobody asks for makes no channel.
+	done chan struct{}
+	// proclaiming, made by the first Proclaim, orders Proclaims, so that
+	// Value is the value of the last one the server applied.
 	proclaiming chan struct{}
-	mu          sync.Mutex
-	value       string
 }
 
-// newTerm starts the term kept by l, won with value.
-func newTerm(e *Election, l *lease.Lease, value string) *Term {
-	t := &Term{e: e, l: l, done: make(chan struct{}), proclaiming: make(chan struct{}, 1), value: value}
+// begin starts the term kept by l.
+func (t *Term) begin(l *lease.Lease) {
+	t.l = l
 	l.OnEnd(t.lapsed)
-	return t
 }
 
 // lapsed ends the term when its lease ends, and, if it was lost rather
@@ -71,7 +77,16 @@ func (t *Term) announceLapse() {
 	}
 }
 
-func (t *Term) end() { t.finish.Do(func() { close(t.done) }) }
+func (t *Term) end() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended {
+		t.ended = true
+		if t.done != nil {
+			close(t.done)
+		}
+	}
+}
 
 // errZero is the error of the zero Term's Proclaim and Resign.
 var errZero = fmt.Errorf("election: %w: the zero Term; Campaign makes terms", dsync.ErrNotHeld)
@@ -93,6 +108,14 @@ var closed = func() chan struct{} {
 func (t *Term) Done() <-chan struct{} {
 	if t.e == nil {
 		return closed
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done == nil {
+		if t.ended {
+			return closed
+		}
+		t.done = make(chan struct{})
 	}
 	return t.done
 }
@@ -129,9 +152,15 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if err := e.h.Begin("proclaim", ctx); err != nil {
 		return err
 	}
+	t.mu.Lock()
+	if t.proclaiming == nil {
+		t.proclaiming = make(chan struct{}, 1)
+	}
+	proclaiming := t.proclaiming
+	t.mu.Unlock()
 	select {
-	case t.proclaiming <- struct{}{}:
-		defer func() { <-t.proclaiming }()
+	case proclaiming <- struct{}{}:
+		defer func() { <-proclaiming }()
 	case <-ctx.Done():
 		return e.h.Wrap("proclaim", ctx.Err())
 	}

@@ -88,6 +88,12 @@ type LockSpec struct {
 	// keeps its hold, and the handle does not remember ownerless holds:
 	// a primitive whose holds count units (permits) remembers its own.
 	Kept func(owner string, anon bool, l *lease.Lease)
+
+	// Fresh makes every acquisition a fresh owner's, whatever owner ctx
+	// carries, as if ctx had been given one of its own (dsync.WithOwner):
+	// an election's candidate. The owner is made with the hold id, at no
+	// cost of its own.
+	Fresh bool
 }
 
 func (s *LockSpec) op(try bool) string {
@@ -148,6 +154,9 @@ func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
 	// a portable permit (LockUnkept) has its owner for its hold id, so that
 	// a permit's id never names another hold.
 	owner, ok := dsync.OwnerFrom(ctx)
+	if s.Fresh {
+		owner, ok = "", true
+	}
 	var plain string
 	a.owner, a.op, plain = codec.NewHold(owner, s.Role, s.PlainFields...)
 	a.anon = !ok
@@ -343,9 +352,15 @@ func (a *acquisition) Abandon(ctx context.Context) error {
 
 // Lock acquires a hold of role for ctx's owner (or a fresh ownerless
 // one), waiting while it is held elsewhere, until ctx is done.
-func (h *Handle) Lock(ctx context.Context, s *LockSpec) (err error) {
+func (h *Handle) Lock(ctx context.Context, s *LockSpec) error {
+	_, err := h.LockHold(ctx, s)
+	return err
+}
+
+// LockHold is Lock, returning the lease that keeps the hold.
+func (h *Handle) LockHold(ctx context.Context, s *LockSpec) (_ *lease.Lease, err error) {
 	if err := h.Begin(s.op(false), ctx); err != nil {
-		return err
+		return nil, err
 	}
 	var waiting func(int)
 	if o := h.Observer(); o != nil {
@@ -369,10 +384,9 @@ func (h *Handle) Lock(ctx context.Context, s *LockSpec) (err error) {
 		Waiting:   waiting,
 	}, a)
 	if err != nil {
-		return h.Wrap(s.op(false), err)
+		return nil, h.Wrap(s.op(false), err)
 	}
-	h.keep(s, a.owner, a.anon, a.got)
-	return nil
+	return h.keep(s, a.owner, a.anon, a.got), nil
 }
 
 // MustLock is the sync.Locker form of Lock, for a fresh ownerless hold:
@@ -387,16 +401,23 @@ func (h *Handle) MustLock(s *LockSpec) {
 // TryLock makes one attempt at a hold of role for ctx's owner, without
 // waiting for another holder, and reports whether it holds it now. When
 // the attempt fails with an error, nothing is left held.
-func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err error) {
+func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (bool, error) {
+	l, err := h.TryLockHold(ctx, s)
+	return l != nil, err
+}
+
+// TryLockHold is TryLock, returning the lease that keeps the hold, or nil
+// if it was not acquired.
+func (h *Handle) TryLockHold(ctx context.Context, s *LockSpec) (l *lease.Lease, err error) {
 	if err := h.Begin(s.op(true), ctx); err != nil {
-		return false, err
+		return nil, err
 	}
 	if o := h.Observer(); o != nil {
 		var done func(observe.AcquireResult)
 		start := time.Now()
 		ctx, done = o.StartAcquire(ctx, observe.Acquisition{Primitive: h.Kind, Name: h.Name, Role: s.Hold.Role, Try: true})
 		defer func() {
-			done(observe.AcquireResult{Outcome: observe.OutcomeOf(ctx, acquired, err), Wait: time.Since(start), Err: err})
+			done(observe.AcquireResult{Outcome: observe.OutcomeOf(ctx, l != nil, err), Wait: time.Since(start), Err: err})
 		}()
 	}
 	a := h.newAcquisition(ctx, s)
@@ -417,13 +438,12 @@ func (h *Handle) TryLock(ctx context.Context, s *LockSpec) (acquired bool, err e
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = ctxError(cerr, err)
 		}
-		return false, h.Wrap(s.op(true), err)
+		return nil, h.Wrap(s.op(true), err)
 	}
 	if !r.Acquired {
-		return false, nil
+		return nil, nil
 	}
-	h.keep(s, a.owner, a.anon, a.got)
-	return true, nil
+	return h.keep(s, a.owner, a.anon, a.got), nil
 }
 
 // HandoffLease bounds the first lease of a hold that a release hands to a
