@@ -5,24 +5,22 @@ import (
 	"encoding/hex"
 
 	"github.com/dsyncgo/dsync/internal/ids"
+	"github.com/dsyncgo/dsync/internal/owner"
 )
-
-type ownerKey struct{}
 
 // WithOwner returns a copy of ctx that carries a new owner. Acquisitions made
 // with the returned context, or any context derived from it, belong to that
 // owner and re-enter when nested. Calling WithOwner on a context that
 // already has an owner starts a new, unrelated owner.
 func WithOwner(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ownerKey{}, NewID())
+	return owner.With(ctx, NewID())
 }
 
 // OwnerFrom reports the owner id carried by ctx, if any. Primitives use it to
 // decide whether an acquisition re-enters; applications rarely need it,
 // except to log who holds what.
 func OwnerFrom(ctx context.Context) (id string, ok bool) {
-	id, ok = ctx.Value(ownerKey{}).(string)
-	return id, ok
+	return owner.From(ctx)
 }
 
 // NewID returns a random 128-bit identifier as 32 hex digits. dsync uses it
