@@ -30,10 +30,11 @@ type Term struct {
 	e *Election
 	l *lease.Lease
 
-	// The campaign that won the term, with its arguments: the campaign
-	// and its term cost one allocation.
+	// The campaign that won the term, with its arguments, and the hook
+	// on its lease's end: the campaign and its term cost one allocation.
 	spec core.LockSpec
 	args [3]any
+	hook lease.EndHook
 
 	resigned atomic.Bool
 
@@ -51,13 +52,16 @@ type Term struct {
 // begin starts the term kept by l.
 func (t *Term) begin(l *lease.Lease) {
 	t.l = l
-	l.OnEnd(t.lapsed)
+	l.Attach(&t.hook, termLapsed, t)
 }
+
+// termLapsed is the term's hook on its lease's end (see lapsed).
+func termLapsed(t any, lost bool, reason string) { t.(*Term).lapsed(lost, reason) }
 
 // lapsed ends the term when its lease ends, and, if it was lost rather
 // than resigned, has observers told: nobody else may know the term ended
 // (its key was deleted, or it ran out with nobody queued). It runs with
-// the lease scheduler's lock held (see lease.OnEnd), so the announcement
+// the lease scheduler's lock held (see lease.Attach), so the announcement
 // goes out from a goroutine of its own; a resignation, the common end,
 // starts none: the release told the observers.
 func (t *Term) lapsed(lost bool, _ string) {

@@ -1,9 +1,10 @@
 package lease
 
-// EndHook is one function that OnEnd arranged to call.
+// EndHook is one function that OnEnd or Attach arranged to call.
 type EndHook struct {
-	l *Lease // nil once it ran, or if it was arranged after the end
-	f func(lost bool, reason string)
+	l   *Lease // nil once it ran, or if it was arranged after the end
+	fn  func(arg any, lost bool, reason string)
+	arg any
 }
 
 // OnEnd arranges for f to be called, once, when the lease ends, with
@@ -17,22 +18,35 @@ type EndHook struct {
 // cancel function qualifies: it starts no callback of its own in the
 // calling goroutine.
 func (l *Lease) OnEnd(f func(lost bool, reason string)) *EndHook {
+	h := &EndHook{}
+	l.Attach(h, callEndFunc, f)
+	return h
+}
+
+// callEndFunc calls the function OnEnd was given.
+func callEndFunc(f any, lost bool, reason string) { f.(func(bool, string))(lost, reason) }
+
+// Attach is OnEnd for a hook that the caller keeps, as a field of its
+// own: fn is called with arg (a pointer, say, which an interface holds
+// without an allocation), so that a holder of a lease arranges for its end
+// with no allocation at all. h must not be attached again.
+func (l *Lease) Attach(h *EndHook, fn func(arg any, lost bool, reason string), arg any) {
+	h.fn, h.arg = fn, arg
 	s := l.s
 	s.mu.Lock()
 	if l.state != active && l.state != pending {
 		wasLost, reason := l.state == lost, l.reason
 		s.mu.Unlock()
-		f(wasLost, reason)
-		return &EndHook{f: f}
+		fn(arg, wasLost, reason)
+		return
 	}
-	h := &EndHook{l: l, f: f}
+	h.l = l
 	if l.onEnd == nil {
 		// Most leases have one hook: it costs no slice of its own.
 		l.onEnd = l.firstHook[:0]
 	}
 	l.onEnd = append(l.onEnd, h)
 	s.mu.Unlock()
-	return h
 }
 
 // Stop reports whether it stopped h's function before it was called. A
@@ -67,6 +81,6 @@ func (l *Lease) runEndHooksLocked() {
 	hooks := l.onEnd
 	l.onEnd = nil
 	for _, h := range hooks {
-		h.f(l.state == lost, l.reason)
+		h.fn(h.arg, l.state == lost, l.reason)
 	}
 }

@@ -10,8 +10,9 @@ import (
 
 // An uncontended Campaign+Resign makes at most 25 allocations over redigo
 // (DESIGN.md §7's bound for every primitive's pair; 33 before a campaign
-// and its term were one allocation, its owner made with its hold id, its
-// channels made when asked for, and an array reply normalized in place).
+// and its term were one allocation, with the hook on its lease's end, its
+// owner made with its hold id, its channels made when asked for, and an
+// array reply normalized in place).
 // The client's own allocations (redigo's pool and reply decoding) count
 // too. The calls take context.Background(): a deadline's timer and
 // context are the caller's allocations.
