@@ -49,4 +49,15 @@ func TestSemaphoreP99TargetIsCheckedAsGoroutines(t *testing.T) {
 			}
 		})
 	}
+	// Without the goroutines' run (-goroutines=false), the processes'
+	// figure is the one checked.
+	r := &Report{
+		Config: Config{SemContenders: 16, Hold: time.Millisecond, Spawn: func() *exec.Cmd { return nil }},
+		Sem:    map[string]Result{"dsync": semResult(300, 0), SemImpl.Name: semResult(1000, 30*time.Millisecond)},
+	}
+	var out bytes.Buffer
+	r.writeTargets(&out)
+	if want := "MISSED semaphore, capacity 4, 16 contenders in processes, 1ms hold: p99"; !strings.Contains(out.String(), want) {
+		t.Errorf("targets without the goroutines' run:\n%s\nwant a line with %q", out.String(), want)
+	}
 }

@@ -2,7 +2,7 @@ package lease
 
 // EndHook is one function that OnEnd or Attach arranged to call.
 type EndHook struct {
-	l   *Lease // nil once it ran, or if it was arranged after the end
+	l   *Lease // nil if it was arranged after the end
 	fn  func(arg any, lost bool, reason string)
 	arg any
 }
@@ -29,7 +29,7 @@ func callEndFunc(f any, lost bool, reason string) { f.(func(bool, string))(lost,
 // Attach is OnEnd for a hook that the caller keeps, as a field of its
 // own: fn is called with arg (a pointer, say, which an interface holds
 // without an allocation), so that a holder of a lease arranges for its end
-// with no allocation at all. h must not be attached again.
+// with no allocation at all. h must not be attached again while attached.
 func (l *Lease) Attach(h *EndHook, fn func(arg any, lost bool, reason string), arg any) {
 	h.fn, h.arg = fn, arg
 	s := l.s

@@ -100,36 +100,37 @@ func TestOnEndTellsExpiry(t *testing.T) {
 // seenEnd is an Attach function: it records in arg, an *endSeen.
 func seenEnd(arg any, lost bool, reason string) { arg.(*endSeen).f(lost, reason) }
 
-// TestAttachAllocatesNothing: a hook the caller keeps is attached and told
-// of the end, with its argument, without an allocation; attached after the
-// end, it is called at once.
+// TestAttachAllocatesNothing: a hook the caller keeps, the lease's only
+// one, is attached (and stopped) without an allocation; attached, it is
+// told of the end with its argument; attached after the end, it is called
+// at once.
 func TestAttachAllocatesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		f := h.fake()
 		l := h.start(f, watchdog("attach:1", 3*time.Second), time.Now())
-		var hooks [101]EndHook
-		var seen [101]endSeen
-		i := 0
+		var hook EndHook
+		var seen endSeen
 		if n := testing.AllocsPerRun(100, func() {
-			l.Attach(&hooks[i], seenEnd, &seen[i])
-			i++
+			l.Attach(&hook, seenEnd, &seen)
+			if !hook.Stop() {
+				t.Fatal("Stop of an attached hook reported false")
+			}
 		}); n != 0 {
 			t.Errorf("Attach: %.1f allocations; want 0", n)
 		}
+		l.Attach(&hook, seenEnd, &seen)
 		l.Release()
-		for i := range i {
-			if seen[i].calls != 1 || seen[i].lost {
-				t.Fatalf("hook %d told %+v, want once, released", i, seen[i])
-			}
+		if seen.calls != 1 || seen.lost {
+			t.Fatalf("hook told %+v, want once, released", seen)
 		}
 		var late endSeen
-		var hook EndHook
-		l.Attach(&hook, seenEnd, &late)
+		var lateHook EndHook
+		l.Attach(&lateHook, seenEnd, &late)
 		if late.calls != 1 || late.lost {
 			t.Errorf("attached after the end: told %+v, want once, released", late)
 		}
-		if hook.Stop() {
+		if lateHook.Stop() {
 			t.Error("Stop of a hook attached after the end reported true")
 		}
 	})
