@@ -31,6 +31,7 @@ if not a.registered then
     end
   end
 end
+-- dsync:library
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)

@@ -16,6 +16,7 @@ package script
 
 import (
 	_ "embed"
+	"slices"
 	"strings"
 	"sync"
 
@@ -46,6 +47,11 @@ var (
 // common case of a primitive's hot scripts spares that. A fast path reads
 // the argument header (codec.lua) by position and never spells out a
 // format.
+//
+// A body may have several Library lines, each at the top level of the
+// script: at each, the script defines what the code after it, up to the
+// next one, uses that no line before defined. A fast path that needs part
+// of the library then defines that part only, and the rest after it.
 const Library = "-- dsync:library\n"
 
 // MaxExact is the greatest integer that a script's numbers (doubles)
@@ -54,14 +60,23 @@ const MaxExact = 1<<53 - 1
 
 // New returns a script made of the library, then parts, in order, the
 // last of which is the script's body. If the body has a Library line, what
-// comes before it runs first, before the library.
+// comes before it runs first, before the library; at each Library line
+// the script defines the library's part that the code after it uses.
 func New(parts ...string) *backend.Script {
 	body := parts[len(parts)-1]
-	head, tail, ok := strings.Cut(body, Library)
-	if !ok {
-		head, tail = "", body
+	library := lib + fence + codec + strings.Join(parts[:len(parts)-1], "")
+	segments := strings.Split(body, Library)
+	if len(segments) == 1 {
+		segments = []string{"", body}
 	}
-	s := backend.NewScript(head + shake(lib+fence+codec+strings.Join(parts[:len(parts)-1], ""), tail) + tail)
+	var src strings.Builder
+	src.WriteString(segments[0])
+	defined := make(map[string]bool)
+	for _, seg := range segments[1:] {
+		src.WriteString(shakeRest(library, seg, defined))
+		src.WriteString(seg)
+	}
+	s := backend.NewScript(src.String())
 	builtMu.Lock()
 	built = append(built, s)
 	builtMu.Unlock()
@@ -95,7 +110,12 @@ func Built() []*backend.Script {
 // one line) panics, at init, rather than go unseen with that function.
 // Whatever a definition or the body names, as a word anywhere, counts as
 // used, so that what is kept is never short.
-func shake(library, body string) string {
+func shake(library, body string) string { return shakeRest(library, body, map[string]bool{}) }
+
+// shakeRest is shake for a part of a body, after definitions made for the
+// parts before it: it leaves out what defined names (with whatever those
+// use, made with them) and adds the names of what it keeps.
+func shakeRest(library, body string, defined map[string]bool) string {
 	type def struct {
 		text  string
 		names []string
@@ -148,8 +168,12 @@ func shake(library, body string) string {
 	used := words(body)
 	keep := make([]bool, len(defs))
 	// Definitions precede their uses: one pass from the end collects
-	// every definition used, and whatever those use.
+	// every definition used, and whatever those use, but those defined
+	// already (with whatever they use).
 	for i := len(defs) - 1; i >= 0; i-- {
+		if slices.ContainsFunc(defs[i].names, func(n string) bool { return defined[n] }) {
+			continue
+		}
 		for _, n := range defs[i].names {
 			if used[n] {
 				keep[i] = true
@@ -165,6 +189,9 @@ func shake(library, body string) string {
 	for i, d := range defs {
 		if keep[i] {
 			b.WriteString(d.text)
+			for _, n := range d.names {
+				defined[n] = true
+			}
 		}
 	}
 	return b.String()

@@ -87,3 +87,32 @@ func keys(m map[string]bool) []string {
 	}
 	return s
 }
+
+// A body in parts (Library lines) defines, at each, what the part after it
+// uses that no part before defined, with whatever that uses.
+func TestScriptLibraryInParts(t *testing.T) {
+	library := `local function a()
+  return 1
+end
+local function b()
+  return a() + 1
+end
+local function c()
+  return 3
+end
+local function d()
+  return 4
+end
+`
+	defined := map[string]bool{}
+	if got, want := shakeRest(library, "return a()\n", defined), "local function a()\n  return 1\nend\n"; got != want {
+		t.Errorf("first part kept:\n%s\nwant:\n%s", got, want)
+	}
+	want := "local function b()\n  return a() + 1\nend\nlocal function c()\n  return 3\nend\n"
+	if got := shakeRest(library, "return b() + c()\n", defined); got != want {
+		t.Errorf("second part kept:\n%s\nwant:\n%s", got, want)
+	}
+	if got := shakeRest(library, "return a() + b()\n", defined); got != "" {
+		t.Errorf("a part using only what was defined kept:\n%s", got)
+	}
+}
