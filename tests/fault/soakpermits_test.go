@@ -139,7 +139,12 @@ func checkPermitsGroup(events []soakEvent, lease time.Duration, capacity int64) 
 		case e.kind == "rel?":
 			p.rel = min(p.rel, e.call)
 		case e.kind == "rel" && e.ok:
-			p.freed = true
+			// A release proves the permit was there all along only if it
+			// was sent within the permit's lease: ReleasePermit returns
+			// nil when an attempt after one that failed finds the permit
+			// gone (the failed one may have released it), and after the
+			// lease that is what any permit is.
+			p.freed = p.freed || e.call < p.until
 			released++
 		case e.kind == "rel" && e.known:
 			notHeld++
@@ -226,6 +231,15 @@ func TestSoakCheckerPermits(t *testing.T) {
 	}
 	if r := checkPermitsGroup(three(ev, acq(4, 400*msec, true)), lease, 3); r.overlaps == 0 {
 		t.Errorf("a fourth permit while 3 that an eviction did not take were held, not caught: %v", r)
+	}
+	// Permit 1's release, sent after its lease, returned nil: a retry after
+	// an attempt that failed (a server restart) found it gone. That proves
+	// nothing: the eviction may have taken it (a nemesis soak, seed
+	// 16707464120481636927, failed on this).
+	late := three(ev, acq(4, 400*msec, true))
+	late[3].call, late[4].call, late[4].ret = 1500*msec, 1500*msec, 1520*msec
+	if r := checkPermitsGroup(late, lease, 3); len(r.problems) > 0 {
+		t.Errorf("a permit after an eviction, beside one whose release came after its lease: %v", r.problems)
 	}
 	// Permit 2, never released, lapses a lease after its acquisition was
 	// sent, unless extended, as 1 and 3 are.
