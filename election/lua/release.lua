@@ -8,6 +8,7 @@
 -- Reply: {0, the hold id} if the term ended, {-1, ''} if it was not on
 -- (any more), followed by the candidate the election was handed to (see
 -- hand_to).
+-- dsync:library
 local k = election_keys()
 local a = header()
 a.fence_ttl, a.observe, a.turn = ARGV[12], ARGV[13], k.expiry
@@ -22,4 +23,12 @@ local rev, _, last, err = leader_rev(k.leader)
 if err then
   return err
 end
+if not s.waiting then
+  -- The common case: nobody queued. The election lapses, as it does
+  -- below, without defining the queue's part of the library first.
+  redis.call('DEL', k.lock)
+  announce_lapse(k.leader, a.observe, rev, s.token or last, a.fence_ttl)
+  return {0, s.id}
+end
+-- dsync:library
 return {0, s.id, term_pass_on(k, a, s, rev, last, true)}
