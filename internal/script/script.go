@@ -69,6 +69,7 @@ func New(parts ...string) *backend.Script {
 	if len(segments) == 1 {
 		segments = []string{"", body}
 	}
+	checkParts(library, segments)
 	var src strings.Builder
 	src.WriteString(segments[0])
 	defined := make(map[string]bool)
@@ -81,6 +82,43 @@ func New(parts ...string) *backend.Script {
 	built = append(built, s)
 	builtMu.Unlock()
 	return s
+}
+
+// checkParts panics, at init, where the parts of a body (its text before,
+// between and after its Library lines) would have a name read as another
+// definition than the one it names, which the check of the names a script
+// reads (see Built) does not find: a local at the top level of a part that
+// a Library line follows, named as a definition of the library, is what
+// the definitions made after it read instead, if the library's was made
+// before, and the library's, made after it, is what the parts after it
+// read instead, if not; and where the library defines a name twice, a
+// part after the first may need the definition that a part before it did
+// not, and find that part's.
+func checkParts(library string, segments []string) {
+	defs := definitions(library)
+	names := map[string]int{}
+	for _, d := range defs {
+		for _, n := range d.names {
+			names[n]++
+			if names[n] > 1 && len(segments) > 2 {
+				panic("script: a body with several Library lines, over a library that defines " + n + " twice")
+			}
+		}
+	}
+	for _, seg := range segments[:len(segments)-1] {
+		for _, line := range strings.SplitAfter(seg, "\n") {
+			rest, ok := strings.CutPrefix(line, "local ")
+			if !ok {
+				continue
+			}
+			locals, _ := declared(rest)
+			for _, n := range locals {
+				if names[n] > 0 {
+					panic("script: a top-level local of a body, before a Library line, named as a definition of the library: " + line)
+				}
+			}
+		}
+	}
 }
 
 var (
@@ -116,55 +154,7 @@ func shake(library, body string) string { return shakeRest(library, body, map[st
 // parts before it: it leaves out what defined names (with whatever those
 // use, made with them) and adds the names of what it keeps.
 func shakeRest(library, body string, defined map[string]bool) string {
-	type def struct {
-		text  string
-		names []string
-	}
-	var defs []def
-	var pending strings.Builder // comments since the last definition
-	inside := false             // in a function's body, until its "end"
-	for _, line := range strings.SplitAfter(library, "\n") {
-		if inside {
-			if strings.HasPrefix(line, "local ") {
-				// A definition's first line cannot be in a function's
-				// body: the function ended on a line not read as its end
-				// (a function on one line). Read on, the definition would
-				// go with the function, and be dropped with it.
-				panic("script: a definition of the library starts before the last one's end, alone on a line at column 0: " + line)
-			}
-			defs[len(defs)-1].text += line
-			inside = !isEnd(line)
-			continue
-		}
-		rest, ok := strings.CutPrefix(line, "local ")
-		switch {
-		case ok:
-			d := def{text: pending.String() + line}
-			pending.Reset()
-			if fn, ok := strings.CutPrefix(rest, "function "); ok {
-				name, _, ok := strings.Cut(fn, "(")
-				if !ok {
-					panic("script: a function of the library without its parameters on its first line: " + line)
-				}
-				d.names = []string{strings.TrimSpace(name)}
-				inside = true
-			} else {
-				lhs, _, _ := strings.Cut(rest, "--")
-				lhs, _, _ = strings.Cut(lhs, "=")
-				for _, n := range strings.Split(lhs, ",") {
-					d.names = append(d.names, strings.TrimSpace(n))
-				}
-			}
-			defs = append(defs, d)
-		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
-			pending.WriteString(line)
-		default:
-			panic("script: a top-level statement of the library is not a definition: " + line)
-		}
-	}
-	if inside {
-		panic("script: the library's last function has no end")
-	}
+	defs := definitions(library)
 	used := words(body)
 	keep := make([]bool, len(defs))
 	// Definitions precede their uses: one pass from the end collects
@@ -195,6 +185,74 @@ func shakeRest(library, body string, defined map[string]bool) string {
 		}
 	}
 	return b.String()
+}
+
+// def is a definition of the library (see shake): its text, with the
+// comments before it, and the names it defines.
+type def struct {
+	text  string
+	names []string
+}
+
+// definitions returns the definitions of library, in order (see shake).
+func definitions(library string) []def {
+	var defs []def
+	var pending strings.Builder // comments since the last definition
+	inside := false             // in a function's body, until its "end"
+	for _, line := range strings.SplitAfter(library, "\n") {
+		if inside {
+			if strings.HasPrefix(line, "local ") {
+				// A definition's first line cannot be in a function's
+				// body: the function ended on a line not read as its end
+				// (a function on one line). Read on, the definition would
+				// go with the function, and be dropped with it.
+				panic("script: a definition of the library starts before the last one's end, alone on a line at column 0: " + line)
+			}
+			defs[len(defs)-1].text += line
+			inside = !isEnd(line)
+			continue
+		}
+		rest, ok := strings.CutPrefix(line, "local ")
+		switch {
+		case ok:
+			d := def{text: pending.String() + line}
+			pending.Reset()
+			var fn bool
+			d.names, fn = declared(rest)
+			if fn && d.names == nil {
+				panic("script: a function of the library without its parameters on its first line: " + line)
+			}
+			inside = fn
+			defs = append(defs, d)
+		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
+			pending.WriteString(line)
+		default:
+			panic("script: a top-level statement of the library is not a definition: " + line)
+		}
+	}
+	if inside {
+		panic("script: the library's last function has no end")
+	}
+	return defs
+}
+
+// declared returns the names that a line "local " + rest declares, and
+// whether it begins a function ("local function name(", without names if
+// its parameters are not on the line).
+func declared(rest string) (names []string, fn bool) {
+	if f, ok := strings.CutPrefix(rest, "function "); ok {
+		name, _, ok := strings.Cut(f, "(")
+		if !ok {
+			return nil, true
+		}
+		return []string{strings.TrimSpace(name)}, true
+	}
+	lhs, _, _ := strings.Cut(rest, "--")
+	lhs, _, _ = strings.Cut(lhs, "=")
+	for _, n := range strings.Split(lhs, ",") {
+		names = append(names, strings.TrimSpace(n))
+	}
+	return names, false
 }
 
 // isEnd reports whether line ends a top-level function: "end" at column 0,
