@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,25 @@ func permitsSoakGroup() soakGroup {
 	}
 }
 
+// attemptNoting is the backend of the handle that releases permits by
+// id: it notes, in a release's context, that an attempt of it failed.
+// ReleasePermit answers nil when an attempt after one that failed finds
+// the permit gone, which proves nothing about the permit: the failed
+// attempt may have released it, or an eviction taken it before.
+type attemptNoting struct{ backend.Backend }
+
+// failedAttempt is the context key of a release's *atomic.Bool, set when
+// one of its attempts failed.
+type failedAttempt struct{}
+
+func (b *attemptNoting) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	reply, err := b.Backend.Eval(ctx, s, keys, args...)
+	if f, ok := ctx.Value(failedAttempt{}).(*atomic.Bool); ok && err != nil {
+		f.Store(true)
+	}
+	return reply, err
+}
+
 // permitToken is the number a permit's id stands for in events: its first
 // 60 bits.
 func permitToken(id string) int64 {
@@ -52,9 +72,13 @@ func permitToken(id string) int64 {
 
 // soakPermits is a client of the permits group. Events: acq (token: the
 // permit's; value 1 for a portable permit, 0 for an owner's), fail,
-// extend, rel? and rel (the release, by whichever client).
+// extend, rel? and rel (the release, by whichever client; of a portable
+// permit, value 1 if an attempt of it failed, see attemptNoting).
 func soakPermits(c *soakEnv) error {
 	s := semaphore.New(c.b[0], "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
+	// Portable permits are released by id through a handle of their own,
+	// whose backend tells a release answered at once from one retried.
+	byID := semaphore.New(&attemptNoting{c.b[0]}, "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
 	list := "permits:" + c.group
 	for c.now() < c.end {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -84,8 +108,9 @@ func soakPermits(c *soakEnv) error {
 			time.Sleep(time.Duration(c.rng.IntN(5000)) * time.Microsecond)
 			token, call := permitToken(id), c.now()
 			c.say(soakEvent{kind: "rel?", token: token, call: call})
-			err = s.ReleasePermit(ctx, id)
-			c.say(soakEvent{kind: "rel", token: token, call: call, ret: c.now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld)})
+			failed := new(atomic.Bool)
+			err = byID.ReleasePermit(context.WithValue(ctx, failedAttempt{}, failed), id)
+			c.say(soakEvent{kind: "rel", token: token, call: call, ret: c.now(), ok: err == nil, known: err == nil || errors.Is(err, dsync.ErrNotHeld), value: int64(boolInt(failed.Load()))})
 		default: // an owner's permit, beside the portable ones
 			o, token, call := dsync.WithOwner(ctx), c.rng.Int64(), c.now()
 			if err := s.Acquire(o, 1); err != nil {
@@ -139,12 +164,14 @@ func checkPermitsGroup(events []soakEvent, lease time.Duration, capacity int64) 
 		case e.kind == "rel?":
 			p.rel = min(p.rel, e.call)
 		case e.kind == "rel" && e.ok:
-			// A release proves the permit was there all along only if it
-			// was sent within the permit's lease: ReleasePermit returns
-			// nil when an attempt after one that failed finds the permit
-			// gone (the failed one may have released it), and after the
-			// lease that is what any permit is.
-			p.freed = p.freed || e.call < p.until
+			// A release proves the permit was there all along only if its
+			// first attempt answered (value 0) and it was sent within the
+			// permit's lease: ReleasePermit returns nil when an attempt
+			// after one that failed finds the permit gone (the failed one
+			// may have released it, or an eviction taken it before, which
+			// its being sent within the lease does not rule out), and
+			// after the lease that is what any permit is.
+			p.freed = p.freed || e.value == 0 && e.call < p.until
 			released++
 		case e.kind == "rel" && e.known:
 			notHeld++
@@ -240,6 +267,14 @@ func TestSoakCheckerPermits(t *testing.T) {
 	late[3].call, late[4].call, late[4].ret = 1500*msec, 1500*msec, 1520*msec
 	if r := checkPermitsGroup(late, lease, 3); len(r.problems) > 0 {
 		t.Errorf("a permit after an eviction, beside one whose release came after its lease: %v", r.problems)
+	}
+	// Permit 1's release, sent within its lease, returned nil after an
+	// attempt that failed (value 1): the retry may have found it gone, as
+	// the eviction may have taken it. That proves nothing either.
+	retried := three(ev, acq(4, 400*msec, true))
+	retried[4].value = 1
+	if r := checkPermitsGroup(retried, lease, 3); len(r.problems) > 0 {
+		t.Errorf("a permit after an eviction, beside one whose release answered after a failed attempt: %v", r.problems)
 	}
 	// Permit 2, never released, lapses a lease after its acquisition was
 	// sent, unless extended, as 1 and 3 are.
