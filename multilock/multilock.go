@@ -990,13 +990,13 @@ func each(n int, pick func(int) bool, f func(int)) {
 //go:noinline
 func growStack() {
 	var pad [6 << 10]byte
-	keep(pad[:])
+	keepFrame(pad[:])
 }
 
-// keep keeps growStack's frame from being optimized away.
+// keepFrame keeps growStack's frame from being optimized away.
 //
 //go:noinline
-func keep([]byte) {}
+func keepFrame([]byte) {}
 
 // memberTimeout bounds one attempt on one RedLock member: a twentieth of
 // the lease, between 50ms and 1s, so that a stalled server costs a round
