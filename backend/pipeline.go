@@ -18,9 +18,11 @@ type PipelineConfig struct {
 	// normalized reply (NormalizeReply) or its error as the client gave
 	// it (Wrap classifies it). A script call falls back from EVALSHA to
 	// EVAL on NOSCRIPT. ctx can never be cancelled. When Honours is true
-	// it has a deadline, which the call must keep; otherwise it may have
-	// one, which the client ignores, and its own read timeout bounds the
-	// call (the caller, waiting on its own, keeps the deadline).
+	// it has a deadline, which the call must keep (unless Bounded is true
+	// too: then it may have none, and the client bounds the call);
+	// otherwise it may have one, which the client ignores, and its own
+	// read timeout bounds the call (the caller, waiting on its own, keeps
+	// the deadline).
 	Send func(ctx context.Context, c Call) (any, error)
 
 	// Batch sends calls at once, on one connection (or one per node of a
@@ -43,6 +45,13 @@ type PipelineConfig struct {
 	// Honours reports that the client sets socket deadlines from a
 	// context's deadline (see CallContext).
 	Honours bool
+
+	// Bounded reports that the client bounds a call by itself when its
+	// context has no deadline (rueidis: its connections' write timeout
+	// and health checks), so that, with Honours, such a call whose
+	// context can never be cancelled is sent on its caller's goroutine as
+	// it is, rather than with a deadline Timeout away.
+	Bounded bool
 
 	// Timeout bounds a call that nothing else bounds (see CallTimeout),
 	// and every batch. The default is 10s.
@@ -183,7 +192,7 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 		return nil, err
 	}
 	c.boxes = p.boxes
-	cctx, direct := CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
+	cctx, direct := p.callContext(ctx)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -249,7 +258,7 @@ func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	cctx, direct := CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
+	cctx, direct := p.callContext(ctx)
 	if direct {
 		p.mu.Unlock()
 		results, err := PipelineBatch(cctx, calls, p.cfg.Batch)
@@ -264,6 +273,14 @@ func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error
 		return nil, err
 	}
 	return pd.results, p.wrap(ctx, pd.err)
+}
+
+// callContext is CallContext for the Pipeline's client.
+func (p *Pipeline) callContext(ctx context.Context) (context.Context, bool) {
+	if p.cfg.Bounded && p.cfg.Honours && ctx.Done() == nil {
+		return ctx, true
+	}
+	return CallContext(ctx, p.cfg.Honours, p.cfg.Timeout)
 }
 
 // await waits for pd's reply, or for ctx to end, in which case it marks pd

@@ -534,6 +534,40 @@ func TestPipelineLoneCaller(t *testing.T) {
 	}
 }
 
+// TestPipelineBoundedClient: with Bounded, a lone call whose context has
+// no deadline reaches Send without one, and with the values of its
+// context: the client bounds it. Without Bounded, it gets Timeout.
+func TestPipelineBoundedClient(t *testing.T) {
+	for _, bounded := range []bool{true, false} {
+		var gotDeadline, gotValue bool
+		p := backend.NewPipeline(backend.PipelineConfig{
+			Honours: true, Bounded: bounded,
+			Send: func(ctx context.Context, c backend.Call) (any, error) {
+				_, gotDeadline = ctx.Deadline()
+				gotValue = ctx.Value(ctxKey{}) != nil
+				return "r", nil
+			},
+			Batch: func(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
+				panic("a lone call batched")
+			},
+		})
+		ctx := context.WithValue(context.Background(), ctxKey{}, true)
+		c := call("x", false)
+		if _, err := p.Do(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if gotDeadline == bounded || !gotValue {
+			t.Errorf("Bounded %v: Send's context has a deadline: %v (want %v), the caller's values: %v", bounded, gotDeadline, !bounded, gotValue)
+		}
+		if bounded {
+			if n := testing.AllocsPerRun(100, func() { p.Do(ctx, c) }); n > 0 {
+				t.Errorf("a lone call without a deadline to a bounded client: %v allocations, want none", n)
+			}
+		}
+		p.Close()
+	}
+}
+
 func TestPipelineEvalBatch(t *testing.T) {
 	c := newEchoClient(false)
 	p := c.pipeline(t, backend.PipelineConfig{})

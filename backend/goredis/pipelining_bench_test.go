@@ -3,13 +3,10 @@ package goredis_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	goredislib "github.com/redis/go-redis/v9"
 
 	"github.com/dsyncgo/dsync/backend"
@@ -20,29 +17,14 @@ import (
 var oneScript = backend.NewScript(`-- KEYS: one, unused. Reply: 1.
 return 1`)
 
-// serverStats returns the node's counts of read events (one per round
-// trip that arrives in one read, a pipelined batch included) and of
-// commands processed, and the CPU time it used.
+// serverStats returns the node's counters (see harness.Stats).
 func serverStats(b *testing.B, n *harness.Node) (reads, cmds int64, cpu time.Duration) {
 	b.Helper()
-	info, err := redis.String(n.Do(context.Background(), "INFO", "all"))
+	st, err := n.Stats(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "total_reads_processed":
-			reads = n
-		case "total_commands_processed":
-			cmds = n
-		case "used_cpu_sys", "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += time.Duration(f * float64(time.Second))
-		}
-	}
-	return reads, cmds, cpu
+	return st.Reads, st.Commands, st.CPU
 }
 
 // BenchmarkPipelining evaluates a tiny script through one backend from

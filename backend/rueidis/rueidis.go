@@ -16,43 +16,49 @@
 // backend.Mux: multiplexed, pinged, re-established when lost, with a gap
 // for every live subscription.
 //
-// # Auto-pipelining
+// # Pipelining
 //
-// By default rueidis pipelines every call on one shared connection per
-// node. A lone call on a fresh client is read on the caller's goroutine,
-// but once the client has served concurrent calls (as a client in a
-// service has), every call goes through a writer and a reader goroutine of
-// rueidis's: concurrent calls share round trips, and a lone call pays for
-// the hand-offs. Measured with dsync bench (the adapters table: the mutex
-// over each adapter, interleaved rounds, one local redis-server 7.0, a
-// 2-vCPU VM shared with other test runs, three runs), against go-redis:
+// Concurrent calls through one Backend share round trips through a
+// backend.Pipeline, as with the redigo and go-redis adapters: while a
+// round trip is on the wire, the calls made meanwhile queue, and go out
+// together as one DoMulti (one pipeline per node on a cluster) as soon as
+// it returns. One round trip at a time keeps the calls in order (see
+// backend.Pipeline), and the client's own auto-pipelining then has one
+// caller: a lone call is read on the goroutine that sends it, with no
+// hand-off to rueidis's writer and reader goroutines, unless the program
+// uses the client concurrently elsewhere. Batches grow with the load and
+// make fewer, larger writes than auto-pipelining alone, which flushes as
+// soon as it has anything to write. Measured with go test -bench
+// Pipelining ./backend/rueidis/ (a script returning 1, one local
+// redis-server 7.0, a 2-vCPU VM; rueidis's defaults, client-side caching
+// off), 64 goroutines, with a context that can be cancelled / one with a
+// deadline and no Done:
 //
-//	                              rueidis        rueidis, DisableAutoPipelining
-//	uncontended lock+unlock       1.06-1.12x     0.86-0.97x
-//	  (ctx with a deadline)       0.97-1.05x     0.82-0.93x
-//	8 goroutines, distinct names  0.76-0.93x     0.99-1.03x
+//	                    Pipeline              WithPipelining(false)
+//	time per call       7.5 / 7.0µs           18.5 / 15.7µs
+//	server reads        0.032 / 0.036 a call  0.41 / 0.17 a call
+//	Redis CPU           2.8 / 2.6µs a call    8.3 / 5.4µs a call
 //
-// (time per lock+unlock over go-redis's: below 1 is faster). A
-// latency-bound program, whose locks are few and each on a request's path,
-// should give dsync a client of its own made with
-// rueidis.ClientOption{DisableAutoPipelining: true}: each call then takes
-// a pooled connection of its own, as with go-redis and redigo. A program
-// that takes many locks at once keeps the default.
+// The dsync mutex over this adapter (dsync bench, same VM; bench/README.md
+// "rueidis through the Pipeline" has the runs): 64 goroutines each
+// locking a name of its own, 40,300-40,800 lock+unlock pairs/s at 9.8-10.3µs
+// of Redis CPU a pair, where auto-pipelining alone gave 29,800-31,600 at
+// 19-20µs; one goroutine alone, 0.94-1.23x the time of the redigo
+// adapter's pair, where it took 1.26-1.63x. WithPipelining(false) sends
+// each call to the client alone, as the adapter did before.
 //
-// Contexts: rueidis gives up a call at its context's deadline, but not
-// always at a cancellation (a lone call on an idle connection, or any call
-// without auto-pipelining, reads its reply on the caller's goroutine). A
-// call whose context can be cancelled therefore waits for its reply on a
-// goroutine of its own and returns as soon as the context ends
-// (backend.Calls); the abandoned call finishes in the background and Close
-// waits for it. A call whose context can never end runs on the caller's
-// goroutine, bounded by its deadline if it has one, or else by the
-// client's ConnWriteTimeout. One limit is rueidis's: it dials each of its
-// connections (one per PipelineMultiplex wire and node) when a call first
-// needs it, and the calls that need it wait for the dial, whose handshake
-// no context bounds; so on a fresh client, a call with a deadline and no
-// Done can outlast its deadline while the server is busy (a long script),
-// until the handshake completes.
+// Contexts: a call whose context can be cancelled is sent by a goroutine of
+// the Pipeline, and its caller returns as soon as the context ends, with an
+// error matching ctx.Err(); the abandoned call finishes in the background
+// and Close waits for it. A call whose context can never end runs on the
+// caller's goroutine when nothing is in flight, bounded by its deadline if
+// it has one (rueidis then gets a context that ends at the deadline), or
+// else by the client's ConnWriteTimeout. One limit is rueidis's: it dials
+// each of its connections (one per PipelineMultiplex wire and node) when a
+// call first needs it, and the calls that need it wait for the dial, whose
+// handshake no context bounds; so on a fresh client, a call with a
+// deadline and no Done can outlast its deadline while the server is busy
+// (a long script), until the handshake completes.
 //
 // Error replies become *backend.ServerError with rueidis's text, which
 // lacks the generic "ERR " prefix the server sent; other prefixes (such as
@@ -79,7 +85,15 @@ import (
 type Option func(*options)
 
 type options struct {
-	mux backend.MuxOptions
+	mux  backend.MuxOptions
+	solo bool
+}
+
+// WithPipelining turns the sharing of round trips by backend.Pipeline on
+// (the default) or off: off, every call goes to the client alone, as
+// before there was a Pipeline (see the package documentation).
+func WithPipelining(on bool) Option {
+	return func(opts *options) { opts.solo = !on }
 }
 
 // WithPubSub configures the pub/sub connections: their health checks,
@@ -95,8 +109,9 @@ type Backend struct {
 	opts    options
 	sharded bool
 	closed  atomic.Bool
-	calls   backend.Calls
+	pipe    *backend.Pipeline
 	mux     *backend.Mux
+	calls   backend.Calls // for the cluster's slot table (see do)
 }
 
 var (
@@ -121,6 +136,8 @@ func New(c rueidis.Client, opts ...Option) *Backend {
 		d = &clusterDialer{dialer: dialer{b}}
 	}
 	b.mux = backend.NewMux(d, b.opts.mux)
+	b.pipe = backend.NewPipeline(backend.PipelineConfig{Send: b.send, Batch: b.batch, Wrap: wrap,
+		Honours: true, Bounded: true, Off: b.opts.solo})
 	return b
 }
 
@@ -138,23 +155,38 @@ func (b *Backend) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// do runs fn bounded by ctx (see the package documentation).
+// bounded runs fn with ctx, whose deadline, if it has one, ends the call:
+// ctx can never be cancelled (backend.PipelineConfig), and rueidis keeps a
+// deadline without Done only for a call it reads on its caller's
+// goroutine, so fn gets a context whose Done closes then. A context without
+// a deadline is passed as it is: the client bounds the call (Bounded).
+func bounded[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.Background(), dl)
+		defer cancel()
+	}
+	reply, err := fn(ctx)
+	if stale(ctx, err) {
+		reply, err = fn(ctx)
+	}
+	return reply, err
+}
+
+// do runs fn bounded by ctx, for a call that does not go through the
+// Pipeline: CLUSTER SLOTS, which pub/sub reads on a cluster.
 func (b *Backend) do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
-	retried := func(ctx context.Context) (any, error) {
+	if ctx.Done() == nil {
+		reply, err := bounded(ctx, fn)
+		return reply, wrap(ctx, err)
+	}
+	reply, err := b.calls.Do(ctx, func(ctx context.Context) (any, error) {
 		reply, err := fn(ctx)
 		if stale(ctx, err) {
 			reply, err = fn(ctx)
 		}
 		return reply, err
-	}
-	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
-		// A deadline that nothing can cancel (backend rule 7).
-		cctx, cancel := context.WithDeadline(context.Background(), dl)
-		defer cancel()
-		reply, err := retried(cctx)
-		return reply, wrap(cctx, err)
-	}
-	reply, err := b.calls.Do(ctx, retried)
+	})
 	return reply, wrap(ctx, err)
 }
 
@@ -173,36 +205,56 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	sargs, err := backend.ArgStrings(args)
-	if err != nil {
-		return nil, err
+	return b.pipe.Do(ctx, backend.Call{Script: s, Keys: keys, Args: args})
+}
+
+// SetNX implements backend.Setter, with SET NX PX, through the Pipeline
+// as Eval is.
+func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
 	}
-	return b.do(ctx, func(ctx context.Context) (any, error) {
-		cmd, err := b.evalsha(s, keys, sargs)
+	return b.pipe.SetNX(ctx, key, value, ttl)
+}
+
+// send sends one call (backend.PipelineConfig).
+func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
+	return bounded(ctx, func(ctx context.Context) (any, error) {
+		// Built for each attempt: rueidis recycles a command it sent.
+		cmd, args, err := b.command(c, false)
 		if err != nil {
 			return nil, err
 		}
 		reply, err := result(b.c.Do(ctx, cmd))
-		if backend.IsNoScript(err) {
-			reply, err = result(b.c.Do(ctx, b.eval(s, keys, sargs)))
+		if c.Script != nil && backend.IsNoScript(err) {
+			reply, err = result(b.c.Do(ctx, b.eval(c.Script, c.Keys, args)))
 		}
 		return reply, err
 	})
 }
 
-// SetNX implements backend.Setter, with SET NX PX, auto-pipelined as Eval
-// is.
-func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
+// command builds c's command: EVALSHA, or EVAL when source is true, or a
+// plain command, whose line (SET key value NX PX ms, the only one dsync
+// sends) has its key first. args are a script's arguments as strings.
+func (b *Backend) command(c backend.Call, source bool) (cmd rueidis.Completed, args []string, err error) {
+	if c.Script == nil {
+		line, err := backend.ArgStrings(c.CommandLine(false))
+		if err == nil && len(line) < 2 {
+			err = errors.New("rueidis: a plain command without a key")
+		}
+		if err != nil {
+			return cmd, nil, err
+		}
+		return b.c.B().Arbitrary(line[0]).Keys(line[1]).Args(line[2:]...).Build(), nil, nil
 	}
-	ms, err := backend.PX(ttl)
-	if err != nil {
-		return false, err
+	if args, err = backend.ArgStrings(c.Args); err != nil {
+		return cmd, nil, err
 	}
-	return backend.SetReply(b.do(ctx, func(ctx context.Context) (any, error) {
-		return result(b.c.Do(ctx, b.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(ms).Build()))
-	}))
+	if source {
+		return b.eval(c.Script, c.Keys, args), args, nil
+	}
+	cmd, err = b.evalsha(c.Script, c.Keys, args)
+	return cmd, args, err
 }
 
 // evalsha builds EVALSHA. On a cluster rueidis's builder panics at keys of
@@ -264,38 +316,35 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backen
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	results, err := b.do(ctx, func(ctx context.Context) (any, error) {
-		return backend.PipelineBatch(ctx, calls, b.pipeline)
-	})
-	rs, _ := results.([]backend.Result)
-	return rs, err
+	return b.pipe.EvalBatch(ctx, calls)
 }
 
-func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
-	results := make([]backend.Result, len(calls))
-	var idx []int // the calls sent, by their place in the pipeline
-	var cmds rueidis.Commands
-	for i, c := range calls {
-		args, err := backend.ArgStrings(c.Args)
-		var cmd rueidis.Completed
-		switch {
-		case err == nil && source:
-			cmd = b.eval(c.Script, c.Keys, args)
-		case err == nil:
-			cmd, err = b.evalsha(c.Script, c.Keys, args)
+// batch sends calls at once (backend.PipelineConfig): rueidis writes them
+// as one pipeline per node, in parallel.
+func (b *Backend) batch(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
+	return bounded(ctx, func(ctx context.Context) ([]backend.Result, error) {
+		// Built for each attempt: rueidis recycles the commands it sent.
+		results := make([]backend.Result, len(calls))
+		idx := make([]int, 0, len(calls)) // the calls sent, by their place
+		cmds := make(rueidis.Commands, 0, len(calls))
+		for i, c := range calls {
+			cmd, _, err := b.command(c, source)
+			if results[i].Err = err; err == nil {
+				idx, cmds = append(idx, i), append(cmds, cmd)
+			}
 		}
-		if results[i].Err = err; err == nil {
-			idx, cmds = append(idx, i), append(cmds, cmd)
+		if len(cmds) == 0 {
+			return results, nil
 		}
-	}
-	for j, r := range b.c.DoMulti(ctx, cmds...) {
-		reply, err := result(r)
-		if _, ok := err.(*backend.ServerError); err != nil && !ok {
-			return nil, err // a transport error: no result is trusted
+		for j, r := range b.c.DoMulti(ctx, cmds...) {
+			reply, err := result(r)
+			if _, ok := err.(*backend.ServerError); err != nil && !ok {
+				return nil, err // a transport error: no result is trusted
+			}
+			results[idx[j]] = backend.Result{Reply: reply, Err: err}
 		}
-		results[idx[j]] = backend.Result{Reply: reply, Err: err}
-	}
-	return results, nil
+		return results, nil
+	})
 }
 
 // Subscribe implements backend.Backend.
@@ -313,6 +362,7 @@ func (b *Backend) Subscribe(ctx context.Context, channel string) (backend.Subscr
 func (b *Backend) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
 		b.mux.Close()
+		b.pipe.Close()
 		b.calls.Close()
 	}
 	return nil

@@ -381,3 +381,38 @@ func onEach(nodes []*Node, fn func(n *Node) error) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Stats are a node's counters, from INFO: what a test or benchmark of an
+// adapter compares before and after its calls.
+type Stats struct {
+	// Reads counts the server's read events: one per round trip that
+	// arrives in one read, a pipelined batch included.
+	Reads int64
+	// Commands counts the commands processed, those scripts call
+	// included, and the INFO of each Stats.
+	Commands int64
+	// CPU is the server's CPU time, system and user.
+	CPU time.Duration
+}
+
+// Stats reads the node's counters.
+func (n *Node) Stats(ctx context.Context) (Stats, error) {
+	info, err := redis.String(n.Do(ctx, "INFO", "all"))
+	if err != nil {
+		return Stats{}, err
+	}
+	var s Stats
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "total_reads_processed":
+			s.Reads, _ = strconv.ParseInt(v, 10, 64)
+		case "total_commands_processed":
+			s.Commands, _ = strconv.ParseInt(v, 10, 64)
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			s.CPU += time.Duration(f * float64(time.Second))
+		}
+	}
+	return s, nil
+}
