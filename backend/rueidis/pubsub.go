@@ -62,9 +62,8 @@ func (d *clusterDialer) DialPubSub(ctx context.Context, route string) (backend.P
 
 // refresh reads the slot table (CLUSTER SLOTS) and returns key's master.
 func (d *clusterDialer) refresh(ctx context.Context, key string) (string, error) {
-	reply, err := d.b.do(ctx, func(ctx context.Context) (any, error) {
-		return result(d.b.c.Do(ctx, d.b.c.B().ClusterSlots().Build()))
-	})
+	// With the dial's context, as the connection's own calls below.
+	reply, err := result(d.b.c.Do(ctx, d.b.c.B().ClusterSlots().Build()))
 	if err != nil {
 		return "", err
 	}

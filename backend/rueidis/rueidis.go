@@ -111,7 +111,6 @@ type Backend struct {
 	closed  atomic.Bool
 	pipe    *backend.Pipeline
 	mux     *backend.Mux
-	calls   backend.Calls // for the cluster's slot table (see do)
 }
 
 var (
@@ -155,11 +154,11 @@ func (b *Backend) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// bounded runs fn with ctx, whose deadline, if it has one, ends the call:
-// ctx can never be cancelled (backend.PipelineConfig), and rueidis keeps a
-// deadline without Done only for a call it reads on its caller's
-// goroutine, so fn gets a context whose Done closes then. A context without
-// a deadline is passed as it is: the client bounds the call (Bounded).
+// bounded runs fn with ctx, and again, once, if its error is stale. A
+// deadline without Done ends the call: rueidis keeps one only for a call
+// it reads on its caller's goroutine, so fn then gets a context whose Done
+// closes at the deadline. Any other context is passed as it is: one
+// without a deadline is the client's to bound (PipelineConfig.Bounded).
 func bounded[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
 	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		var cancel context.CancelFunc
@@ -171,23 +170,6 @@ func bounded[T any](ctx context.Context, fn func(ctx context.Context) (T, error)
 		reply, err = fn(ctx)
 	}
 	return reply, err
-}
-
-// do runs fn bounded by ctx, for a call that does not go through the
-// Pipeline: CLUSTER SLOTS, which pub/sub reads on a cluster.
-func (b *Backend) do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
-	if ctx.Done() == nil {
-		reply, err := bounded(ctx, fn)
-		return reply, wrap(ctx, err)
-	}
-	reply, err := b.calls.Do(ctx, func(ctx context.Context) (any, error) {
-		reply, err := fn(ctx)
-		if stale(ctx, err) {
-			reply, err = fn(ctx)
-		}
-		return reply, err
-	})
-	return reply, wrap(ctx, err)
 }
 
 // stale reports a context error that is not ctx's: a call whose deadline
@@ -221,13 +203,14 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	return bounded(ctx, func(ctx context.Context) (any, error) {
 		// Built for each attempt: rueidis recycles a command it sent.
-		cmd, args, err := b.command(c, false)
+		cmd, err := b.command(c, false)
 		if err != nil {
 			return nil, err
 		}
 		reply, err := result(b.c.Do(ctx, cmd))
-		if c.Script != nil && backend.IsNoScript(err) {
-			reply, err = result(b.c.Do(ctx, b.eval(c.Script, c.Keys, args)))
+		if backend.IsNoScript(err) {
+			cmd, _ = b.command(c, true) // as it was built once
+			reply, err = result(b.c.Do(ctx, cmd))
 		}
 		return reply, err
 	})
@@ -235,26 +218,23 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 
 // command builds c's command: EVALSHA, or EVAL when source is true, or a
 // plain command, whose line (SET key value NX PX ms, the only one dsync
-// sends) has its key first. args are a script's arguments as strings.
-func (b *Backend) command(c backend.Call, source bool) (cmd rueidis.Completed, args []string, err error) {
+// sends) has its key first.
+func (b *Backend) command(c backend.Call, source bool) (rueidis.Completed, error) {
 	if c.Script == nil {
 		line, err := backend.ArgStrings(c.CommandLine(false))
-		if err == nil && len(line) < 2 {
-			err = errors.New("rueidis: a plain command without a key")
-		}
 		if err != nil {
-			return cmd, nil, err
+			return rueidis.Completed{}, err
 		}
-		return b.c.B().Arbitrary(line[0]).Keys(line[1]).Args(line[2:]...).Build(), nil, nil
+		return b.c.B().Arbitrary(line[0]).Keys(line[1]).Args(line[2:]...).Build(), nil
 	}
-	if args, err = backend.ArgStrings(c.Args); err != nil {
-		return cmd, nil, err
+	args, err := backend.ArgStrings(c.Args)
+	switch {
+	case err != nil:
+		return rueidis.Completed{}, err
+	case source:
+		return b.c.B().Eval().Script(c.Script.Source()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(args...).Build(), nil
 	}
-	if source {
-		return b.eval(c.Script, c.Keys, args), args, nil
-	}
-	cmd, err = b.evalsha(c.Script, c.Keys, args)
-	return cmd, args, err
+	return b.evalsha(c.Script, c.Keys, args)
 }
 
 // evalsha builds EVALSHA. On a cluster rueidis's builder panics at keys of
@@ -266,10 +246,6 @@ func (b *Backend) evalsha(s *backend.Script, keys, args []string) (cmd rueidis.C
 		}
 	}()
 	return b.c.B().Evalsha().Sha1(s.Hash()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), nil
-}
-
-func (b *Backend) eval(s *backend.Script, keys, args []string) rueidis.Completed {
-	return b.c.B().Eval().Script(s.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 // result normalizes a reply: a nil reply is no error, an error reply is a
@@ -328,13 +304,10 @@ func (b *Backend) batch(ctx context.Context, calls []backend.Call, source bool) 
 		idx := make([]int, 0, len(calls)) // the calls sent, by their place
 		cmds := make(rueidis.Commands, 0, len(calls))
 		for i, c := range calls {
-			cmd, _, err := b.command(c, source)
+			cmd, err := b.command(c, source)
 			if results[i].Err = err; err == nil {
 				idx, cmds = append(idx, i), append(cmds, cmd)
 			}
-		}
-		if len(cmds) == 0 {
-			return results, nil
 		}
 		for j, r := range b.c.DoMulti(ctx, cmds...) {
 			reply, err := result(r)
@@ -363,7 +336,6 @@ func (b *Backend) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
 		b.mux.Close()
 		b.pipe.Close()
-		b.calls.Close()
 	}
 	return nil
 }
