@@ -29,10 +29,12 @@ type PipelineConfig struct {
 	// cluster), with EVALSHA, or EVAL when source is true, and returns one
 	// Result per call, in order, or an error for the whole batch: the
 	// pipeline of PipelineBatch, whose contract it keeps. A Result's Err
-	// is a *ServerError or nil. ctx is as for Send. Like Send, it runs on
-	// the calling goroutine and is done with calls when it returns,
-	// whatever it returns: the Pipeline reuses the slice for its next
-	// batch.
+	// is a *ServerError, an error matching dsync.ErrUnexpectedReply for a
+	// reply the client cannot normalize (that call's alone: the others of
+	// a batch may be other callers'), or nil. ctx is as for Send. Like
+	// Send, it runs on the calling goroutine and is done with calls when
+	// it returns, whatever it returns: the Pipeline reuses the slice for
+	// its next batch.
 	Batch func(ctx context.Context, calls []Call, source bool) ([]Result, error)
 
 	// Wrap classifies an error of Send, or of a Batch as a whole, for a
@@ -50,7 +52,8 @@ type PipelineConfig struct {
 	// context has no deadline (rueidis: its connections' write timeout
 	// and health checks), so that, with Honours, such a call whose
 	// context can never be cancelled is sent on its caller's goroutine as
-	// it is, rather than with a deadline Timeout away.
+	// it is, rather than with a deadline Timeout away (an EvalBatch sent
+	// on its caller's goroutine too: Timeout does not bound it then).
 	Bounded bool
 
 	// Timeout bounds a call that nothing else bounds (see CallTimeout),

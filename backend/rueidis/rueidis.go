@@ -44,8 +44,9 @@
 // locking a name of its own, 40,300-40,800 lock+unlock pairs/s at 9.8-10.3µs
 // of Redis CPU a pair, where auto-pipelining alone gave 29,800-31,600 at
 // 19-20µs; one goroutine alone, 0.94-1.23x the time of the redigo
-// adapter's pair, where it took 1.26-1.63x. WithPipelining(false) sends
-// each call to the client alone, as the adapter did before.
+// adapter's pair, where it took 1.26-1.63x. WithPipelining(false) gives
+// each call a round trip of its own: the client's auto-pipelining alone
+// then shares them.
 //
 // Contexts: a call whose context can be cancelled is sent by a goroutine of
 // the Pipeline, and its caller returns as soon as the context ends, with an
@@ -154,32 +155,22 @@ func (b *Backend) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// bounded runs fn with ctx, and again, once, if its error is stale. A
-// deadline without Done ends the call: rueidis keeps one only for a call
-// it reads on its caller's goroutine, so fn then gets a context whose Done
-// closes at the deadline. Any other context is passed as it is: one
-// without a deadline is the client's to bound (PipelineConfig.Bounded).
+// bounded runs fn with ctx. A deadline without Done ends the call: rueidis
+// keeps one only for a call it reads on its caller's goroutine, so fn then
+// gets a context whose Done closes at the deadline. Any other context is
+// passed as it is: one without a deadline is the client's to bound
+// (PipelineConfig.Bounded). A call that failed with a context error that
+// is not ctx's (rueidis fails the calls queued behind one whose deadline
+// passed with that call's error, unsent, when the program shares the
+// client) is not sent again here: it is a transport error to dsync, which
+// retries it.
 func bounded[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
 	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(context.Background(), dl)
 		defer cancel()
 	}
-	reply, err := fn(ctx)
-	if stale(ctx, err) {
-		reply, err = fn(ctx)
-	}
-	return reply, err
-}
-
-// stale reports a context error that is not ctx's: a call whose deadline
-// passed ends its connection, and rueidis fails the calls queued behind it
-// with that call's error, unsent. They are sent again, once (dsync's
-// scripts may run twice).
-func stale(ctx context.Context, err error) bool {
-	dl, ok := ctx.Deadline()
-	return ctx.Err() == nil && (!ok || time.Now().Before(dl)) &&
-		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+	return fn(ctx)
 }
 
 // Eval implements backend.Backend.
@@ -249,16 +240,19 @@ func (b *Backend) evalsha(s *backend.Script, keys, args []string) (cmd rueidis.C
 }
 
 // result normalizes a reply: a nil reply is no error, an error reply is a
-// *backend.ServerError, elements included.
+// *backend.ServerError, elements included, and a reply of a type rueidis
+// cannot decode matches dsync.ErrUnexpectedReply, as one that cannot be
+// normalized does.
 func result(r rueidis.RedisResult) (any, error) {
 	v, err := r.ToAny()
-	if rueidis.IsRedisNil(err) {
+	switch re, isErr := rueidis.IsRedisErr(err); {
+	case rueidis.IsRedisNil(err):
 		return nil, nil
-	}
-	if re, ok := rueidis.IsRedisErr(err); ok {
+	case isErr:
 		return nil, &backend.ServerError{Message: re.Error()}
-	}
-	if err != nil {
+	case err != nil && r.NonRedisError() == nil:
+		return nil, fmt.Errorf("%w: %w", dsync.ErrUnexpectedReply, err)
+	case err != nil:
 		return nil, err
 	}
 	return backend.NormalizeReply(v, serverError)
@@ -273,14 +267,12 @@ func serverError(v any) (string, bool) {
 	return "", false
 }
 
-// wrap makes a transport error that ctx caused match ctx.Err(), and one of
-// a closed client match backend.ErrClosed, which no retry can cure.
+// wrap is the Pipeline's (PipelineConfig.Wrap, which error replies and
+// unexpected replies do not reach): an error of a closed client matches
+// backend.ErrClosed, which no retry can cure, and any other is a transport
+// error, which matches ctx.Err() if ctx caused it.
 func wrap(ctx context.Context, err error) error {
-	var se *backend.ServerError
-	switch {
-	case err == nil || errors.As(err, &se) || errors.Is(err, dsync.ErrUnexpectedReply):
-		return err
-	case errors.Is(err, rueidis.ErrClosing):
+	if errors.Is(err, rueidis.ErrClosing) {
 		return fmt.Errorf("rueidis: %w (%w)", backend.ErrClosed, err)
 	}
 	return backend.TransportError(ctx, "rueidis", err)
@@ -303,21 +295,43 @@ func (b *Backend) batch(ctx context.Context, calls []backend.Call, source bool) 
 		results := make([]backend.Result, len(calls))
 		idx := make([]int, 0, len(calls)) // the calls sent, by their place
 		cmds := make(rueidis.Commands, 0, len(calls))
+		route := b.route(calls)
 		for i, c := range calls {
 			cmd, err := b.command(c, source)
 			if results[i].Err = err; err == nil {
+				if route != "" && c.Script != nil && len(c.Keys) == 0 {
+					cmd = cmd.SetSlot(route)
+				}
 				idx, cmds = append(idx, i), append(cmds, cmd)
 			}
 		}
 		for j, r := range b.c.DoMulti(ctx, cmds...) {
-			reply, err := result(r)
-			if _, ok := err.(*backend.ServerError); err != nil && !ok {
+			if err := r.NonRedisError(); err != nil {
 				return nil, err // a transport error: no result is trusted
 			}
+			// An error reply, or one that cannot be normalized, is its
+			// call's alone: the batch may hold other callers' calls.
+			reply, err := result(r)
 			results[idx[j]] = backend.Result{Reply: reply, Err: err}
 		}
 		return results, nil
 	})
+}
+
+// route returns, on a cluster, the first key of calls: rueidis's cluster
+// client panics at a pipeline that mixes commands without a slot with
+// commands of several slots, as a batch of unrelated callers' calls can,
+// so a script without keys, which any node may run, goes with it.
+func (b *Backend) route(calls []backend.Call) string {
+	for i := 0; b.sharded && i < len(calls); i++ {
+		if c := calls[i]; len(c.Keys) > 0 {
+			return c.Keys[0]
+		} else if c.Script == nil {
+			k, _ := c.Line[1].(string) // SET's key (see command)
+			return k
+		}
+	}
+	return ""
 }
 
 // Subscribe implements backend.Backend.
