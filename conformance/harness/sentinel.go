@@ -50,8 +50,12 @@ func StartSentinel(ctx context.Context) (*Sentinel, error) {
 		}); err != nil {
 			return err
 		}
+		// Sentinel notices a down primary only after 5s without a
+		// reply: a loaded test machine stalls a server for a second now
+		// and then, which set to 1s made Sentinel fail over in the
+		// middle of unrelated tests. KillPrimary asks for the failover.
 		conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %s 1\n"+
-			"sentinel down-after-milliseconds %[1]s 1000\n"+
+			"sentinel down-after-milliseconds %[1]s 5000\n"+
 			"sentinel failover-timeout %[1]s 10000\n", MasterName, s.primary.port)
 		if s.sentinel, err = startNode(ctx, true, conf, "--sentinel"); err != nil {
 			return err
@@ -114,13 +118,21 @@ func (s *Sentinel) Nodes() []*Node {
 
 // KillPrimary kills the primary with SIGKILL, as a crash would, and waits
 // until Sentinel has promoted the replica and it accepts writes. The old
-// primary stays down.
+// primary stays down. It asks Sentinel for the failover (SENTINEL
+// FAILOVER) until one starts, rather than wait for Sentinel to find the
+// primary down: a replica that cannot be promoted yet (asleep, say) is
+// asked again every half second.
 func (s *Sentinel) KillPrimary(ctx context.Context) error {
 	s.mu.Lock()
 	old, next := s.primary, s.replica
 	s.mu.Unlock()
 	old.Kill()
+	var asked time.Time
 	err := waitFor(ctx, failoverTimeout, "failover", func() (bool, error) {
+		if time.Since(asked) > 500*time.Millisecond {
+			asked = time.Now()
+			s.sentinel.Do(ctx, "SENTINEL", "FAILOVER", MasterName) // INPROG once one runs
+		}
 		a, err := redis.Strings(s.sentinel.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterName))
 		if err != nil || len(a) != 2 || net.JoinHostPort(a[0], a[1]) != next.Addr() {
 			return false, err
