@@ -3,7 +3,6 @@ package goredis_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,16 +15,6 @@ import (
 
 var oneScript = backend.NewScript(`-- KEYS: one, unused. Reply: 1.
 return 1`)
-
-// serverStats returns the node's counters (see harness.Stats).
-func serverStats(b *testing.B, n *harness.Node) (reads, cmds int64, cpu time.Duration) {
-	b.Helper()
-	st, err := n.Stats(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return st.Reads, st.Commands, st.CPU
-}
 
 // BenchmarkPipelining evaluates a tiny script through one backend from
 // several goroutines, with pipelining on and off, with a context as
@@ -52,38 +41,10 @@ func BenchmarkPipelining(b *testing.B) {
 						}
 						return context.WithTimeout(context.Background(), time.Hour)
 					}
-					keys := []string{"bench"}
-					if _, err := be.Eval(context.Background(), oneScript, keys); err != nil {
-						b.Fatal(err)
-					}
-					reads0, cmds0, cpu0 := serverStats(b, srv.Node())
-					b.ReportAllocs()
-					b.ResetTimer()
-					var wg sync.WaitGroup
-					for g := range goroutines {
-						n := b.N / goroutines
-						if g < b.N%goroutines {
-							n++
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							ctx, cancel := newCtx()
-							defer cancel()
-							for range n {
-								if _, err := be.Eval(ctx, oneScript, keys); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						}()
-					}
-					wg.Wait()
-					b.StopTimer()
-					reads1, cmds1, cpu1 := serverStats(b, srv.Node())
-					b.ReportMetric(float64(reads1-reads0-1)/float64(b.N), "reads/op")
-					b.ReportMetric(float64(cmds1-cmds0-1)/float64(b.N), "cmds/op")
-					b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "srv-ns/op")
+					reads, cmds, cpu := harness.CallConcurrently(b, srv.Node(), be, oneScript, goroutines, b.N, newCtx)
+					b.ReportMetric(reads, "reads/op")
+					b.ReportMetric(cmds, "cmds/op")
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "srv-ns/op")
 				})
 			}
 		}

@@ -3,7 +3,6 @@ package rueidis_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func BenchmarkPipelining(b *testing.B) {
 						}
 						return context.WithTimeout(context.Background(), time.Hour)
 					}
-					reads, cmds, cpu := callConcurrently(b, srv.Node(), be, goroutines, b.N, newCtx)
+					reads, cmds, cpu := harness.CallConcurrently(b, srv.Node(), be, one, goroutines, b.N, newCtx)
 					b.ReportMetric(reads, "reads/op")
 					b.ReportMetric(cmds, "cmds/op")
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "srv-ns/op")
@@ -49,55 +48,4 @@ func BenchmarkPipelining(b *testing.B) {
 			}
 		}
 	}
-}
-
-// callConcurrently makes n calls of one through be from goroutines
-// goroutines, each with a context of its own from newCtx, as the requests
-// of a service have, and returns the server's read events and commands
-// per call and its CPU time.
-func callConcurrently(tb testing.TB, n *harness.Node, be backend.Backend, goroutines, calls int, newCtx func() (context.Context, context.CancelFunc)) (reads, cmds float64, cpu time.Duration) {
-	tb.Helper()
-	keys := []string{"bench"}
-	if _, err := be.Eval(context.Background(), one, keys); err != nil {
-		tb.Fatal(err)
-	}
-	before, err := n.Stats(context.Background())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if b, ok := tb.(*testing.B); ok {
-		b.ReportAllocs()
-		b.ResetTimer()
-	}
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		k := calls / goroutines
-		if g < calls%goroutines {
-			k++
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := newCtx()
-			defer cancel()
-			for range k {
-				if _, err := be.Eval(ctx, one, keys); err != nil {
-					tb.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if b, ok := tb.(*testing.B); ok {
-		b.StopTimer()
-	}
-	after, err := n.Stats(context.Background())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	// The second Stats's INFO is a read and a command of its own.
-	return float64(after.Reads-before.Reads-1) / float64(calls),
-		float64(after.Commands-before.Commands-1) / float64(calls),
-		after.CPU - before.CPU
 }

@@ -26,7 +26,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 	b := dsyncrueidis.New(c)
 	defer b.Close()
 	const goroutines, calls = 64, 64 * 50
-	reads, cmds, _ := callConcurrently(t, srv.Node(), b, goroutines, calls, func() (context.Context, context.CancelFunc) {
+	reads, cmds, _ := harness.CallConcurrently(t, srv.Node(), b, one, goroutines, calls, func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), time.Minute)
 	})
 	if cmds < 1 {
