@@ -50,6 +50,13 @@ end
 if seen(r.ops, op) then
   return {r.count, r.id}
 end
+if s.kind == 'write' and s.owner ~= owner then
+  -- Another owner's write hold: W was deleted or evicted behind dsync's
+  -- back and a plain writer took it, so this read hold was lost with W
+  -- (see rw_load), as its renewal would find (renew_read.lua).
+  drop_reader(owner)
+  return {-1, ''}
+end
 if r.count > 1 then
   r.count = r.count - 1
   r.ops = remember(r.ops, op, math.floor(now_ms / 1000), op_memory)
