@@ -129,7 +129,9 @@
 // main key is what kept writers out of them: a plain writer, or a plain
 // reader, may take the lock beside them, and come and go unseen. Each of
 // those readers is told at its next renewal (RDone closes), whether a
-// writer came or not, as a mutex holder is told that its key went.
+// writer came or not, as a mutex holder is told that its key went, or at
+// its release, which fails with ErrNotHeld if a writer holds the lock
+// then.
 //
 // Versions of dsync whose acquisitions checked the other keys (before
 // 2026-11-30) must not share a read-write lock with this one: their write
