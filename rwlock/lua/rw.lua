@@ -37,10 +37,11 @@
 -- entry makes W outlive it (see rw_keep), and the last write hold's end,
 -- a release or a departed waiter settle W again (see rw_settle). Only a W
 -- deleted or evicted behind dsync's back leaves read holds or waiters
--- without it: the read holds are lost then (see rw_load, and renew_read.lua,
--- which also drops a read hold that finds another owner's write hold in
--- W), and a script that finds waiters writes W back as "<token> shared". ("<token> free", which W held once a lone
--- holder was gone, is read as missing.)
+-- without it: the read holds are lost then (see rw_load; renew_read.lua,
+-- read_acquire.lua and read_release.lua also drop a read hold that finds
+-- another owner's write hold in W), and a script that finds waiters
+-- writes W back as "<token> shared". ("<token> free", which W held once a
+-- lone holder was gone, is read as missing.)
 --
 -- Tokens come from one sequence (see fence.lua), kept in W while it knows
 -- the last one: a write hold, and a read hold handed to a waiter, draw the
