@@ -50,14 +50,9 @@ end
 if s.kind == 'read' then
   s = rw_unfold(s, now_ms) -- another owner's lone read hold
 end
+-- Beside another owner's write hold, rw_load dropped this owner's read
+-- hold, which was lost with W.
 local r = load_reader(owner, now_ms)
-if r and s.kind == 'write' and s.owner ~= owner then
-  -- Another owner's write hold beside this read hold: W was deleted
-  -- behind dsync's back and a plain writer took it. The read hold is lost
-  -- (its renewal says so, see renew_read.lua); this acquisition waits.
-  drop_reader(owner)
-  r = nil
-end
 if r then
   if not seen(r.ops, op) then
     r.count = r.count + 1

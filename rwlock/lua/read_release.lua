@@ -42,6 +42,9 @@ if s.kind == 'read' then
 end
 -- The read holds are in R and RX. A W that dsync did not write does not
 -- keep the owner from giving its read hold back.
+-- Beside another owner's write hold, rw_load dropped the read hold, which
+-- was lost with W (a plain writer took it after it was deleted or
+-- evicted), as its renewal would find (renew_read.lua).
 local now_ms, now_us = now()
 local r = load_reader(owner, now_ms)
 if not r or r.id ~= id then
@@ -49,13 +52,6 @@ if not r or r.id ~= id then
 end
 if seen(r.ops, op) then
   return {r.count, r.id}
-end
-if s.kind == 'write' and s.owner ~= owner then
-  -- Another owner's write hold: W was deleted or evicted behind dsync's
-  -- back and a plain writer took it, so this read hold was lost with W
-  -- (see rw_load), as its renewal would find (renew_read.lua).
-  drop_reader(owner)
-  return {-1, ''}
 end
 if r.count > 1 then
   r.count = r.count - 1

@@ -37,9 +37,9 @@
 -- entry makes W outlive it (see rw_keep), and the last write hold's end,
 -- a release or a departed waiter settle W again (see rw_settle). Only a W
 -- deleted or evicted behind dsync's back leaves read holds or waiters
--- without it: the read holds are lost then (see rw_load; renew_read.lua,
--- read_acquire.lua and read_release.lua also drop a read hold that finds
--- another owner's write hold in W), and a script that finds waiters
+-- without it: the read holds are lost then (see rw_load, which also
+-- drops every other owner's read hold beside a live write hold, as
+-- renew_read.lua does), and a script that finds waiters
 -- writes W back as "<token> shared". ("<token> free", which W held once a
 -- lone holder was gone, is read as missing.)
 --
@@ -97,9 +97,25 @@ end
 -- W kept writers out of them (see above): it was deleted or evicted
 -- behind dsync's back, and a plain writer may have come and gone since,
 -- which nothing could tell them afterwards. Each is told at its next
--- renewal, which finds its hold gone.
+-- renewal, which finds its hold gone. So is every other owner's read
+-- hold beside a live write hold, which excludes them (only its own owner's
+-- read hold, a downgrade, may be there): W was deleted or evicted and a
+-- plain writer took it. They are dropped at once, so that a writer queued
+-- behind that one is not held up by them, and their holders are told at
+-- their next renewal or release.
 local function rw_load(v)
   local s = rw_decode(v)
+  if s.kind == 'write' and redis.call('EXISTS', RX) == 1 and redis.call('TYPE', RX).ok == 'zset' then
+    local hash = redis.call('TYPE', R).ok == 'hash'
+    for _, o in ipairs(redis.call('ZRANGE', RX, 0, -1)) do
+      if o ~= s.owner then
+        redis.call('ZREM', RX, o)
+        if hash then
+          redis.call('HDEL', R, o)
+        end
+      end
+    end
+  end
   if s.kind == 'missing' and not s.token and redis.call('EXISTS', R, RX) > 0 then
     -- Keys of another type are not dsync's to delete: the scripts report
     -- them where they read them.

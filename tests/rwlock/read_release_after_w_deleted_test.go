@@ -45,3 +45,61 @@ func TestReadReleaseAfterWDeletedFails(t *testing.T) {
 		}
 	})
 }
+
+// TestLostReadersDoNotOutliveAWriteHold: readers hold, the main key alone
+// is deleted behind dsync's back, a plain writer takes it, and a second
+// writer queues behind it. The first writer's release must hand the lock
+// to the second at once, and the readers must be told their holds were
+// lost: a release that found the read holds still in their keys had
+// written the lock back as shared, the readers' renewals and releases
+// then succeeded, never told that a writer had held the lock beside them,
+// and the queued writer waited for them.
+func TestLostReadersDoNotOutliveAWriteHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := fake.Fake(t)
+		ctx := context.Background()
+		const name = "wdeleted-writers"
+		var readers []*rwlock.RWMutex
+		for range 2 {
+			r := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
+			if err := r.RLockContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			readers = append(readers, r)
+		}
+		srv.Del(key("dsync", name))
+		first := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
+		if ok, err := first.TryLockContext(ctx); err != nil || !ok {
+			t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true", ok, err)
+		}
+		second := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
+		locked := make(chan error, 1)
+		go func() { locked <- second.LockContext(ctx) }()
+		synctest.Wait()
+		select {
+		case err := <-locked:
+			t.Fatalf("the second writer's Lock returned %v while the first writer holds the lock", err)
+		default:
+		}
+		if err := first.UnlockContext(ctx); err != nil {
+			t.Fatalf("the first writer's Unlock: %v", err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-locked:
+			if err != nil {
+				t.Fatalf("the second writer's Lock: %v", err)
+			}
+		default:
+			t.Fatal("the second writer still waits after the first writer's Unlock: the lost read holds held it up")
+		}
+		for i, r := range readers {
+			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+				t.Errorf("reader %d's RUnlock after a writer held the lock: %v, want an error matching ErrNotHeld", i, err)
+			}
+		}
+		if err := second.UnlockContext(ctx); err != nil {
+			t.Errorf("the second writer's Unlock: %v", err)
+		}
+	})
+}
