@@ -102,6 +102,20 @@ type Call struct {
 	boxes *boxes
 }
 
+// Key returns the key that routes the call to its hash slot: its first
+// key, or a plain command's, the argument after the command's name (SET
+// key value ...); "" if it has none.
+func (c Call) Key() string {
+	if len(c.Keys) > 0 {
+		return c.Keys[0]
+	}
+	if c.Script == nil && len(c.Line) > 1 {
+		k, _ := c.Line[1].(string)
+		return k
+	}
+	return ""
+}
+
 // CommandLine returns the call as the arguments of one command, its name
 // first: EVALSHA sha numkeys keys... args..., or EVAL with the script's
 // source when source is true, or a plain command's Command keys... args....

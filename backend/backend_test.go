@@ -146,6 +146,24 @@ func TestMailboxReceiveWaitsAndCloses(t *testing.T) {
 	}
 }
 
+func TestCallKey(t *testing.T) {
+	s := backend.NewScript("return 1")
+	for _, c := range []struct {
+		call backend.Call
+		want string
+	}{
+		{backend.Call{Script: s, Keys: []string{"a", "b"}}, "a"},
+		{backend.Call{Script: s}, ""},
+		{backend.Call{Command: "SET", Line: []any{"SET", "k", "v", "NX", "PX", int64(5)}}, "k"},
+		{backend.Call{Command: "SET", Keys: []string{"k"}, Args: []any{"v"}}, "k"},
+		{backend.Call{Command: "PING"}, ""},
+	} {
+		if got := c.call.Key(); got != c.want {
+			t.Errorf("%v.Key() = %q, want %q", c.call.CommandLine(false), got, c.want)
+		}
+	}
+}
+
 func TestSlot(t *testing.T) {
 	for key, want := range map[string]int{
 		"123456789":            12739, // CRC-16/XMODEM check value 0x31C3

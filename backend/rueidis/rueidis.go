@@ -324,10 +324,7 @@ func (b *Backend) batch(ctx context.Context, calls []backend.Call, source bool) 
 // so a script without keys, which any node may run, goes with it.
 func (b *Backend) route(calls []backend.Call) string {
 	for i := 0; b.sharded && i < len(calls); i++ {
-		if c := calls[i]; len(c.Keys) > 0 {
-			return c.Keys[0]
-		} else if c.Script == nil {
-			k, _ := c.Line[1].(string) // SET's key (see command)
+		if k := calls[i].Key(); k != "" {
 			return k
 		}
 	}
