@@ -58,7 +58,7 @@ if r.count > 1 then
   r.ops = remember(r.ops, op, math.floor(now_ms / 1000), op_memory)
   local exp = math.max(r.exp, now_ms + tonumber(a.lease))
   store_reader(owner, r, exp, now_ms)
-  if s.kind == 'shared' or (s.kind == 'write' and s.owner == owner) then
+  if s.kind == 'shared' or s.kind == 'write' then -- the owner's (see above)
     rw_keep(s, exp - now_ms, now_ms, now_us)
   end
   return {r.count, r.id}

@@ -38,8 +38,8 @@
 -- a release or a departed waiter settle W again (see rw_settle). Only a W
 -- deleted or evicted behind dsync's back leaves read holds or waiters
 -- without it: the read holds are lost then (see rw_load, which also
--- drops every other owner's read hold beside a live write hold, as
--- renew_read.lua does), and a script that finds waiters
+-- drops every other owner's read hold beside a live write hold;
+-- renew_read.lua drops the ones it renews), and a script that finds waiters
 -- writes W back as "<token> shared". ("<token> free", which W held once a
 -- lone holder was gone, is read as missing.)
 --
@@ -105,14 +105,14 @@ end
 -- their next renewal or release.
 local function rw_load(v)
   local s = rw_decode(v)
-  if s.kind == 'write' and redis.call('EXISTS', RX) == 1 and redis.call('TYPE', RX).ok == 'zset' then
-    local hash = redis.call('TYPE', R).ok == 'hash'
+  -- Keys of another type are left for the scripts to report, before they
+  -- write anything.
+  if s.kind == 'write' and redis.call('EXISTS', RX) == 1 and redis.call('TYPE', RX).ok == 'zset'
+    and redis.call('TYPE', R).ok == 'hash' then
     for _, o in ipairs(redis.call('ZRANGE', RX, 0, -1)) do
       if o ~= s.owner then
         redis.call('ZREM', RX, o)
-        if hash then
-          redis.call('HDEL', R, o)
-        end
+        redis.call('HDEL', R, o)
       end
     end
   end
