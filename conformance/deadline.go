@@ -332,14 +332,18 @@ func (s *suite) testReleaseKeepsDeadline(t *testing.T, ctx context.Context, rk r
 	ro := dsync.WithOwner(ctx)
 	rctx, rcancel := context.WithTimeout(ro, releaseLease+takeOver+time.Second)
 	defer rcancel()
+	// The rival's take-over is a timer and a round trip: the bound allows
+	// twice the longest timed meanwhile (see tripmeter.Meter), for a
+	// machine or a server that the suite's other cases keep busy.
+	trips := tripmeter.Start(t, ctx, s.newBackend(t))
 	must(t, r.rival.lock(rctx), "the rival's lock")
-	took := time.Since(sent)
-	t.Logf("the rival acquired %v after the hold was taken with a lease of %v", took.Round(time.Millisecond), releaseLease)
+	took, slow := time.Since(sent), trips.Stop()
+	t.Logf("the rival acquired %v after the hold was taken with a lease of %v (longest round trip meanwhile %v)", took.Round(time.Millisecond), releaseLease, slow)
 	if took < releaseLease-expiryGranularity {
 		t.Errorf("the rival acquired %v after the hold was taken, before its lease of %v ran out", took, releaseLease)
 	}
-	if took > releaseLease+takeOver {
-		t.Errorf("the rival acquired %v after the hold was taken, more than %v after its lease of %v ran out", took, takeOver, releaseLease)
+	if took > releaseLease+takeOver+2*slow {
+		t.Errorf("the rival acquired %v after the hold was taken, more than %v after its lease of %v ran out, and twice %v for the longest round trip timed meanwhile", took, takeOver, releaseLease, slow)
 	}
 	// Done closes a margin before the server's expiry, when the scheduler
 	// runs on time; on a loaded machine it may run later than the rival.
