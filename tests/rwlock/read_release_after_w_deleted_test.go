@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/rwlock"
 	"github.com/dsyncgo/dsync/tests/fake"
@@ -21,20 +23,7 @@ func TestReadReleaseAfterWDeletedFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
-		const name = "wdeleted-release"
-		var readers []*rwlock.RWMutex
-		for range 2 {
-			r := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
-			if err := r.RLockContext(ctx); err != nil {
-				t.Fatal(err)
-			}
-			readers = append(readers, r)
-		}
-		srv.Del(key("dsync", name))
-		w := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
-		if ok, err := w.TryLockContext(ctx); err != nil || !ok {
-			t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true (the move documented)", ok, err)
-		}
+		readers, w := readersLostToAPlainWriter(t, ctx, srv, "wdeleted-release")
 		for i, r := range readers {
 			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
 				t.Errorf("reader %d's RUnlock beside the writer's hold: %v, want an error matching ErrNotHeld", i, err)
@@ -59,19 +48,7 @@ func TestLostReadersDoNotOutliveAWriteHold(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "wdeleted-writers"
-		var readers []*rwlock.RWMutex
-		for range 2 {
-			r := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
-			if err := r.RLockContext(ctx); err != nil {
-				t.Fatal(err)
-			}
-			readers = append(readers, r)
-		}
-		srv.Del(key("dsync", name))
-		first := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
-		if ok, err := first.TryLockContext(ctx); err != nil || !ok {
-			t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true", ok, err)
-		}
+		readers, first := readersLostToAPlainWriter(t, ctx, srv, name)
 		second := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
 		locked := make(chan error, 1)
 		go func() { locked <- second.LockContext(ctx) }()
@@ -102,4 +79,25 @@ func TestLostReadersDoNotOutliveAWriteHold(t *testing.T) {
 			t.Errorf("the second writer's Unlock: %v", err)
 		}
 	})
+}
+
+// readersLostToAPlainWriter has two readers take name's read lock, deletes
+// its main key alone, as an eviction may, and has a plain writer take the
+// lock then (the move documented). It returns the readers and the writer.
+func readersLostToAPlainWriter(t *testing.T, ctx context.Context, srv *miniredis.Miniredis, name string) ([]*rwlock.RWMutex, *rwlock.RWMutex) {
+	t.Helper()
+	var readers []*rwlock.RWMutex
+	for range 2 {
+		r := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
+		if err := r.RLockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	srv.Del(key("dsync", name))
+	w := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
+	if ok, err := w.TryLockContext(ctx); err != nil || !ok {
+		t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true (the move documented)", ok, err)
+	}
+	return readers, w
 }
