@@ -10,8 +10,10 @@
 -- live read holds (one per owner), that owner's write hold count, that
 -- owner's read hold count, live writers queued, live readers waiting,
 -- the write hold's id ('' if none)}.
+-- It loads W as the scripts that write do (rw_load): read holds lost with
+-- a deleted W are dropped, not reported beside the writer that took it.
 local now_ms = now()
-local s = rw_decode(redis.pcall('GET', W))
+local s = rw_load(redis.pcall('GET', W))
 if s.foreign then
   return unexpected(W, s.foreign)
 end

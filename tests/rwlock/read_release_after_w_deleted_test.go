@@ -81,6 +81,33 @@ func TestLostReadersDoNotOutliveAWriteHold(t *testing.T) {
 	})
 }
 
+// TestStateCountsNoLostReaders: State must not report the lost read holds
+// beside the plain writer's hold, a state the lock never allows, which the
+// next script of any holder undoes: it drops them (see
+// TestLostReadersDoNotOutliveAWriteHold).
+func TestStateCountsNoLostReaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := fake.Fake(t)
+		ctx := context.Background()
+		readers, w := readersLostToAPlainWriter(t, ctx, srv, "wdeleted-state")
+		s, err := readers[0].State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Mode != rwlock.Write || s.Readers != 0 || s.ReadCount != 0 {
+			t.Errorf("State beside the plain writer's hold: mode %v, %d readers, the reader's count %d; want the write mode, 0, 0", s.Mode, s.Readers, s.ReadCount)
+		}
+		for i, r := range readers {
+			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+				t.Errorf("reader %d's RUnlock: %v, want an error matching ErrNotHeld", i, err)
+			}
+		}
+		if err := w.UnlockContext(ctx); err != nil {
+			t.Errorf("the writer's Unlock: %v", err)
+		}
+	})
+}
+
 // readersLostToAPlainWriter has two readers take name's read lock, deletes
 // its main key alone, as an eviction may, and has a plain writer take the
 // lock then (the move documented). It returns the readers and the writer.
