@@ -250,20 +250,26 @@ func (c *Calls) Close() {
 // sends nothing else. dsync passes arguments of four types only: string,
 // []byte, int and int64 (integers in decimal); any other is an error.
 func ArgStrings(args []any) ([]string, error) {
-	out := make([]string, len(args))
-	for i, a := range args {
+	return AppendArgStrings(make([]string, 0, len(args)), args)
+}
+
+// AppendArgStrings is ArgStrings appending to dst, for a client that
+// copies the strings it is given: a caller may then pass a buffer of its
+// own, on its stack, and allocate nothing.
+func AppendArgStrings(dst []string, args []any) ([]string, error) {
+	for _, a := range args {
 		switch a := a.(type) {
 		case string:
-			out[i] = a
+			dst = append(dst, a)
 		case []byte:
-			out[i] = string(a)
+			dst = append(dst, string(a))
 		case int:
-			out[i] = strconv.Itoa(a)
+			dst = append(dst, strconv.Itoa(a))
 		case int64:
-			out[i] = strconv.FormatInt(a, 10)
+			dst = append(dst, strconv.FormatInt(a, 10))
 		default:
 			return nil, fmt.Errorf("backend: script argument of type %T, want string, []byte, int or int64", a)
 		}
 	}
-	return out, nil
+	return dst, nil
 }

@@ -221,6 +221,21 @@ func TestArgStrings(t *testing.T) {
 	if _, err := backend.ArgStrings([]any{1.5}); err == nil {
 		t.Error("ArgStrings accepted a float64")
 	}
+	got, err = backend.AppendArgStrings([]string{"EVALSHA"}, []any{"k", 30000})
+	if err != nil || fmt.Sprint(got) != "[EVALSHA k 30000]" {
+		t.Errorf("AppendArgStrings = %q, %v", got, err)
+	}
+	// What the rueidis adapter counts on: a buffer on the caller's stack
+	// and strings alone cost no allocation.
+	args := []any{"owner", "op", "id"}
+	if n := testing.AllocsPerRun(100, func() {
+		var buf [4]string
+		if out, err := backend.AppendArgStrings(buf[:0], args); err != nil || len(out) != 3 {
+			t.Fatalf("%d strings, %v", len(out), err)
+		}
+	}); n != 0 {
+		t.Errorf("AppendArgStrings into a stack buffer: %v allocations, want 0", n)
+	}
 }
 
 func TestNormalizeReply(t *testing.T) {

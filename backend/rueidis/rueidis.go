@@ -211,14 +211,15 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 // plain command, whose line (SET key value NX PX ms, the only one dsync
 // sends) has its key first.
 func (b *Backend) command(c backend.Call, source bool) (rueidis.Completed, error) {
+	var buf [16]string // the builder copies the strings
 	if c.Script == nil {
-		line, err := backend.ArgStrings(c.CommandLine(false))
+		line, err := backend.AppendArgStrings(buf[:0], c.CommandLine(false))
 		if err != nil {
 			return rueidis.Completed{}, err
 		}
 		return b.c.B().Arbitrary(line[0]).Keys(line[1]).Args(line[2:]...).Build(), nil
 	}
-	args, err := backend.ArgStrings(c.Args)
+	args, err := backend.AppendArgStrings(buf[:0], c.Args)
 	switch {
 	case err != nil:
 		return rueidis.Completed{}, err
