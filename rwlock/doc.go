@@ -131,9 +131,9 @@
 // those readers is told at its next renewal (RDone closes), whether a
 // writer came or not, as a mutex holder is told that its key went, or at
 // its release, which fails with ErrNotHeld once the key was found gone or
-// a writer's hold beside it. The first acquisition or release, of any
-// holder, that finds such a writer's hold drops them all, so that writers
-// queued behind it are not held up by them.
+// a writer's hold beside it. The first acquisition, release or State, of
+// any holder, that finds such a writer's hold drops them all, so that
+// writers queued behind it are not held up by them.
 //
 // Versions of dsync whose acquisitions checked the other keys (before
 // 2026-11-30) must not share a read-write lock with this one: their write

@@ -78,7 +78,10 @@ type State struct {
 
 // State reads the lock's state in one round trip. The asking owner is
 // ctx's owner, or the owner of the newest ownerless write hold taken
-// through m, else of its newest ownerless read hold.
+// through m, else of its newest ownerless read hold. Read holds lost with
+// the lock's main key (see Keys in the package documentation) are
+// dropped, as the next acquisition or release would drop them, not
+// reported.
 func (m *RWMutex) State(ctx context.Context) (State, error) {
 	if err := m.h.Begin("state", ctx); err != nil {
 		return State{}, err
