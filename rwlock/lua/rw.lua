@@ -106,9 +106,9 @@ end
 local function rw_load(v)
   local s = rw_decode(v)
   -- Keys of another type are left for the scripts to report, before they
-  -- write anything.
-  if s.kind == 'write' and redis.call('EXISTS', RX) == 1 and redis.call('TYPE', RX).ok == 'zset'
-    and redis.call('TYPE', R).ok == 'hash' then
+  -- write anything; R may be gone (evicted) with W.
+  local rt = s.kind == 'write' and redis.call('TYPE', R).ok
+  if (rt == 'hash' or rt == 'none') and redis.call('TYPE', RX).ok == 'zset' then
     for _, o in ipairs(redis.call('ZRANGE', RX, 0, -1)) do
       if o ~= s.owner then
         redis.call('ZREM', RX, o)

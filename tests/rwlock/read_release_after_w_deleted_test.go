@@ -43,12 +43,20 @@ func TestReadReleaseAfterWDeletedFails(t *testing.T) {
 // written the lock back as shared, the readers' renewals and releases
 // then succeeded, never told that a writer had held the lock beside them,
 // and the queued writer waited for them.
+//
+// With the readers' hash evicted too, the read holds left in their expiry
+// set must not hold the second writer up either.
 func TestLostReadersDoNotOutliveAWriteHold(t *testing.T) {
+	t.Run("main key deleted", func(t *testing.T) { testLostReadersDoNotOutliveAWriteHold(t) })
+	t.Run("readers hash deleted too", func(t *testing.T) { testLostReadersDoNotOutliveAWriteHold(t, ":readers") })
+}
+
+func testLostReadersDoNotOutliveAWriteHold(t *testing.T, alsoDeleted ...string) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
 		const name = "wdeleted-writers"
-		readers, first := readersLostToAPlainWriter(t, ctx, srv, name)
+		readers, first := readersLostToAPlainWriter(t, ctx, srv, name, alsoDeleted...)
 		second := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
 		locked := make(chan error, 1)
 		go func() { locked <- second.LockContext(ctx) }()
@@ -109,9 +117,10 @@ func TestStateCountsNoLostReaders(t *testing.T) {
 }
 
 // readersLostToAPlainWriter has two readers take name's read lock, deletes
-// its main key alone, as an eviction may, and has a plain writer take the
-// lock then (the move documented). It returns the readers and the writer.
-func readersLostToAPlainWriter(t *testing.T, ctx context.Context, srv *miniredis.Miniredis, name string) ([]*rwlock.RWMutex, *rwlock.RWMutex) {
+// its main key alone (or with the keys of the given suffixes), as an
+// eviction may, and has a plain writer take the lock then (the move
+// documented). It returns the readers and the writer.
+func readersLostToAPlainWriter(t *testing.T, ctx context.Context, srv *miniredis.Miniredis, name string, alsoDeleted ...string) ([]*rwlock.RWMutex, *rwlock.RWMutex) {
 	t.Helper()
 	var readers []*rwlock.RWMutex
 	for range 2 {
@@ -122,6 +131,11 @@ func readersLostToAPlainWriter(t *testing.T, ctx context.Context, srv *miniredis
 		readers = append(readers, r)
 	}
 	srv.Del(key("dsync", name))
+	for _, suffix := range alsoDeleted {
+		if !srv.Del(key("dsync", name) + suffix) {
+			t.Fatalf("no key %s to delete", key("dsync", name)+suffix)
+		}
+	}
 	w := rwlock.New(fake.FakeBackend(t, srv), name, rwlock.WithLogger(nil))
 	if ok, err := w.TryLockContext(ctx); err != nil || !ok {
 		t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true (the move documented)", ok, err)
