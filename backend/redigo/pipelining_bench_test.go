@@ -3,9 +3,6 @@ package redigo_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,50 +10,28 @@ import (
 
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
-	"github.com/dsyncgo/dsync/internal/testserver"
+	"github.com/dsyncgo/dsync/conformance/harness"
 )
 
 var oneScript = backend.NewScript(`-- KEYS: one, unused. Reply: 1.
 return 1`)
 
-// serverStats returns the server's counts of read events (one per
-// round trip that arrives in one read, a pipelined batch included) and of
-// commands processed (Lua's included), and the CPU time it used.
-func serverStats(b *testing.B, srv *testserver.Server) (reads, cmds int64, cpu time.Duration) {
-	b.Helper()
-	info, err := redis.String(srv.Do(context.Background(), "INFO", "all"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "total_reads_processed":
-			reads = n
-		case "total_commands_processed":
-			cmds = n
-		case "used_cpu_sys", "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += time.Duration(f * float64(time.Second))
-		}
-	}
-	return reads, cmds, cpu
-}
-
 // BenchmarkPipelining evaluates a tiny script through one backend from 1
 // and from 64 goroutines, with pipelining on and off, and with a context
 // as dsync's primitives pass it (a deadline, no Done) or one that can be
 // cancelled. reads/op is the server's read events per call: 1 for a round
-// trip of its own, less when calls share them.
+// trip of its own, less when calls share them; srv-ns/op is the server's
+// CPU time per call.
 func BenchmarkPipelining(b *testing.B) {
-	srv := testserver.Real(b)
+	srv := harness.Standalone(b)
 	for _, goroutines := range []int{1, 4, 16, 64} {
 		for _, ctxKind := range []string{"deadline", "cancellable"} {
 			for _, on := range []bool{true, false} {
 				name := fmt.Sprintf("G=%d/ctx=%s/pipelining=%v", goroutines, ctxKind, on)
 				b.Run(name, func(b *testing.B) {
-					pool := srv.Pool()
+					pool := &redis.Pool{MaxIdle: 64, IdleTimeout: time.Minute, DialContext: func(ctx context.Context) (redis.Conn, error) {
+						return redis.DialContext(ctx, "tcp", srv.Addr())
+					}}
 					defer pool.Close()
 					be := bredigo.New(pool, bredigo.WithPipelining(on))
 					defer be.Close()
@@ -68,38 +43,10 @@ func BenchmarkPipelining(b *testing.B) {
 						}
 						return context.WithTimeout(context.Background(), time.Hour)
 					}
-					keys := []string{"bench"}
-					if _, err := be.Eval(context.Background(), oneScript, keys); err != nil {
-						b.Fatal(err)
-					}
-					reads0, cmds0, cpu0 := serverStats(b, srv)
-					b.ReportAllocs()
-					b.ResetTimer()
-					var wg sync.WaitGroup
-					for g := range goroutines {
-						n := b.N / goroutines
-						if g < b.N%goroutines {
-							n++
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							ctx, cancel := newCtx()
-							defer cancel()
-							for range n {
-								if _, err := be.Eval(ctx, oneScript, keys); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						}()
-					}
-					wg.Wait()
-					b.StopTimer()
-					reads1, cmds1, cpu1 := serverStats(b, srv)
-					b.ReportMetric(float64(reads1-reads0-1)/float64(b.N), "reads/op")
-					b.ReportMetric(float64(cmds1-cmds0-1)/float64(b.N), "cmds/op")
-					b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "srv-ns/op")
+					reads, cmds, cpu := harness.CallConcurrently(b, srv.Node(), be, oneScript, goroutines, b.N, newCtx)
+					b.ReportMetric(reads, "reads/op")
+					b.ReportMetric(cmds, "cmds/op")
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "srv-ns/op")
 				})
 			}
 		}
