@@ -24,14 +24,7 @@ func TestReadReleaseAfterWDeletedFails(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
 		readers, w := readersLostToAPlainWriter(t, ctx, srv, "wdeleted-release")
-		for i, r := range readers {
-			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
-				t.Errorf("reader %d's RUnlock beside the writer's hold: %v, want an error matching ErrNotHeld", i, err)
-			}
-		}
-		if err := w.UnlockContext(ctx); err != nil {
-			t.Errorf("the writer's Unlock: %v", err)
-		}
+		readersToldThenWriterUnlocks(t, ctx, readers, w)
 	})
 }
 
@@ -78,14 +71,7 @@ func testLostReadersDoNotOutliveAWriteHold(t *testing.T, alsoDeleted ...string) 
 		default:
 			t.Fatal("the second writer still waits after the first writer's Unlock: the lost read holds held it up")
 		}
-		for i, r := range readers {
-			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
-				t.Errorf("reader %d's RUnlock after a writer held the lock: %v, want an error matching ErrNotHeld", i, err)
-			}
-		}
-		if err := second.UnlockContext(ctx); err != nil {
-			t.Errorf("the second writer's Unlock: %v", err)
-		}
+		readersToldThenWriterUnlocks(t, ctx, readers, second)
 	})
 }
 
@@ -105,14 +91,7 @@ func TestStateCountsNoLostReaders(t *testing.T) {
 		if s.Mode != rwlock.Write || s.Readers != 0 || s.ReadCount != 0 {
 			t.Errorf("State beside the plain writer's hold: mode %v, %d readers, the reader's count %d; want the write mode, 0, 0", s.Mode, s.Readers, s.ReadCount)
 		}
-		for i, r := range readers {
-			if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
-				t.Errorf("reader %d's RUnlock: %v, want an error matching ErrNotHeld", i, err)
-			}
-		}
-		if err := w.UnlockContext(ctx); err != nil {
-			t.Errorf("the writer's Unlock: %v", err)
-		}
+		readersToldThenWriterUnlocks(t, ctx, readers, w)
 	})
 }
 
@@ -141,4 +120,19 @@ func readersLostToAPlainWriter(t *testing.T, ctx context.Context, srv *miniredis
 		t.Fatalf("a plain writer's TryLock with the main key deleted = %v, %v; want true (the move documented)", ok, err)
 	}
 	return readers, w
+}
+
+// readersToldThenWriterUnlocks checks that each of the lost readers'
+// RUnlock fails with ErrNotHeld, a writer having held the lock beside
+// them, and that the writer w holding it now unlocks.
+func readersToldThenWriterUnlocks(t *testing.T, ctx context.Context, readers []*rwlock.RWMutex, w *rwlock.RWMutex) {
+	t.Helper()
+	for i, r := range readers {
+		if err := r.RUnlockContext(ctx); !errors.Is(err, dsync.ErrNotHeld) {
+			t.Errorf("reader %d's RUnlock after a writer held the lock beside it: %v, want an error matching ErrNotHeld", i, err)
+		}
+	}
+	if err := w.UnlockContext(ctx); err != nil {
+		t.Errorf("the writer's Unlock: %v", err)
+	}
 }
