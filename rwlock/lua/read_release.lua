@@ -41,10 +41,10 @@ if s.kind == 'read' then
   return {0, s.id}
 end
 -- The read holds are in R and RX. A W that dsync did not write does not
--- keep the owner from giving its read hold back.
--- Beside another owner's write hold, rw_load dropped the read hold, which
--- was lost with W (a plain writer took it after it was deleted or
--- evicted), as its renewal would find (renew_read.lua).
+-- keep the owner from giving its read hold back. Beside another owner's
+-- write hold, rw_load dropped the read hold, which was lost with W (a
+-- plain writer took it after it was deleted or evicted), as its renewal
+-- would find (renew_read.lua).
 local now_ms, now_us = now()
 local r = load_reader(owner, now_ms)
 if not r or r.id ~= id then
