@@ -134,10 +134,11 @@ func (s *suite) testElectionExclusive(t *testing.T, ctx context.Context) {
 	const candidates, run = 4, 1500 * time.Millisecond
 	p := prefix()
 	var (
-		mu    sync.Mutex
-		terms = make([]*election.Term, candidates) // each one's current term
-		last  int64
-		led   [candidates]int
+		mu     sync.Mutex
+		terms  = make([]*election.Term, candidates) // each one's current term
+		tokens [candidates]int64                    // and its token
+		last   int64
+		led    [candidates]int
 	)
 	elections := make([]*election.Election, candidates)
 	for i := range elections {
@@ -169,17 +170,23 @@ func (s *suite) testElectionExclusive(t *testing.T, ctx context.Context) {
 					t.Errorf("candidate %d: %v", i, err)
 					return
 				}
+				tok, err := term.Token(ctx)
+				if err != nil {
+					t.Errorf("candidate %d: token: %v", i, err)
+					term.Resign(ctx)
+					return
+				}
 				mu.Lock()
 				for j, o := range terms {
 					if o != nil && j != i && !isClosed(o.Done()) {
-						t.Errorf("candidate %d leads (token %d) while candidate %d's term (token %d) is open", i, term.Token(), j, o.Token())
+						t.Errorf("candidate %d leads (token %d) while candidate %d's term (token %d) is open", i, tok, j, tokens[j])
 					}
 				}
-				if term.Token() <= last {
-					t.Errorf("candidate %d's token %d after token %d", i, term.Token(), last)
+				if tok <= last {
+					t.Errorf("candidate %d's token %d after token %d", i, tok, last)
 				}
-				last = term.Token()
-				terms[i] = term
+				last = tok
+				terms[i], tokens[i] = term, tok
 				led[i]++
 				mu.Unlock()
 				time.Sleep(time.Millisecond)
@@ -253,13 +260,13 @@ func (s *suite) testElectionResign(t *testing.T, ctx context.Context) {
 	if took > time.Second {
 		t.Errorf("the next candidate led %v after Resign; want at once", took)
 	}
-	if r.term.Token() <= t1.Token() {
-		t.Errorf("token %d after %d", r.term.Token(), t1.Token())
+	if mustToken(t, r.term) <= mustToken(t, t1) {
+		t.Errorf("token %d after %d", mustToken(t, r.term), mustToken(t, t1))
 	}
 	l, err := leader.Leader(ctx)
 	must(t, err, "leader")
-	if l.Value != "b" || l.Token != r.term.Token() {
-		t.Errorf("Leader after the hand-over: %+v; want b with token %d", l, r.term.Token())
+	if l.Value != "b" || l.Token != mustToken(t, r.term) {
+		t.Errorf("Leader after the hand-over: %+v; want b with token %d", l, mustToken(t, r.term))
 	}
 	must(t, r.term.Resign(ctx), "resign")
 }
@@ -318,7 +325,7 @@ func (s *suite) testElectionEnded(t *testing.T, ctx context.Context) {
 	// Lost: taken by ForceResign through another process.
 	t2, err := e.Campaign(ctx, "b")
 	must(t, err, "campaign")
-	took, err := openElection(s.newBackend(t), p, "ended").ForceResignToken(ctx, t2.Token())
+	took, err := openElection(s.newBackend(t), p, "ended").ForceResignToken(ctx, mustToken(t, t2))
 	must(t, err, "force resign")
 	if !took {
 		t.Fatal("ForceResignToken took nothing")
@@ -352,8 +359,8 @@ func (s *suite) testElectionLeader(t *testing.T, ctx context.Context) {
 	l, err := other.Leader(ctx)
 	must(t, err, "leader")
 	// Began is the server's clock: allow for a few seconds of skew.
-	if l.Value != "a:1" || l.Token != term.Token() || l.Began.Before(before.Add(-5*time.Second)) || l.Began.After(time.Now().Add(5*time.Second)) {
-		t.Errorf("Leader: %+v; want a:1 with token %d begun about %v", l, term.Token(), before)
+	if l.Value != "a:1" || l.Token != mustToken(t, term) || l.Began.Before(before.Add(-5*time.Second)) || l.Began.After(time.Now().Add(5*time.Second)) {
+		t.Errorf("Leader: %+v; want a:1 with token %d begun about %v", l, mustToken(t, term), before)
 	}
 	if _, ok, err := other.TryCampaign(ctx, "b"); ok || err != nil {
 		t.Errorf("TryCampaign while a term is on: %v, %v; want false", ok, err)
@@ -366,14 +373,14 @@ func (s *suite) testElectionLeader(t *testing.T, ctx context.Context) {
 	}
 	st, err := other.State(ctx)
 	must(t, err, "state")
-	if st.Leader != l2 || st.Owner == "" || st.TTL <= 0 || st.LastToken != term.Token() || st.Queued != 0 {
+	if st.Leader != l2 || st.Owner == "" || st.TTL <= 0 || st.LastToken != mustToken(t, term) || st.Queued != 0 {
 		t.Errorf("State: %+v", st)
 	}
 	must(t, term.Resign(ctx), "resign")
 	st, err = other.State(ctx)
 	must(t, err, "state")
-	if !st.Leader.IsZero() || st.LastToken != term.Token() || st.TTL != 0 {
-		t.Errorf("State after the lapse: %+v; want no leader, last token %d", st, term.Token())
+	if !st.Leader.IsZero() || st.LastToken != mustToken(t, term) || st.TTL != 0 {
+		t.Errorf("State after the lapse: %+v; want no leader, last token %d", st, mustToken(t, term))
 	}
 }
 
@@ -491,8 +498,8 @@ func (s *suite) testElectionDeleted(t *testing.T, ctx context.Context) {
 	// The election goes on, with a greater token.
 	t2, err := e.Campaign(ctx, "b")
 	must(t, err, "campaign after the deletion")
-	if t2.Token() <= term.Token() {
-		t.Errorf("token %d after %d", t2.Token(), term.Token())
+	if mustToken(t, t2) <= mustToken(t, term) {
+		t.Errorf("token %d after %d", mustToken(t, t2), mustToken(t, term))
 	}
 	if l := nextLeader(t, w, 5*time.Second, "b leads"); l.Value != "b" {
 		t.Fatalf("observed %+v; want b", l)
@@ -670,8 +677,8 @@ func (s *suite) testElectionLostReplies(t *testing.T, ctx context.Context) {
 	sp.loseReplies(1)
 	term, err := e.Campaign(ctx, "a")
 	must(t, err, "campaign whose first reply was lost")
-	if l := nextLeader(t, w, 5*time.Second, "a leads"); l.Value != "a" || l.Token != term.Token() {
-		t.Fatalf("observed %+v; want a with token %d", l, term.Token())
+	if l := nextLeader(t, w, 5*time.Second, "a leads"); l.Value != "a" || l.Token != mustToken(t, term) {
+		t.Fatalf("observed %+v; want a with token %d", l, mustToken(t, term))
 	}
 	next := campaign(ctx, openElection(s.newBackend(t), p, "lost"), "b")
 	awaitCandidates(t, ctx, e, 1)
@@ -679,8 +686,8 @@ func (s *suite) testElectionLostReplies(t *testing.T, ctx context.Context) {
 	must(t, term.Resign(ctx), "resign whose first reply was lost")
 	r := within(t, 5*time.Second, next, "b")
 	must(t, r.err, "campaign")
-	if l := nextLeader(t, w, 5*time.Second, "b leads"); l.Value != "b" || l.Token != r.term.Token() || r.term.Token() != term.Token()+1 {
-		t.Fatalf("observed %+v (token %d after %d); want b, the next token", l, r.term.Token(), term.Token())
+	if l := nextLeader(t, w, 5*time.Second, "b leads"); l.Value != "b" || l.Token != mustToken(t, r.term) || mustToken(t, r.term) != mustToken(t, term)+1 {
+		t.Fatalf("observed %+v (token %d after %d); want b, the next token", l, mustToken(t, r.term), mustToken(t, term))
 	}
 	must(t, r.term.Resign(ctx), "resign")
 	if l := nextLeader(t, w, 5*time.Second, "the lapse"); !l.IsZero() {
@@ -704,8 +711,8 @@ func (s *suite) testElectionOwner(t *testing.T, ctx context.Context) {
 	must(t, first.Resign(ctx), "resign")
 	r := within(t, 5*time.Second, second, "the second campaign")
 	must(t, r.err, "campaign")
-	if r.term.Token() <= first.Token() {
-		t.Errorf("token %d after %d", r.term.Token(), first.Token())
+	if mustToken(t, r.term) <= mustToken(t, first) {
+		t.Errorf("token %d after %d", mustToken(t, r.term), mustToken(t, first))
 	}
 	must(t, r.term.Resign(ctx), "resign")
 }
@@ -770,16 +777,16 @@ func (s *suite) testElectionTokens(t *testing.T, ctx context.Context) {
 	}
 	t2, err := e.Campaign(ctx, "b")
 	must(t, err, "campaign")
-	if t2.Token() != t1.Token()+1 {
-		t.Errorf("token %d after %d, whose term ran out; want the next one", t2.Token(), t1.Token())
+	if mustToken(t, t2) != mustToken(t, t1)+1 {
+		t.Errorf("token %d after %d, whose term ran out; want the next one", mustToken(t, t2), mustToken(t, t1))
 	}
 	resignOrRanOut(t, ctx, t2)
 	_, err = b.Eval(ctx, delScript, []string{k, k + ":queue", k + ":expiry", k + ":values", k + ":leader"})
 	must(t, err, "DEL")
 	t3, err := e.Campaign(ctx, "c")
 	must(t, err, "campaign")
-	if t3.Token() <= t2.Token() {
-		t.Errorf("token %d after %d, the election's keys deleted; want a greater one", t3.Token(), t2.Token())
+	if mustToken(t, t3) <= mustToken(t, t2) {
+		t.Errorf("token %d after %d, the election's keys deleted; want a greater one", mustToken(t, t3), mustToken(t, t2))
 	}
 	resignOrRanOut(t, ctx, t3)
 }
@@ -793,4 +800,15 @@ func resignOrRanOut(t *testing.T, ctx context.Context, term *election.Term) {
 	if err != nil && (!errors.Is(err, dsync.ErrNotHeld) || !isClosed(term.Done())) {
 		t.Fatalf("resign: %v", err)
 	}
+}
+
+// mustToken returns term's fencing token, and fails the test if Token
+// returns an error. Not for goroutines other than the test's.
+func mustToken(t testing.TB, term *election.Term) int64 {
+	t.Helper()
+	tok, err := term.Token(context.Background())
+	if err != nil {
+		t.Fatalf("Token: %v", err)
+	}
+	return tok
 }

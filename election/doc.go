@@ -9,12 +9,16 @@
 //		return err
 //	}
 //	defer term.Resign(context.Background())
+//	tok, err := term.Token(ctx) // pass with every write
+//	if err != nil {
+//		return err
+//	}
 //	for {
 //		select {
 //		case <-term.Done():
 //			return errors.New("leadership lost") // stop acting as leader
 //		case job := <-jobs:
-//			run(job, term.Token()) // fenced writes
+//			run(job, tok) // fenced writes
 //		}
 //	}
 //
@@ -24,7 +28,11 @@
 // when the function returns, and campaigns again, until its ctx ends:
 //
 //	err := e.Run(ctx, "host-a:8080", func(ctx context.Context, t *election.Term) error {
-//		return lead(ctx, t.Token()) // until ctx ends: the term is over
+//		tok, err := t.Token(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		return lead(ctx, tok) // until ctx ends: the term is over
 //	})
 //
 // CampaignScope is one turn of it: a term as a context (see Holds as

@@ -42,7 +42,9 @@ func Example() {
 
 	a.Resign(ctx) // hands over at once
 	t := <-next
-	fmt.Println("leader:", (<-leaders).Value, "with a greater token:", t.Token() > a.Token())
+	tokA, _ := a.Token(ctx)
+	tokB, _ := t.Token(ctx)
+	fmt.Println("leader:", (<-leaders).Value, "with a greater token:", tokB > tokA)
 
 	t.Resign(ctx) // nobody queued: the election lapses
 	fmt.Println("no leader:", (<-leaders).IsZero())

@@ -14,7 +14,11 @@ import (
 // lead returns it resigns, and campaigns again, until ctx ends.
 //
 //	err := e.Run(ctx, hostname, func(ctx context.Context, t *election.Term) error {
-//		return compact(ctx, t.Token()) // until ctx ends: the term is over
+//		tok, err := t.Token(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		return compact(ctx, tok) // until ctx ends: the term is over
 //	})
 //
 // lead is OnStartedLeading and its return OnStoppedLeading: it should

@@ -38,7 +38,11 @@ func runChild() bool {
 	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", f[0]) }}
 	e := election.New(bredigo.New(pool), f[2], election.WithPrefix(f[1]), election.WithWatchdog(lease), election.WithLogger(nil))
 	err := e.Run(context.Background(), f[4], func(ctx context.Context, t *election.Term) error {
-		fmt.Printf("lead %s %d\n", f[4], t.Token())
+		tok, err := t.Token(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("lead %s %d\n", f[4], tok)
 		<-ctx.Done()
 		fmt.Printf("end %s\n", f[4])
 		return ctx.Err()
@@ -174,7 +178,11 @@ func TestRunCampaignsAgainAfterLead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := e.Run(ctx, "a", func(ctx context.Context, term *election.Term) error {
-		tokens = append(tokens, term.Token())
+		tok, err := term.Token(ctx)
+		if err != nil {
+			return err
+		}
+		tokens = append(tokens, tok)
 		if terms.Add(1) < 3 {
 			return nil
 		}

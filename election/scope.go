@@ -13,7 +13,11 @@ import (
 //		return err
 //	}
 //	defer resign()
-//	return lead(ctx, election.TermOf(ctx).Token()) // stops when the term ends
+//	tok, err := election.TermOf(ctx).Token(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	return lead(ctx, tok) // stops when the term ends
 //
 // When the term is lost (its key vanished, ForceResign took it, renewals
 // failed until the lease ran out, a fixed lease ran out),

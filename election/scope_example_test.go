@@ -19,7 +19,11 @@ func ExampleElection_CampaignScope() {
 		log.Fatal(err)
 	}
 	defer resign()
-	fmt.Println("leading, fenced by token:", election.TermOf(ctx).Token() > 0)
+	tok, err := election.TermOf(ctx).Token(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leading, fenced by token:", tok > 0)
 
 	// An operator ends the term (as from another process): the work done
 	// with ctx stops.

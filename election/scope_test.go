@@ -27,8 +27,12 @@ func TestCampaignScopeEndsWhenKeyDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if term := election.TermOf(ctx); term == nil || term.Token() <= 0 {
-		t.Fatalf("TermOf(the scope's context) = %v, want the term", term)
+	term := election.TermOf(ctx)
+	if term == nil {
+		t.Fatal("TermOf(the scope's context) = nil, want the term")
+	}
+	if tok, err := term.Token(ctx); err != nil || tok <= 0 {
+		t.Fatalf("the scope's term: Token = %d, %v; want a token", tok, err)
 	}
 	t0 := time.Now()
 	if _, err := srv.Do(context.Background(), "DEL", "dsync:election:{"+name+"}"); err != nil {

@@ -92,7 +92,7 @@ func (t *Term) end() {
 	}
 }
 
-// errZero is the error of the zero Term's Proclaim and Resign.
+// errZero is the error of the zero Term's Token, Proclaim and Resign.
 var errZero = fmt.Errorf("election: %w: the zero Term; Campaign makes terms", dsync.ErrNotHeld)
 
 // closed is the Done of the zero Term.
@@ -125,12 +125,16 @@ func (t *Term) Done() <-chan struct{} {
 }
 
 // Token returns the term's fencing token: strictly greater than the token
-// of every earlier term of the election, whoever led it.
-func (t *Term) Token() int64 {
+// of every earlier term of the election, whoever led it. A term taken by a
+// plain campaign (see Campaign) has its token drawn by the first call that
+// needs it, Token or an observer's read: one round trip then; otherwise
+// Token does no I/O. The zero Term has none: Token returns an error
+// matching dsync.ErrNotHeld.
+func (t *Term) Token(ctx context.Context) (int64, error) {
 	if t.e == nil {
-		return 0
+		return 0, errZero
 	}
-	return t.l.Token()
+	return t.l.Token(), nil
 }
 
 // Value returns the leader's value: the one it campaigned with, or that

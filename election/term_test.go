@@ -18,8 +18,11 @@ func TestZeroTermIsOver(t *testing.T) {
 	default:
 		t.Error("Done of the zero Term is open")
 	}
-	if term.Token() != 0 || term.Value() != "" {
-		t.Errorf("zero Term: token %d, value %q", term.Token(), term.Value())
+	if tok, err := term.Token(ctx); tok != 0 || !errors.Is(err, dsync.ErrNotHeld) {
+		t.Errorf("zero Term: Token = %d, %v; want 0 and ErrNotHeld", tok, err)
+	}
+	if term.Value() != "" {
+		t.Errorf("zero Term: value %q", term.Value())
 	}
 	if err := term.Proclaim(ctx, "x"); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("Proclaim: %v; want ErrNotHeld", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/election"
 	"github.com/dsyncgo/dsync/mutex"
@@ -124,13 +125,26 @@ func (c electionClaim) acquire(ctx context.Context, wait time.Duration) (hold, e
 	if err != nil {
 		return nil, err
 	}
-	return termHold{t}, nil
+	// Lost already if Token fails with ErrNotHeld: Done is closed, and run
+	// says so. Any other failure (ctx ended, or the server failed while the
+	// token was drawn) leaves a term the command cannot be fenced by: give
+	// it back, bounded by the connection's timeout on each call.
+	tok, err := t.Token(ctx)
+	if err != nil && !errors.Is(err, dsync.ErrNotHeld) {
+		t.Resign(context.Background())
+		return nil, err
+	}
+	return termHold{t: t, tok: tok}, nil
 }
 
-// termHold is the hold of an electionClaim: a term.
-type termHold struct{ t *election.Term }
+// termHold is the hold of an electionClaim: a term, and its token drawn
+// when it was taken.
+type termHold struct {
+	t   *election.Term
+	tok int64
+}
 
-func (h termHold) token() int64 { return h.t.Token() }
+func (h termHold) token() int64 { return h.tok }
 
 func (h termHold) done() <-chan struct{} { return h.t.Done() }
 

@@ -59,7 +59,7 @@ func TestInspectElection(t *testing.T) {
 	}
 	s := decodeLock(t, stdout)
 	if s.Kind != "election" || s.Key != "dsync:election:{jobs}" || !s.Locked || s.Value != "host-a:1" || s.Holder != st.Owner ||
-		s.HoldCount != 1 || s.Token != term.Token() || s.LeaseMS <= 0 || s.BeganMS != st.Leader.Began.UnixMilli() ||
+		s.HoldCount != 1 || s.Token != mustToken(t, term) || s.LeaseMS <= 0 || s.BeganMS != st.Leader.Began.UnixMilli() ||
 		s.Waiters != 2 || !slices.Equal(s.Candidates, []string{"host-b:2", "host-c:3"}) {
 		t.Errorf("inspect -kind election -json: %+v %+v, waiters %d (state %+v)", s.Exclusive, s.Leadership, s.Waiters, st)
 	}
@@ -80,7 +80,7 @@ func TestInspectElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ = runCmd(t, "", "inspect", "-redis", m.Addr(), "-kind", "election", "-json", "other")
-	if s := decodeLock(t, stdout); code != exitOK || s.Locked || s.Value != "" || s.Holder != "" || s.Token != other.Token() ||
+	if s := decodeLock(t, stdout); code != exitOK || s.Locked || s.Value != "" || s.Holder != "" || s.Token != mustToken(t, other) ||
 		s.LeaseMS != 0 || s.Waiters != 0 || s.Candidates == nil {
 		t.Errorf("an election without a leader: exit %d, %+v %+v", code, s.Exclusive, s.Leadership)
 	}
@@ -161,7 +161,18 @@ func TestForceUnlockElection(t *testing.T) {
 	if err := term.Resign(context.Background()); !errors.Is(err, dsync.ErrNotHeld) {
 		t.Errorf("the forced leader's Resign: %v, want ErrNotHeld", err)
 	}
-	if l, err := e.Leader(context.Background()); err != nil || l.Value != "host-b" || l.Token != t2.Token() {
+	if l, err := e.Leader(context.Background()); err != nil || l.Value != "host-b" || l.Token != mustToken(t, t2) {
 		t.Errorf("Leader after force-unlock: %+v, %v", l, err)
 	}
+}
+
+// mustToken returns term's fencing token, and fails the test if Token
+// returns an error. Not for goroutines other than the test's.
+func mustToken(t testing.TB, term *election.Term) int64 {
+	t.Helper()
+	tok, err := term.Token(context.Background())
+	if err != nil {
+		t.Fatalf("Token: %v", err)
+	}
+	return tok
 }

@@ -31,7 +31,7 @@
 //
 // A lease is not a guarantee: a scheduler paused past its lease (GC, a
 // partition) may still be running a job while another starts it. Pass
-// the fencing token (Locker.Token, Elector.Term().Token()) with every
+// the fencing token (Locker.Token, Elector.Term().Token(ctx)) with every
 // write the job makes, and have the resource refuse a token lower than
 // the highest it has seen.
 package dsyncgocron

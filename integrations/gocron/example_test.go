@@ -59,8 +59,12 @@ func ExampleElector() {
 	}
 	ran := make(chan int64, 1)
 	_, err = s.NewJob(gocron.DurationJob(100*time.Millisecond), gocron.NewTask(func() {
+		tok, err := el.Term().Token(ctx) // the leader's fencing token
+		if err != nil {
+			return // the term ended as the job started
+		}
 		select {
-		case ran <- el.Term().Token(): // the leader's fencing token
+		case ran <- tok:
 		default:
 		}
 	}))

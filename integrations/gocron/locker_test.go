@@ -111,8 +111,10 @@ func TestElectorLeadsWhileRunning(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if term := el.Term(); term == nil || term.Token() <= 0 {
-		t.Errorf("Term while leading: %v", term)
+	if term := el.Term(); term == nil {
+		t.Errorf("Term while leading: nil")
+	} else if tok, err := term.Token(context.Background()); err != nil || tok <= 0 {
+		t.Errorf("Term while leading: Token = %d, %v; want a token", tok, err)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

@@ -23,11 +23,12 @@ func TestOneLeaderAtATimeAndFairTurns(t *testing.T) {
 			defer cancel()
 			p := prefix()
 			var (
-				mu    sync.Mutex
-				terms [candidates]*election.Term
-				last  int64
-				led   [candidates]int
-				bad   int
+				mu     sync.Mutex
+				terms  [candidates]*election.Term
+				tokens [candidates]int64 // terms' tokens
+				last   int64
+				led    [candidates]int
+				bad    int
 			)
 			stop := time.Now().Add(run)
 			var wg sync.WaitGroup
@@ -42,18 +43,24 @@ func TestOneLeaderAtATimeAndFairTurns(t *testing.T) {
 							t.Errorf("candidate %d: %v", i, err)
 							return
 						}
+						tok, err := term.Token(ctx)
+						if err != nil {
+							t.Errorf("candidate %d: token: %v", i, err)
+							term.Resign(ctx)
+							return
+						}
 						mu.Lock()
 						for j, o := range terms {
 							if o != nil && j != i && !isClosed(o.Done()) {
 								bad++
-								t.Errorf("candidate %d leads (token %d) while candidate %d's term (token %d) is open", i, term.Token(), j, o.Token())
+								t.Errorf("candidate %d leads (token %d) while candidate %d's term (token %d) is open", i, tok, j, tokens[j])
 							}
 						}
-						if term.Token() <= last {
+						if tok <= last {
 							bad++
-							t.Errorf("candidate %d's token %d after %d", i, term.Token(), last)
+							t.Errorf("candidate %d's token %d after %d", i, tok, last)
 						}
-						last, terms[i] = term.Token(), term
+						last, terms[i], tokens[i] = tok, term, tok
 						led[i]++
 						mu.Unlock()
 						time.Sleep(rand.N(20 * time.Millisecond))

@@ -46,7 +46,12 @@ func runChild() bool {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	fmt.Println("leading", term.Token())
+	tok, err := term.Token(context.Background())
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("leading", tok)
 	<-term.Done()
 	fmt.Println("lost")
 	select {}
@@ -127,8 +132,8 @@ func TestFailoverWhenLeaderKilled(t *testing.T) {
 			if took > lease+200*time.Millisecond {
 				t.Errorf("the next candidate led %v after the leader was killed; want within the lease %v + 200ms", took, lease)
 			}
-			if r.term.Token() <= token {
-				t.Errorf("token %d after %d", r.term.Token(), token)
+			if mustToken(t, r.term) <= token {
+				t.Errorf("token %d after %d", mustToken(t, r.term), token)
 			}
 			if err := r.term.Resign(ctx); err != nil {
 				t.Fatal(err)

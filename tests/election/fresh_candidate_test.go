@@ -47,8 +47,8 @@ func TestCampaignWithTheLeadersOwnerQueues(t *testing.T) {
 	if term == nil {
 		return
 	}
-	if term.Token() <= first.Token() || term.Value() != "b" {
-		t.Errorf("the second campaign's term: token %d after %d, value %q; want a greater token and value b", term.Token(), first.Token(), term.Value())
+	if mustToken(t, term) <= mustToken(t, first) || term.Value() != "b" {
+		t.Errorf("the second campaign's term: token %d after %d, value %q; want a greater token and value b", mustToken(t, term), mustToken(t, first), term.Value())
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)

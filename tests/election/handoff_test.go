@@ -65,8 +65,8 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 			t.Fatal(err)
 		}
 		handed, err := probe.State(ctx)
-		if err != nil || handed.Owner == "" || handed.LastToken <= aTerm.Token() || handed.TTL > time.Second {
-			t.Fatalf("state after A's resignation = %+v, %v; want W's term, token above %d, on a 1s lease", handed, err, aTerm.Token())
+		if err != nil || handed.Owner == "" || handed.LastToken <= mustToken(t, aTerm) || handed.TTL > time.Second {
+			t.Fatalf("state after A's resignation = %+v, %v; want W's term, token above %d, on a 1s lease", handed, err, mustToken(t, aTerm))
 		}
 
 		// W's heartbeat at 1.67s finds no term, X at the head: W is
@@ -83,8 +83,8 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 		if xr.err != nil {
 			t.Fatalf("X: %v", xr.err)
 		}
-		if xr.term.Token() <= handed.LastToken {
-			t.Fatalf("X's token = %d; want above the expired hand-off's %d", xr.term.Token(), handed.LastToken)
+		if mustToken(t, xr.term) <= handed.LastToken {
+			t.Fatalf("X's token = %d; want above the expired hand-off's %d", mustToken(t, xr.term), handed.LastToken)
 		}
 		synctest.Wait()
 		var wr campaignResult
@@ -94,7 +94,7 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 			wReturned = true
 			if wr.err == nil {
 				t.Errorf("W's Campaign returned a term (token %d) while X leads (token %d): W took the hand-off of token %d, which expired before W's last attempt",
-					wr.term.Token(), xr.term.Token(), handed.LastToken)
+					mustToken(t, wr.term), mustToken(t, xr.term), handed.LastToken)
 			} else {
 				t.Errorf("W's Campaign failed: %v", wr.err)
 			}
@@ -119,11 +119,11 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 			if wr.err != nil {
 				t.Fatalf("W after X's resignation: %v", wr.err)
 			}
-			if wr.term.Token() <= xr.term.Token() {
-				t.Errorf("W's token = %d; want above X's %d", wr.term.Token(), xr.term.Token())
+			if mustToken(t, wr.term) <= mustToken(t, xr.term) {
+				t.Errorf("W's token = %d; want above X's %d", mustToken(t, wr.term), mustToken(t, xr.term))
 			}
-			if st, err := probe.State(ctx); err != nil || st.Leader.Value != "w" || st.LastToken != wr.term.Token() || st.Queued != 0 {
-				t.Errorf("state while W leads = %+v, %v; want W's term (token %d), nobody queued", st, err, wr.term.Token())
+			if st, err := probe.State(ctx); err != nil || st.Leader.Value != "w" || st.LastToken != mustToken(t, wr.term) || st.Queued != 0 {
+				t.Errorf("state while W leads = %+v, %v; want W's term (token %d), nobody queued", st, err, mustToken(t, wr.term))
 			}
 			select {
 			case <-wr.term.Done():

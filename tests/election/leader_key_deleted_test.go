@@ -29,10 +29,10 @@ func TestTokenAboveAfterLeaderKeyDeleted(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if term.Token() <= last {
-					t.Fatalf("term %d: token %d; want above the last term's %d", i, term.Token(), last)
+				if mustToken(t, term) <= last {
+					t.Fatalf("term %d: token %d; want above the last term's %d", i, mustToken(t, term), last)
 				}
-				last = term.Token()
+				last = mustToken(t, term)
 				if err := term.Resign(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -75,8 +75,8 @@ func TestLeaderHashOfEarlierVersionCarriedOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if term.Token() != token+1 {
-				t.Errorf("token %d; want %d, after the earlier version's", term.Token(), token+1)
+			if mustToken(t, term) != token+1 {
+				t.Errorf("token %d; want %d, after the earlier version's", mustToken(t, term), token+1)
 			}
 			if l, err := e.Leader(ctx); err != nil || l.Value != "a" || l.Token != token+1 {
 				t.Errorf("Leader = %+v, %v; want a with token %d", l, err, token+1)

@@ -125,3 +125,14 @@ func notHeld(t *testing.T, err error, what string) {
 		t.Errorf("%s: %v; want an error matching dsync.ErrNotHeld", what, err)
 	}
 }
+
+// mustToken returns term's fencing token, and fails the test if Token
+// returns an error. Not for goroutines other than the test's.
+func mustToken(t testing.TB, term *election.Term) int64 {
+	t.Helper()
+	tok, err := term.Token(context.Background())
+	if err != nil {
+		t.Fatalf("Token: %v", err)
+	}
+	return tok
+}

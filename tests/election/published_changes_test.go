@@ -46,7 +46,7 @@ func TestEveryChangePublishedOnceAcrossFastPathAndDeletedKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens = append(tokens, term.Token())
+		tokens = append(tokens, mustToken(t, term))
 		return term
 	}
 	must := func(err error) {
@@ -65,7 +65,7 @@ func TestEveryChangePublishedOnceAcrossFastPathAndDeletedKeys(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("TryCampaign with the term's key deleted = %v, %v; want to lead", ok, err)
 	}
-	tokens = append(tokens, c.Token())
+	tokens = append(tokens, mustToken(t, c))
 	must(c.Proclaim(ctx, "c\n"))
 	must(c.Resign(ctx))
 	if err := bt.Resign(ctx); !errors.Is(err, dsync.ErrNotHeld) {

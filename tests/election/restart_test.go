@@ -53,8 +53,8 @@ func TestServerRestartEndsTheTermAndTheNextLeads(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	defer r.term.Resign(ctx)
-	if r.term.Token() <= term.Token() {
-		t.Errorf("token %d after %d", r.term.Token(), term.Token())
+	if mustToken(t, r.term) <= mustToken(t, term) {
+		t.Errorf("token %d after %d", mustToken(t, r.term), mustToken(t, term))
 	}
 	// The observer sees the lapse unless the candidate led before it
 	// read the state again; then the new leader.
@@ -62,8 +62,8 @@ func TestServerRestartEndsTheTermAndTheNextLeads(t *testing.T) {
 	if l.IsZero() {
 		l = w.next(t, 5*time.Second, "b")
 	}
-	if l.Value != "b" || l.Token != r.term.Token() {
-		t.Errorf("observed %+v; want b with token %d (saw %v)", l, r.term.Token(), w.seen)
+	if l.Value != "b" || l.Token != mustToken(t, r.term) {
+		t.Errorf("observed %+v; want b with token %d (saw %v)", l, mustToken(t, r.term), w.seen)
 	}
 	t.Logf("restart took %v; the leader was told %v after the server was back, the candidate led %v after",
 		up.Sub(restarted), told, r.at.Sub(up))

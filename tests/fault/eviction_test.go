@@ -125,7 +125,12 @@ func evictKinds() []evictKind {
 					if err != nil {
 						return evictAcquisition{}, err
 					}
-					return evictAcquisition{write: true, token: term.Token(), done: term.Done(), release: func() error { return term.Resign(context.Background()) }}, nil
+					token, err := term.Token(ctx)
+					if err != nil {
+						term.Resign(context.Background())
+						return evictAcquisition{}, err
+					}
+					return evictAcquisition{write: true, token: token, done: term.Done(), release: func() error { return term.Resign(context.Background()) }}, nil
 				}, func(ctx context.Context) (bool, error) {
 					term, ok, err := fresh.TryCampaign(ctx, "fresh")
 					if ok {

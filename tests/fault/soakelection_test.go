@@ -76,7 +76,14 @@ func (c *soakEnv) termOnce(l soakCampaign, how int) {
 		c.say(soakEvent{kind: "fail", call: call, ret: c.now()})
 		return
 	}
-	token := term.Token()
+	token, err := term.Token(ctx)
+	if err != nil {
+		// Won but not fenced: no read or write under it; it is given back
+		// (or runs out) before the attempt is told failed.
+		term.Resign(ctx)
+		c.say(soakEvent{kind: "fail", call: call, ret: c.now()})
+		return
+	}
 	c.say(soakEvent{kind: "acq", token: token, call: call, ret: c.now()})
 	go func() {
 		<-term.Done()
