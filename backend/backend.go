@@ -92,7 +92,8 @@ type Call struct {
 
 	// Command, when Script is nil, is a plain command to send instead,
 	// as Command, Keys..., Args... (SET key value NX PX ms, for
-	// Setter.SetNX): an adapter's Pipeline sends such calls. EvalBatch is
+	// Setter.SetNX, and PUBLISH channel message, for
+	// SetPublisher.SetNXPublish): an adapter's Pipeline sends such calls. EvalBatch is
 	// never given one. Line, if set, is that whole command line, made by
 	// the caller, which CommandLine returns as it is.
 	Command string
@@ -104,7 +105,9 @@ type Call struct {
 
 // Key returns the key that routes the call to its hash slot: its first
 // key, or a plain command's, the argument after the command's name (SET
-// key value ...); "" if it has none.
+// key value ..., or PUBLISH channel ..., which any node of a cluster
+// would take, but whose slot's master is where the shipped adapters
+// subscribe the channel); "" if it has none.
 func (c Call) Key() string {
 	if len(c.Keys) > 0 {
 		return c.Keys[0]
@@ -163,6 +166,40 @@ type Setter interface {
 	// go-redis does) finds the key its first attempt set. A caller that
 	// retries reads the value before it concludes.
 	SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+}
+
+// A SetPublisher is a Setter that also sends, in the same round trip, a
+// message for those who watch the key: an optional extension of Backend,
+// which dsync uses where it has one to announce, at no extra round trip,
+// a key it may have set (an election's campaign hints its observers). The
+// shipped adapters implement it through their Pipeline
+// (Pipeline.SetNXPublish).
+type SetPublisher interface {
+	Setter
+
+	// SetNXPublish is SetNX followed, in the same round trip, by PUBLISH
+	// channel message: the two commands are written together, adjacent
+	// and in that order, and both replies are read, as for a batch of two
+	// calls. The PUBLISH is sent whether or not the SET took the key, and
+	// it is not sent at all when the SET is not (ttl of zero or less, a
+	// context that ended before the call went out, a closed backend).
+	//
+	// It reports the SET's outcome and errors as SetNX does: ttl is
+	// rounded up to a whole millisecond (see PX), zero or less is an
+	// error matching dsync.ErrInvalidLease before any I/O, ctx bounds the
+	// call (rule 7), a closed backend fails it with ErrClosed, and a
+	// transport error, for the pair as a whole, may hide a success of the
+	// SET, and a sent PUBLISH. The PUBLISH's own failure (an error reply,
+	// such as a channel an ACL denies, or a reply that cannot be read as
+	// one) is dropped, and the SET's known outcome reported: the message
+	// is a hint, which pub/sub already delivers at most once (a
+	// subscriber that was reconnecting misses it, and gets a gap), so its
+	// receivers must do without it anyway, whereas an error would turn a
+	// known outcome of the SET into an unknown one that the caller must
+	// read the key to settle. A channel an ACL denies fails the
+	// receivers' SUBSCRIBE under the same rule, where it is seen. The
+	// number of receivers is not reported.
+	SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error)
 }
 
 // PX returns ttl as the milliseconds of SET's PX, rounded up so that a

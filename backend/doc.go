@@ -35,7 +35,8 @@
 //     how). A client that pipelines by itself (rueidis) needs none.
 //   - NormalizeReply, ArgStrings and TransportError translate replies,
 //     arguments and errors; PipelineBatch implements Batcher over a
-//     client's pipeline; PX and SetReply help implement Setter.
+//     client's pipeline; PX and SetReply help implement Setter, which a
+//     Pipeline implements, as it does SetPublisher.
 //   - CallContext, DeadlineContext, CallTimeout and Calls keep rule 7
 //     (see below, by client), for an adapter without a Pipeline.
 //
@@ -131,7 +132,11 @@
 // Setter lets dsync set a key that must not exist yet (a free lock's) with
 // a plain SET NX PX, cheaper on the server than a script; without it,
 // dsync runs a script instead. The
-// Backend/SetNX cases check it where it is implemented.
+// Backend/SetNX cases check it where it is implemented. A Setter that
+// implements SetPublisher also sends a PUBLISH in the SET's round trip
+// (an election's campaign announces itself to its observers with it);
+// Pipeline.SetNXPublish implements it, and the Backend/SetNXPublish cases
+// check it.
 //
 // Rule 7, by what the client does with a context:
 //

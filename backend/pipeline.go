@@ -74,13 +74,15 @@ type PipelineConfig struct {
 	Off bool
 }
 
-// maxBatch bounds the calls sent in one batch.
+// maxBatch bounds the entries of the queue sent in one batch: calls, or
+// the pairs of SetNXPublish, which count as one so as never to be split.
 const maxBatch = 512
 
 // Pipeline is the calling half of a backend for a client that does not
 // pipeline by itself, written once for every adapter as Mux is the pub/sub
 // half: concurrent calls through one backend share round trips. An
-// adapter's Eval calls Do, and its Close calls Close.
+// adapter's Eval calls Do, its SetNX and SetNXPublish (Setter and
+// SetPublisher) the Pipeline's, and its Close calls Close.
 //
 // Calls are batched naturally: while a round trip is on the wire, new
 // calls queue; as soon as it returns, every call queued meanwhile goes out
@@ -167,14 +169,14 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 // its reply or has gone.
 type pending struct {
 	call     Call
-	batch    []Call    // instead of call, for EvalBatch
+	batch    []Call    // instead of call, for EvalBatch and SetNXPublish
 	deadline time.Time // the caller's, or zero
 	gone     atomic.Bool
 	done     chan struct{} // receives once the reply is in
 	timer    *time.Timer   // for a deadline without Done, made once
 
 	reply   any
-	results []Result // of batch
+	results []Result // of batch, the Pipeline's no longer
 	err     error
 	wrap    bool // err is the client's, for Wrap
 }
@@ -247,6 +249,83 @@ func (p *Pipeline) SetNX(ctx context.Context, key, value string, ttl time.Durati
 		return false, err
 	}
 	return SetReply(p.Do(ctx, Call{Command: "SET", Line: []any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}}))
+}
+
+// SetNXPublish implements SetPublisher.SetNXPublish for an adapter over a
+// Pipeline: SET key value NX PX ms and PUBLISH channel message go out as
+// one batch of two calls (cfg.Batch), adjacent and in that order, in the
+// Pipeline's order with the other calls: sent on the caller's goroutine
+// when Do would send a lone call there, or else queued as one entry, which
+// a batch of other callers' calls takes whole or not at all. The
+// PUBLISH's own error is dropped (see SetPublisher). It costs what a
+// batch costs where SetNX costs a lone call: use SetNX where nothing is to
+// be announced.
+func (p *Pipeline) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
+	ms, err := PX(ttl)
+	if err != nil {
+		return false, err
+	}
+	results, err := p.doBatch(ctx, []Call{
+		{Command: "SET", Line: []any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}},
+		{Command: "PUBLISH", Line: []any{"PUBLISH", p.boxes.box(channel), message}},
+	})
+	if err != nil {
+		return false, err
+	}
+	return SetReply(results[0].Reply, results[0].Err)
+}
+
+// doBatch sends calls as one batch, in the Pipeline's order as Do sends a
+// call: on the caller's goroutine when Do would send a call there, else
+// as one entry of the queue (or, with Off, alone on a goroutine of its
+// own). It returns one Result per call, or an error for the whole batch:
+// a transport error, ErrClosed, or ctx's error if ctx ended first.
+func (p *Pipeline) doBatch(ctx context.Context, calls []Call) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cctx, direct := p.callContext(ctx)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0) {
+		if !p.cfg.Off {
+			p.busy++
+		}
+		p.mu.Unlock()
+		results, err := PipelineBatch(cctx, calls, p.cfg.Batch)
+		if !p.cfg.Off {
+			p.release()
+		}
+		return results, p.wrap(ctx, err)
+	}
+	pd := p.pendings.Get().(*pending)
+	pd.batch = calls
+	pd.deadline, _ = ctx.Deadline()
+	if p.cfg.Off {
+		p.goroutines.Add(1)
+		go p.runOne(pd)
+	} else {
+		p.queue = append(p.queue, pd)
+		if p.busy < p.cfg.Conns {
+			p.busy++
+			p.goroutines.Add(1)
+			go p.run()
+		}
+	}
+	p.mu.Unlock()
+	if err := p.await(ctx, pd); err != nil {
+		return nil, err
+	}
+	results, err, wrap := pd.results, pd.err, pd.wrap
+	pd.batch, pd.results, pd.err = nil, nil, nil
+	p.pendings.Put(pd)
+	if wrap {
+		err = p.wrap(ctx, err)
+	}
+	return results, err
 }
 
 // EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:
@@ -404,29 +483,48 @@ func (p *Pipeline) send(batch []*pending, calls []Call) []Call {
 	case 0:
 		return calls
 	case 1:
-		// Alone: the client's single-call path is the cheaper.
-		reply, err := p.cfg.Send(ctx, live[0].call)
-		live[0].deliver(reply, err, true)
-		return calls
+		if live[0].batch == nil {
+			// Alone: the client's single-call path is the cheaper.
+			reply, err := p.cfg.Send(ctx, live[0].call)
+			live[0].deliver(reply, err, true)
+			return calls
+		}
 	}
 	calls = calls[:0]
 	for _, pd := range live {
-		calls = append(calls, pd.call)
+		if pd.batch != nil {
+			calls = append(calls, pd.batch...) // adjacent, as its caller made them
+		} else {
+			calls = append(calls, pd.call)
+		}
 	}
 	results, err := PipelineBatch(ctx, calls, p.cfg.Batch)
 	clear(calls)
-	for i, pd := range live {
-		if err != nil {
+	i := 0
+	for _, pd := range live {
+		n := 1
+		if pd.batch != nil {
+			n = len(pd.batch) // read before deliver, after which pd is its caller's
+		}
+		switch {
+		case err != nil:
 			pd.deliver(nil, err, true)
-		} else {
+		case pd.batch != nil:
+			// Its own part of results, which the Pipeline keeps no
+			// more than it keeps EvalBatch's.
+			pd.results = results[i : i+n : i+n]
+			pd.deliver(nil, nil, false)
+		default:
 			pd.deliver(results[i].Reply, results[i].Err, false)
 		}
+		i += n
 	}
 	return calls
 }
 
-// runOne sends pd's call, or its batch, alone: a call with sharing off, or
-// an EvalBatch that cannot run on its caller's goroutine.
+// runOne sends pd's call, or its batch, alone: a call or a SetNXPublish
+// with sharing off, or an EvalBatch, that cannot run on its caller's
+// goroutine.
 func (p *Pipeline) runOne(pd *pending) {
 	defer p.goroutines.Done()
 	if pd.gone.Load() {

@@ -102,7 +102,8 @@ func (s *suite) backendRules() []rule {
 		{"IdlePubSubStaysOneConnection", "rule 4: a pub/sub connection left without subscriptions is kept while idle, not redialled at each health check", true, s.testIdlePubSub},
 	}
 	rs = append(rs, s.sharingRules()...)
-	return append(rs, s.setterRules()...)
+	rs = append(rs, s.setterRules()...)
+	return append(rs, s.setPublisherRules()...)
 }
 
 var infoStatsScript = backend.NewScript(`-- KEYS: none. Reply: INFO stats.

@@ -152,14 +152,14 @@ func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) { o.mux.MaxBackoff = d }
 }
 
-// WithReplicaAck makes every call (scripts and SetNX) wait, after it ran,
-// until n replicas acknowledged its writes (WAIT n timeout, sent in the
-// same round trip on the same connection), as Redisson's sync-slaves check
-// does. A
-// call that fewer replicas acknowledged within timeout fails with an error
-// matching ErrNotReplicated: its writes happened on the primary, but a
-// failover now could lose them, so dsync treats the call as failed and
-// retries it (acquisitions and releases are idempotent under retry).
+// WithReplicaAck makes every call (scripts, SetNX and SetNXPublish) wait,
+// after it ran, until n replicas acknowledged its writes (WAIT n timeout,
+// sent in the same round trip on the same connection), as Redisson's
+// sync-slaves check does. A call that fewer replicas acknowledged within
+// timeout fails with an error matching ErrNotReplicated: its writes
+// happened on the primary, but a failover now could lose them, so dsync
+// treats the call as failed and retries it (acquisitions and releases are
+// idempotent under retry).
 //
 // Replication stays asynchronous: an acknowledged write survives the
 // failover of one primary to an acknowledging replica, no more. Fencing
@@ -193,10 +193,11 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Sharded = (*Backend)(nil)
-	_ backend.Batcher = (*Backend)(nil)
-	_ backend.Setter  = (*Backend)(nil)
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Sharded      = (*Backend)(nil)
+	_ backend.Batcher      = (*Backend)(nil)
+	_ backend.Setter       = (*Backend)(nil)
+	_ backend.SetPublisher = (*Backend)(nil)
 )
 
 // New returns a Backend that runs scripts through c. A nil client, or a
@@ -259,14 +260,27 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 	return b.pipe.SetNX(ctx, key, value, ttl)
 }
 
+// SetNXPublish implements backend.SetPublisher: the SET and the PUBLISH
+// go out as one pipeline (a batch of the Pipeline), in one round trip; on
+// a cluster the PUBLISH goes to its channel's slot's master (see newCmd),
+// the SET's when the channel shares its key's hash tag, else a round trip
+// to each node, in parallel. With WithReplicaAck, WAIT follows them in the
+// pipeline, as it follows SetNX.
+func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
+	}
+	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
+}
+
 // send sends one call (backend.PipelineConfig).
 func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	if b.opts.ackReplicas > 0 {
 		return b.sendAcked(ctx, c)
 	}
-	reply, err := b.do(ctx, c.CommandLine(false))
+	reply, err := b.do(ctx, c, false)
 	if isNoScript(err) {
-		reply, err = b.do(ctx, c.CommandLine(true))
+		reply, err = b.do(ctx, c, true)
 	}
 	if err != nil {
 		return nil, err
@@ -280,9 +294,9 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 func (b *Backend) sendAcked(ctx context.Context, c backend.Call) (any, error) {
 	send := func(source bool) (noRetry, *redis.Cmd) {
 		p := b.c.Pipeline()
-		call := newCmd(ctx, c.CommandLine(source))
+		call := newCmd(ctx, c, source)
 		p.Process(ctx, call)
-		wait := p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
+		wait := b.wait(ctx, p)
 		p.Exec(ctx) // errors are read from each command
 		return call, wait
 	}
@@ -296,14 +310,30 @@ func (b *Backend) sendAcked(ctx context.Context, c backend.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	acked, err := wait.Int64()
-	if err != nil {
+	if err := b.acked(wait); err != nil {
 		return nil, err
 	}
-	if acked < int64(b.opts.ackReplicas) {
-		return nil, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
-	}
 	return backend.NormalizeReply(reply, serverError)
+}
+
+// wait queues WAIT in p, for WithReplicaAck: sent after the calls, on
+// their connection, it counts the replicas that acknowledged their
+// writes.
+func (b *Backend) wait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
+	return p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
+}
+
+// acked reads the reply of wait: an error matching ErrNotReplicated if
+// fewer replicas than WithReplicaAck asks acknowledged the writes.
+func (b *Backend) acked(wait *redis.Cmd) error {
+	acked, err := wait.Int64()
+	if err != nil {
+		return err
+	}
+	if acked < int64(b.opts.ackReplicas) {
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.opts.ackReplicas, b.opts.ackTimeout)
+	}
+	return nil
 }
 
 // noRetry is a command that go-redis does not send again once it was
@@ -313,13 +343,24 @@ type noRetry struct{ *redis.Cmd }
 
 func (noRetry) NoRetry() bool { return true }
 
-func newCmd(ctx context.Context, line []any) noRetry {
-	return noRetry{redis.NewCmd(ctx, line...)}
+// newCmd returns c as a command that go-redis does not retry once
+// written, with EVAL when source is true. A plain command's key is its
+// first argument (backend.Call.Key): a cluster client would otherwise take
+// PUBLISH for a command without a key, and send it to any master rather
+// than to its channel's slot's master, where the adapter subscribes the
+// channel (see the package documentation) and where the SET it follows
+// goes when the channel shares the key's hash tag.
+func newCmd(ctx context.Context, c backend.Call, source bool) noRetry {
+	cmd := redis.NewCmd(ctx, c.CommandLine(source)...)
+	if c.Script == nil {
+		cmd.SetFirstKeyPos(1)
+	}
+	return noRetry{cmd}
 }
 
-// do sends line as one command that go-redis does not retry once written.
-func (b *Backend) do(ctx context.Context, line []any) (any, error) {
-	cmd := newCmd(ctx, line)
+// do sends c as one command that go-redis does not retry once written.
+func (b *Backend) do(ctx context.Context, c backend.Call, source bool) (any, error) {
+	cmd := newCmd(ctx, c, source)
 	b.c.Process(ctx, cmd)
 	return cmd.Result()
 }
@@ -367,13 +408,21 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backen
 	return b.pipe.EvalBatch(ctx, calls)
 }
 
-// pipeline sends calls in one pipeline (backend.PipelineConfig).
+// pipeline sends calls in one pipeline (backend.PipelineConfig), followed
+// by WAIT with WithReplicaAck (which turns sharing off: the batch is then
+// one caller's, a SetNXPublish, or an EvalBatch), as sendAcked sends a
+// call: a batch fewer replicas acknowledged fails as a whole, with an
+// error matching ErrNotReplicated.
 func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
 	p := b.c.Pipeline()
 	cmds := make([]noRetry, len(calls))
 	for i, c := range calls {
-		cmds[i] = newCmd(ctx, c.CommandLine(source))
+		cmds[i] = newCmd(ctx, c, source)
 		p.Process(ctx, cmds[i])
+	}
+	var wait *redis.Cmd
+	if b.opts.ackReplicas > 0 {
+		wait = b.wait(ctx, p)
 	}
 	p.Exec(ctx) // errors are read from each command
 	results := make([]backend.Result, len(calls))
@@ -386,6 +435,11 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 			reply, err = backend.NormalizeReply(reply, serverError)
 		}
 		results[i] = backend.Result{Reply: reply, Err: b.wrap(ctx, err)}
+	}
+	if wait != nil {
+		if err := b.acked(wait); err != nil {
+			return nil, err
+		}
 	}
 	return results, nil
 }

@@ -123,8 +123,9 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Setter  = (*Backend)(nil)
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Setter       = (*Backend)(nil)
+	_ backend.SetPublisher = (*Backend)(nil)
 )
 
 // New returns a Backend that runs scripts on connections from pool. A nil
@@ -166,6 +167,15 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 		return false, err
 	}
 	return b.pipe.SetNX(ctx, key, value, ttl)
+}
+
+// SetNXPublish implements backend.SetPublisher: the SET and the PUBLISH
+// go out as one batch of the Pipeline, in one round trip.
+func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
+	}
+	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
 }
 
 // send sends one call on a connection of its own (backend.PipelineConfig):

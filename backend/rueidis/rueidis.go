@@ -115,10 +115,11 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Sharded = (*Backend)(nil)
-	_ backend.Batcher = (*Backend)(nil)
-	_ backend.Setter  = (*Backend)(nil)
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Sharded      = (*Backend)(nil)
+	_ backend.Batcher      = (*Backend)(nil)
+	_ backend.Setter       = (*Backend)(nil)
+	_ backend.SetPublisher = (*Backend)(nil)
 )
 
 var errNilClient = fmt.Errorf("%w: rueidis: nil client", dsync.ErrInvalidBackend)
@@ -190,6 +191,18 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 	return b.pipe.SetNX(ctx, key, value, ttl)
 }
 
+// SetNXPublish implements backend.SetPublisher: the SET and the PUBLISH
+// go out as one batch of the Pipeline, one DoMulti, in one round trip; on
+// a cluster the PUBLISH goes to its channel's slot's master, the SET's
+// when the channel shares its key's hash tag, else a round trip to each
+// node, in parallel.
+func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
+	if err := b.check(ctx); err != nil {
+		return false, err
+	}
+	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
+}
+
 // send sends one call (backend.PipelineConfig).
 func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	return bounded(ctx, func(ctx context.Context) (any, error) {
@@ -208,8 +221,9 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 }
 
 // command builds c's command: EVALSHA, or EVAL when source is true, or a
-// plain command, whose line (SET key value NX PX ms, the only one dsync
-// sends) has its key first.
+// plain command, whose line (SET key value NX PX ms, or PUBLISH channel
+// message, the only ones dsync sends) has its key first (backend.Call.Key):
+// a PUBLISH goes to its channel's slot's master on a cluster.
 func (b *Backend) command(c backend.Call, source bool) (rueidis.Completed, error) {
 	var buf [16]string // the builder copies the strings
 	if c.Script == nil {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -61,4 +62,40 @@ func CallConcurrently(tb testing.TB, n *Node, b backend.Backend, s *backend.Scri
 	return float64(after.Reads-before.Reads-1) / float64(calls),
 		float64(after.Commands-before.Commands-1) / float64(calls),
 		after.CPU - before.CPU
+}
+
+// SetNXPublishCost calls SetNXPublish through b calls times, one after the
+// other, each on a key of its own and with a context from newCtx, and
+// returns what it cost the node per call: the server's read events (1
+// when the SET and the PUBLISH arrive together, 2 when each makes a round
+// trip of its own) and commands. b must implement backend.SetPublisher;
+// the node's other clients must be idle.
+func SetNXPublishCost(tb testing.TB, n *Node, b backend.Backend, calls int, newCtx func() (context.Context, context.CancelFunc)) (reads, cmds float64) {
+	tb.Helper()
+	sp, ok := b.(backend.SetPublisher)
+	if !ok {
+		tb.Fatalf("%T does not implement backend.SetPublisher", b)
+	}
+	call := func(i int) {
+		ctx, cancel := newCtx()
+		defer cancel()
+		if _, err := sp.SetNXPublish(ctx, fmt.Sprintf("setpublish:%d", i), "v", time.Minute, "setpublish", "hint"); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	call(-1) // the connection is dialled, and its handshake read, before the count
+	before, err := n.Stats(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range calls {
+		call(i)
+	}
+	after, err := n.Stats(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The second Stats's INFO is a read and a command of its own.
+	return float64(after.Reads-before.Reads-1) / float64(calls),
+		float64(after.Commands-before.Commands-1) / float64(calls)
 }
