@@ -41,22 +41,39 @@ const (
 // its own (see rwlock/lua/rw.lua); with fields, those of a primitive that
 // counts what it holds (the semaphore's permits and capacity).
 func PlainValue(owner, id, role string, fields ...int64) string {
+	return plainValue(owner, id, role, "", fields)
+}
+
+// TermTail returns the tail of an election term's plain value, which
+// carries the candidate's value: what a campaign passes to NewHold.
+func TermTail(value string) string { return "=" + value }
+
+// TermValue returns the plain value of an election term, the plain form
+// of the exclusive state for a term taken by a plain campaign: the owner
+// and the hold id, then the lease and the fence ttl of the election in
+// ms, and the candidate's value (see codec.lua).
+func TermValue(owner, id string, lease, fenceTTL int64, value string) string {
+	return plainValue(owner, id, "x", TermTail(value), []int64{lease, fenceTTL})
+}
+
+func plainValue(owner, id, role, tail string, fields []int64) string {
 	var b strings.Builder
-	b.Grow(plainLen(len(owner), len(id), role, fields))
+	b.Grow(plainLen(len(owner), len(id), role, tail, fields))
 	b.WriteString(owner)
 	b.WriteByte(' ')
 	b.WriteString(id)
-	writePlainRest(&b, role, fields)
+	writePlainRest(&b, role, tail, fields)
 	return b.String()
 }
 
 // NewHold returns the ids of a fresh acquisition in role and its hold's
-// plain value, PlainValue(owner, op, role, fields...): owner is the one
+// plain value, PlainValue(owner, op, role, fields...) followed by tail if
+// it is not empty (an election term's, see TermTail): owner is the one
 // given, or a fresh owner id if it is "" (an ownerless hold), and op a
 // fresh operation id, each made as dsync.NewID makes ids (128 random bits,
 // 32 hex digits). The three are parts of one string, made with one
 // allocation, on the path of every acquisition.
-func NewHold(owner, role string, fields ...int64) (ownerID, op, plain string) {
+func NewHold(owner, role, tail string, fields ...int64) (ownerID, op, plain string) {
 	var random [32]byte
 	var digits [64]byte
 	fresh := owner == ""
@@ -71,7 +88,7 @@ func NewHold(owner, role string, fields ...int64) (ownerID, op, plain string) {
 		ownerLen = 32
 	}
 	var b strings.Builder
-	b.Grow(plainLen(ownerLen, 32, role, fields))
+	b.Grow(plainLen(ownerLen, 32, role, tail, fields))
 	id := digits[:32]
 	if fresh {
 		b.Write(digits[:32])
@@ -81,14 +98,14 @@ func NewHold(owner, role string, fields ...int64) (ownerID, op, plain string) {
 	}
 	b.WriteByte(' ')
 	b.Write(id)
-	writePlainRest(&b, role, fields)
+	writePlainRest(&b, role, tail, fields)
 	plain = b.String()
 	return plain[:ownerLen], plain[ownerLen+1 : ownerLen+33], plain
 }
 
 // plainLen bounds the length of a plain value.
-func plainLen(owner, id int, role string, fields []int64) int {
-	n := owner + 1 + id + len(" r")
+func plainLen(owner, id int, role, tail string, fields []int64) int {
+	n := owner + 1 + id + len(" r") + 1 + len(tail)
 	for range fields {
 		n += len(" -9223372036854775808")
 	}
@@ -96,7 +113,7 @@ func plainLen(owner, id int, role string, fields []int64) int {
 }
 
 // writePlainRest writes what follows the hold id in a plain value.
-func writePlainRest(b *strings.Builder, role string, fields []int64) {
+func writePlainRest(b *strings.Builder, role, tail string, fields []int64) {
 	if role == "r" {
 		b.WriteString(" r")
 	}
@@ -104,6 +121,10 @@ func writePlainRest(b *strings.Builder, role string, fields []int64) {
 	for _, f := range fields {
 		b.WriteByte(' ')
 		b.Write(strconv.AppendInt(digits[:0], f, 10))
+	}
+	if tail != "" {
+		b.WriteByte(' ')
+		b.WriteString(tail)
 	}
 }
 

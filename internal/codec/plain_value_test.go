@@ -35,7 +35,7 @@ func isID(s string) bool {
 func TestNewHoldIDs(t *testing.T) {
 	seen := make(map[string]bool)
 	for i := range 1000 {
-		owner, op, plain := NewHold("", "x")
+		owner, op, plain := NewHold("", "x", "")
 		if !isID(owner) || !isID(op) || owner == op {
 			t.Fatalf("NewHold: owner %q, op %q: want two distinct ids of 32 hex digits", owner, op)
 		}
@@ -51,7 +51,7 @@ func TestNewHoldIDs(t *testing.T) {
 		owner, role string
 		fields      []int64
 	}{{"caller", "x", nil}, {"caller", "r", nil}, {"", "r", nil}, {"caller", "x", []int64{3, 10}}, {"", "x", []int64{1}}} {
-		owner, op, plain := NewHold(c.owner, c.role, c.fields...)
+		owner, op, plain := NewHold(c.owner, c.role, "", c.fields...)
 		if c.owner != "" && owner != c.owner || !isID(owner) && c.owner == "" || !isID(op) {
 			t.Errorf("NewHold(%q, %q, %v): owner %q, op %q", c.owner, c.role, c.fields, owner, op)
 		}
@@ -61,11 +61,27 @@ func TestNewHoldIDs(t *testing.T) {
 	}
 }
 
+func TestTermValue(t *testing.T) {
+	if got, want := TermValue("o", "i", 30000, 3600000, "a b=c"), "o i 30000 3600000 =a b=c"; got != want {
+		t.Errorf("TermValue = %q, want %q", got, want)
+	}
+	if got, want := TermValue("o", "i", 5, 1000, ""), "o i 5 1000 ="; got != want {
+		t.Errorf("TermValue with an empty value = %q, want %q", got, want)
+	}
+	owner, op, plain := NewHold("", "x", TermTail("v 1"), 30000, 3600000)
+	if want := TermValue(owner, op, 30000, 3600000, "v 1"); plain != want {
+		t.Errorf("NewHold of a term: plain value %q, want %q", plain, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { NewHold("", "x", "=value", 30000, 3600000) }); n != 1 {
+		t.Errorf("NewHold of a term allocates %v times, want 1", n)
+	}
+}
+
 func TestNewHoldAllocatesOnce(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { NewHold("", "x") }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { NewHold("", "x", "") }); n != 1 {
 		t.Errorf("NewHold of an ownerless hold allocates %v times, want 1", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { NewHold("caller", "x", 2, 5) }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { NewHold("caller", "x", "", 2, 5) }); n != 1 {
 		t.Errorf("NewHold for an owner allocates %v times, want 1", n)
 	}
 }

@@ -51,6 +51,13 @@ type LockSpec struct {
 	// asks the script first.
 	Plain bool
 
+	// Announce, if set, is a channel on which a plain acquisition
+	// publishes Hint in the round trip of its SET NX, through a backend
+	// that implements backend.SetPublisher (elsewhere it asks the
+	// script): an election's observers, told to read the term (see
+	// election/lua/term.lua).
+	Announce, Hint string
+
 	// Refine, if set, turns an error of the acquire script into the
 	// primitive's own (dsync.ErrUpgrade, ...).
 	Refine func(error) error
@@ -58,8 +65,10 @@ type LockSpec struct {
 	// Fields, if set, are what a waiter's entry asks for (see
 	// codec.EntryOf); the default is the lease of a hold handed to it.
 	// PlainFields follow the owner and the hold id in the hold's plain
-	// value (see codec.PlainValue).
+	// value (see codec.PlainValue), and PlainTail, if set, ends it (see
+	// codec.NewHold).
 	Fields, PlainFields []int64
+	PlainTail           string
 
 	Hold *HoldSpec
 
@@ -158,7 +167,7 @@ func (h *Handle) newAcquisition(ctx context.Context, s *LockSpec) *acquisition {
 		owner, ok = "", true
 	}
 	var plain string
-	a.owner, a.op, plain = codec.NewHold(owner, s.Role, s.PlainFields...)
+	a.owner, a.op, plain = codec.NewHold(owner, s.Role, s.PlainTail, s.PlainFields...)
 	a.anon = !ok
 	a.ownerArg, a.opArg, a.plainArg = a.owner, a.op, plain
 	return a
@@ -215,10 +224,16 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 	first := !a.sent
 	a.sent = true
 	if first && s.Plain && !h.contended.Load() {
-		if st, ok := h.B.(backend.Setter); ok && !h.reentry(a.owner, a.anon, s.Role) {
+		if st, ok := h.setter(s); ok && !h.reentry(a.owner, a.anon, s.Role) {
 			sent := time.Now()
 			actx, release := wait.AttemptContext(ctx)
-			ok, err := st.SetNX(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease)
+			var ok bool
+			var err error
+			if s.Announce != "" {
+				ok, err = st.(backend.SetPublisher).SetNXPublish(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease, s.Announce, s.Hint)
+			} else {
+				ok, err = st.SetNX(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease)
+			}
 			release()
 			switch {
 			case err != nil:
@@ -281,6 +296,17 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 		a.got.IDArg, a.got.PlainArg = a.opArg, a.plainArg
 	}
 	return wait.Result{Acquired: true}, nil
+}
+
+// setter returns h's backend as the Setter that a plain acquisition of s
+// needs: a SetPublisher if s announces it.
+func (h *Handle) setter(s *LockSpec) (backend.Setter, bool) {
+	if s.Announce != "" {
+		sp, ok := h.B.(backend.SetPublisher)
+		return sp, ok
+	}
+	st, ok := h.B.(backend.Setter)
+	return st, ok
 }
 
 // header appends the argument header of an attempt to buf.

@@ -497,6 +497,12 @@ func (h *Handle) Token(ctx context.Context, hs *HoldSpec) (int64, error) {
 	case l.Lost():
 		return 0, h.Wrap("token", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost))
 	}
+	return h.LeaseToken(ctx, l, hs)
+}
+
+// LeaseToken is Token for the hold that l keeps, known to be on: its
+// token, drawn by hs.Token if the hold has none yet.
+func (h *Handle) LeaseToken(ctx context.Context, l *lease.Lease, hs *HoldSpec) (int64, error) {
 	if t := l.Token(); t > 0 || hs.Token == nil {
 		return t, nil
 	}

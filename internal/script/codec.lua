@@ -158,6 +158,12 @@ end
 --       fencing token not drawn yet, nobody registered behind it); ARGV[4]
 --       of the header, made by codec.PlainValue (the read-write lock's
 --       read hold has a plain form of its own, see rwlock/lua/rw.lua)
+--   "<owner id> <hold id> <lease ms> <fence ttl ms> =<value>"
+--       the plain form of an election's term, taken by a plain campaign
+--       (codec.TermValue): the lease it was set with and the election's
+--       fence ttl, which its first read needs (see convert in
+--       election/lua/term.lua), and the candidate's value, the rest of
+--       the string, whatever it holds
 --   "<token> <count> <waiting> <owner id> <hold id> <ops>"
 --       the full form: token, the fencing token (see fence.lua); count,
 --       the owner's hold count; ops, the recent operation ids (see seen);
@@ -181,7 +187,8 @@ end
 -- decode reads the state at lock from v, the reply of a GET of it (by
 -- pcall): a table with owner, id, count, waiting, ops, ends (the end, in
 -- the end form) and, once drawn, token (a string) while held (plain set
--- for the plain form); with token alone while free, and ended set too
+-- for the plain form, and term, a table of lease, fence_ttl and value, for
+-- a term's); with token alone while free, and ended set too
 -- for a hold in the end form past its end; empty when the key is
 -- missing; with foreign set when the key holds something else (see
 -- unexpected).
@@ -210,6 +217,12 @@ local function decode(lock, v)
   owner, id = string.match(v, '^(%x+) (%x+)$')
   if owner then
     return {count = 1, waiting = false, owner = owner, id = id, ops = id, plain = true}
+  end
+  local lease, fence_ttl, value
+  owner, id, lease, fence_ttl, value = string.match(v, '^(%x+) (%x+) (%d+) (%d+) =(.*)$')
+  if owner then
+    return {count = 1, waiting = false, owner = owner, id = id, ops = id, plain = true,
+      term = {lease = tonumber(lease), fence_ttl = tonumber(fence_ttl), value = value}}
   end
   -- Releases before the free marker left the bare token, always with an
   -- expiry; a bare number without one is someone else's.
