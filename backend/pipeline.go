@@ -143,6 +143,10 @@ type Pipeline struct {
 	// and timers no other may touch).
 	pendings sync.Pool
 
+	// pairs reuses SetNXPublish's calls and their lines: one of them is
+	// reused once the batch that sent it is done with it.
+	pairs sync.Pool
+
 	// The keys of calls, and the PX of SetNX, boxed once for the calls
 	// that repeat them: those of one handle.
 	boxes *boxes
@@ -162,6 +166,7 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	}
 	p := &Pipeline{cfg: cfg, boxes: newBoxes()}
 	p.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
+	p.pairs.New = func() any { return new(setPublish) }
 	return p
 }
 
@@ -265,14 +270,25 @@ func (p *Pipeline) SetNXPublish(ctx context.Context, key, value string, ttl time
 	if err != nil {
 		return false, err
 	}
-	results, err := p.doBatch(ctx, []Call{
-		{Command: "SET", Line: []any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}},
-		{Command: "PUBLISH", Line: []any{"PUBLISH", p.boxes.box(channel), message}},
-	})
+	sp := p.pairs.Get().(*setPublish)
+	sp.set = [...]any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}
+	sp.pub = [...]any{"PUBLISH", p.boxes.box(channel), p.boxes.box(message)}
+	sp.calls = [...]Call{{Command: "SET", Line: sp.set[:]}, {Command: "PUBLISH", Line: sp.pub[:]}}
+	results, err := p.doBatch(ctx, sp.calls[:])
 	if err != nil {
+		// The batch may still be queued, or on the wire: sp is its.
 		return false, err
 	}
+	*sp = setPublish{}
+	p.pairs.Put(sp)
 	return SetReply(results[0].Reply, results[0].Err)
+}
+
+// setPublish is the two calls of a SetNXPublish, with their lines.
+type setPublish struct {
+	calls [2]Call
+	set   [6]any
+	pub   [3]any
 }
 
 // doBatch sends calls as one batch, in the Pipeline's order as Do sends a
