@@ -34,7 +34,7 @@ func (s *suite) electionRules() []rule {
 		{"ExpiredTermObserved", "a term whose leader died with nobody queued is seen to lapse when its lease ends", false, s.testElectionExpired},
 		{"DeadCandidateSkipped", "a candidate whose process died holds the queue up by at most the waiter timeout", false, s.testElectionDeadCandidate},
 		{"BadArguments", "bad arguments are errors matching a sentinel, before any I/O; Observe closes at once", false, s.testElectionBadArguments},
-		{"ForeignKeys", "a key holding something dsync did not write is ErrUnexpectedReply, and left alone", false, s.testElectionForeign},
+		{"ForeignKeys", "a key holding something dsync did not write is ErrUnexpectedReply where it is read (Campaign reads the term's and the candidates' keys, Leader and Token the leader state), and left alone", false, s.testElectionForeign},
 		{"LostReplies", "a Campaign or Resign whose reply was lost is retried and counts once: one term, one hand-over, each announced once", false, s.testElectionLostReplies},
 		{"EveryCampaignACandidate", "a Campaign is a candidate of its own whatever owner its ctx carries: a second one with the same owner waits its turn", false, s.testElectionOwner},
 		{"TokensAcrossLostKeys", "tokens increase by one across a term that ran out (the leader hash keeps the last), and still increase when every key is deleted", false, s.testElectionTokens},
@@ -248,6 +248,7 @@ func (s *suite) testElectionResign(t *testing.T, ctx context.Context) {
 	next := openElection(elsewhere{s.newBackend(t)}, p, "resign")
 	t1, err := leader.Campaign(ctx, "a")
 	must(t, err, "campaign")
+	tok1 := mustToken(t, t1) // while the term is on: see Term.Token
 	got := campaign(ctx, next, "b")
 	awaitCandidates(t, ctx, leader, 1)
 	resigned := time.Now()
@@ -260,8 +261,8 @@ func (s *suite) testElectionResign(t *testing.T, ctx context.Context) {
 	if took > time.Second {
 		t.Errorf("the next candidate led %v after Resign; want at once", took)
 	}
-	if mustToken(t, r.term) <= mustToken(t, t1) {
-		t.Errorf("token %d after %d", mustToken(t, r.term), mustToken(t, t1))
+	if mustToken(t, r.term) <= tok1 {
+		t.Errorf("token %d after %d", mustToken(t, r.term), tok1)
 	}
 	l, err := leader.Leader(ctx)
 	must(t, err, "leader")
@@ -475,6 +476,7 @@ func (s *suite) testElectionDeleted(t *testing.T, ctx context.Context) {
 	w := openElection(s.newBackend(t), p, "deleted").Observe(octx)
 	term, err := e.Campaign(ctx, "a")
 	must(t, err, "campaign")
+	tok := mustToken(t, term)
 	if l := nextLeader(t, w, 5*time.Second, "a leads"); l.Value != "a" {
 		t.Fatalf("observed %+v; want a", l)
 	}
@@ -498,8 +500,8 @@ func (s *suite) testElectionDeleted(t *testing.T, ctx context.Context) {
 	// The election goes on, with a greater token.
 	t2, err := e.Campaign(ctx, "b")
 	must(t, err, "campaign after the deletion")
-	if mustToken(t, t2) <= mustToken(t, term) {
-		t.Errorf("token %d after %d", mustToken(t, t2), mustToken(t, term))
+	if mustToken(t, t2) <= tok {
+		t.Errorf("token %d after %d", mustToken(t, t2), tok)
 	}
 	if l := nextLeader(t, w, 5*time.Second, "b leads"); l.Value != "b" {
 		t.Fatalf("observed %+v; want b", l)
@@ -626,11 +628,24 @@ func (s *suite) testElectionForeign(t *testing.T, ctx context.Context) {
 	for _, key := range []string{k, k + ":leader"} {
 		_, err := b.Eval(ctx, setScript, []string{key}, "not dsync's")
 		must(t, err, "SET")
-		if _, err := e.Campaign(ctx, "v"); !errors.Is(err, dsync.ErrUnexpectedReply) {
-			t.Errorf("Campaign with %s foreign: %v; want ErrUnexpectedReply", key, err)
+		term, err := e.Campaign(ctx, "v")
+		if key == k {
+			if !errors.Is(err, dsync.ErrUnexpectedReply) {
+				t.Errorf("Campaign with %s foreign: %v; want ErrUnexpectedReply", key, err)
+			}
+		} else {
+			// A plain campaign does not read the leader state: the
+			// term's first read does, and so does its token's draw.
+			must(t, err, "campaign with %s foreign", key)
+			if _, err := term.Token(ctx); !errors.Is(err, dsync.ErrUnexpectedReply) {
+				t.Errorf("Token with %s foreign: %v; want ErrUnexpectedReply", key, err)
+			}
 		}
 		if _, err := e.Leader(ctx); !errors.Is(err, dsync.ErrUnexpectedReply) {
 			t.Errorf("Leader with %s foreign: %v; want ErrUnexpectedReply", key, err)
+		}
+		if term != nil {
+			must(t, term.Resign(ctx), "resign with %s foreign", key)
 		}
 		v, err := b.Eval(ctx, keysScript, []string{k}, k+"*")
 		must(t, err, "KEYS")
@@ -701,6 +716,7 @@ func (s *suite) testElectionOwner(t *testing.T, ctx context.Context) {
 	owner := dsync.WithOwner(ctx)
 	first, err := e.Campaign(owner, "first")
 	must(t, err, "campaign")
+	tok := mustToken(t, first)
 	second := campaign(owner, e, "second")
 	awaitCandidates(t, ctx, e, 1)
 	select {
@@ -711,8 +727,8 @@ func (s *suite) testElectionOwner(t *testing.T, ctx context.Context) {
 	must(t, first.Resign(ctx), "resign")
 	r := within(t, 5*time.Second, second, "the second campaign")
 	must(t, r.err, "campaign")
-	if mustToken(t, r.term) <= mustToken(t, first) {
-		t.Errorf("token %d after %d", mustToken(t, r.term), mustToken(t, first))
+	if mustToken(t, r.term) <= tok {
+		t.Errorf("token %d after %d", mustToken(t, r.term), tok)
 	}
 	must(t, r.term.Resign(ctx), "resign")
 }
@@ -760,6 +776,7 @@ func (s *suite) testElectionTokens(t *testing.T, ctx context.Context) {
 	e := openElection(b, p, "tokens", election.WithLease(lease), election.WithLogger(nil))
 	t1, err := e.Campaign(ctx, "a")
 	must(t, err, "campaign")
+	tok1 := mustToken(t, t1) // while the term is on: see Term.Token
 	within(t, time.Second, t1.Done(), "Done of the term that ran out")
 	// Until the main key is gone on the server too.
 	k := electionKey(p, "tokens")
@@ -777,16 +794,17 @@ func (s *suite) testElectionTokens(t *testing.T, ctx context.Context) {
 	}
 	t2, err := e.Campaign(ctx, "b")
 	must(t, err, "campaign")
-	if mustToken(t, t2) != mustToken(t, t1)+1 {
-		t.Errorf("token %d after %d, whose term ran out; want the next one", mustToken(t, t2), mustToken(t, t1))
+	tok2 := mustToken(t, t2)
+	if tok2 != tok1+1 {
+		t.Errorf("token %d after %d, whose term ran out; want the next one", tok2, tok1)
 	}
 	resignOrRanOut(t, ctx, t2)
 	_, err = b.Eval(ctx, delScript, []string{k, k + ":queue", k + ":expiry", k + ":values", k + ":leader"})
 	must(t, err, "DEL")
 	t3, err := e.Campaign(ctx, "c")
 	must(t, err, "campaign")
-	if mustToken(t, t3) <= mustToken(t, t2) {
-		t.Errorf("token %d after %d, the election's keys deleted; want a greater one", mustToken(t, t3), mustToken(t, t2))
+	if tok3 := mustToken(t, t3); tok3 <= tok2 {
+		t.Errorf("token %d after %d, the election's keys deleted; want a greater one", tok3, tok2)
 	}
 	resignOrRanOut(t, ctx, t3)
 }

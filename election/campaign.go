@@ -1,12 +1,21 @@
 package election
 
-import "context"
+import (
+	"context"
+
+	"github.com/dsyncgo/dsync/internal/codec"
+)
 
 // Campaign makes the caller a candidate with the given value and blocks
 // until it leads or ctx ends. Candidates lead in the order their campaigns
 // reached the server; a candidate's value is what Leader and Observe
 // report while it leads, and may be any string (an address, an id), best
 // kept small: observers receive it with every change.
+//
+// With nobody leading and nobody queued, Campaign takes the term in one
+// round trip of two plain commands (see Keys in the package doc): the
+// term's token is drawn later, by the first call that needs it
+// (Term.Token, or a read).
 //
 // Every Campaign is a candidate of its own, whatever owner ctx carries: a
 // process that campaigns twice in one election queues behind itself. A
@@ -53,6 +62,7 @@ func (e *Election) TryCampaign(ctx context.Context, value string) (*Term, bool, 
 // e.spec).
 func (e *Election) candidate(value string) *Term {
 	t := &Term{e: e, spec: e.spec, value: value}
+	t.spec.PlainTail = codec.TermTail(value)
 	// The fence ttl and the observe channel, boxed once by New for the
 	// release (none on a handle New refused, whose calls fail before any
 	// I/O), then the value.

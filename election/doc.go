@@ -68,10 +68,13 @@
 // if the leader state too is deleted (or evicted) behind dsync's back, the
 // next term's token is seeded from the server's clock in microseconds,
 // which is above every earlier token unless the clock stepped back by more
-// than the time since. Term.Token does no I/O: Campaign draws the token.
-// Pass it
-// with every write only the leader may make, and have the resource reject
-// a write whose token is lower than the highest it has seen.
+// than the time since. A term that Campaign took in one plain command (see
+// Keys) has its token drawn by the first call that needs it: Term.Token
+// then costs one round trip, or nothing if a read (an observer's, Leader,
+// State) drew it first; a term that ends before anything drew its token
+// never has one. Read the token while the term is on, pass it with every
+// write only the leader may make, and have the resource reject a write
+// whose token is lower than the highest it has seen.
 //
 // # Candidates
 //
@@ -90,24 +93,27 @@
 //
 // # Observing
 //
-// Leader reads the current leader (dsync.ErrNoLeader when none), State
-// the queue as well. Observe pushes every change to a channel: a new
-// leader, a new value (Term.Proclaim), and the zero Leader when the
-// election lapses. Each change is published by the script that makes it;
-// observers order them by a number the server keeps with them, so that
-// none receives a state older than one it received, whatever the order in
-// which messages and reads arrive. When that number is lost with the
-// election's keys it is seeded from the server's clock, as tokens are;
-// after a broken pub/sub connection (as a restart or a failover breaks
-// it) observers take the state they read then whatever its number, so a
-// server whose clock is behind does not leave them stuck. An observer that falls behind finds the latest state on
-// its channel, having skipped those it did not receive in time. All the
-// observers of one election through one backend value share a single
-// subscription. A term that runs out with nobody to announce its end (its
-// leader's process died, and no candidate is queued to take over) is seen
-// by a read when its lease ends on the server; one whose keys are deleted
-// is announced by its leader when its renewal finds it gone (within a
-// third of the lease).
+// Leader reads the current leader (dsync.ErrNoLeader when none), State the
+// queue as well. Observe pushes every change to a channel: a new leader, a new
+// value (Term.Proclaim), and the zero Leader when the election lapses. Each
+// change is published by the script that makes it, but for a term taken by a
+// plain campaign (see Keys), which publishes a hint in the round trip of its
+// SET: observers read the state on it, and that read records the term (its
+// token, start and value) for every read after it. A term that ends before the
+// observers' read reaches the server is not seen at all. Observers order
+// changes by a number the server keeps with them, so that none receives a state
+// older than one it received, whatever the order in which messages and reads
+// arrive. When that number is lost with the election's keys it is seeded from
+// the server's clock, as tokens are; after a broken pub/sub connection (as a
+// restart or a failover breaks it) observers take the state they read then
+// whatever its number, so a server whose clock is behind does not leave them
+// stuck. An observer that falls behind finds the latest state on its channel,
+// having skipped those it did not receive in time. All the observers of one
+// election through one backend value share a single subscription. A term that
+// runs out with nobody to announce its end (its leader's process died, and no
+// candidate is queued to take over) is seen by a read when its lease ends on
+// the server; one whose keys are deleted is announced by its leader when its
+// renewal finds it gone (within a third of the lease).
 //
 // # Keys
 //
@@ -131,23 +137,30 @@
 // candidate; the leader state a fence ttl (WithFenceTTL, an hour by
 // default) after the last change.
 //
-// The term's key exists whenever a live candidate is queued, as the fair
-// lock's does (see package fairlock, Keys): a term that a candidate queues
-// behind records its end, and its key lives on past that end for as long
-// as the last candidate's place lasts; a term past its end is over (its
-// leader's renewal and Resign find it so, reads report no leader), but
-// its key keeps newcomers out of turn. So a missing key means that no
-// term is on and nobody is queued, and an uncontended Campaign takes the
-// term with one SET NX, in a script that also reads and writes the
-// leader state and publishes the new term; an uncontended Resign reads
-// the term and the leader state, deletes the term's key, and writes and
-// publishes the lapse. The pair is two round trips and 12 server commands
-// (the two script calls among them); each change is still published by
-// the script that makes it. If the term's key is deleted or evicted
-// behind dsync's back while candidates are queued, newcomers may lead
-// ahead of them, one after another, until a candidate's next heartbeat
-// (within a third of the waiter timeout) writes the key back; the ends
-// of their terms do not wake the candidates.
+// The term's key exists whenever a live candidate is queued, as the fair lock's
+// does (see package fairlock, Keys): a term that a candidate queues behind
+// records its end, and its key lives on past that end for as long as the last
+// candidate's place lasts; a term past its end is over (its leader's renewal
+// and Resign find it so, reads report no leader), but its key keeps newcomers
+// out of turn. So a missing key means that no term is on and nobody is queued,
+// and an uncontended Campaign takes the term with one plain SET NX of the
+// term's plain form (its holder, its lease and the candidate's value) and
+// publishes the hint "term" on the observe channel in the same round trip,
+// through a backend that implements backend.SetPublisher (elsewhere the acquire
+// script does the same, as one script call). Such a term has no token and no
+// leader state yet: the first script that finds it (a read, Term.Token, a
+// renewal, a candidate that queues behind it, Proclaim) draws its token and
+// records it in the leader state, its start taken from its expiry. Resign of a
+// term that nothing read is a script that reads the term's key and deletes it,
+// announcing nothing, since no observer knew of the term; of any other term it
+// reads the term and the leader state, deletes the term's key, and writes and
+// publishes the lapse. An uncontended pair that nobody observes is thus two
+// round trips and 5 server commands: SET, PUBLISH, and the release script's
+// call with its GET and DEL. If the term's key is deleted or evicted behind
+// dsync's back while candidates are queued, newcomers may lead ahead of them,
+// one after another, until a candidate's next heartbeat (within a third of the
+// waiter timeout) writes the key back; the ends of their terms do not wake the
+// candidates.
 //
 // Versions of dsync whose leader state was a hash must not share an
 // election with this one: stop them all before starting this version. A
@@ -160,7 +173,9 @@
 // Every error names the operation and the election and matches a sentinel
 // of package dsync or the context's error: ErrNotHeld for a term that is
 // over, ErrNoLeader for Leader without one, ErrUnexpectedReply for a key
-// that holds something dsync did not write (which is left alone),
+// that holds something dsync did not write (which is left alone; a
+// plain campaign does not read the leader state, so a foreign one there
+// fails the term's reads and its Token instead of its Campaign),
 // ErrClosed for a closed backend. Bad arguments are reported before any
 // I/O. Campaign and Run return ErrUnexpectedReply, ErrClosed and bad
 // arguments at once (retrying cannot mend them), and ride out the errors

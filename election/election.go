@@ -80,6 +80,10 @@ func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *options.Common) { c.SetLogger(l) }}
 }
 
+// hint is what a plain campaign publishes to observers, which read the
+// state on a message they cannot parse (see lua/term.lua).
+const hint = "term"
+
 // An Election is a handle on a leader election shared through a
 // Redis-compatible server. Create one with New; the zero value is not
 // usable. An Election is safe for concurrent use, and any number of
@@ -120,7 +124,8 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 	e.wake = e.h.Companion("wake")
 	e.observe = e.h.Companion("observe")
 	e.keys = []string{e.h.Key, e.queue, e.expiry, e.values, e.leader}
-	e.hold = core.HoldSpec{Role: core.Exclusive, Channel: e.wake, Renew: renewScript, Keys: []string{e.h.Key, e.leader}}
+	e.hold = core.HoldSpec{Role: core.Exclusive, Channel: e.wake, Renew: renewScript, Keys: []string{e.h.Key, e.leader},
+		Token: tokenScript, TokenKeys: e.keys}
 	// No core.Local: queueing in the process first would reorder
 	// candidates.
 	e.spec = core.LockSpec{
@@ -135,6 +140,12 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 		Hold:      &e.hold,
 		Op:        "campaign",
 		Fresh:     true,
+		// A plain campaign (see Campaign): its term carries the lease
+		// and the fence ttl that its first read needs.
+		Plain:       true,
+		PlainFields: []int64{core.Ms(e.h.Cfg.Lease), core.Ms(e.h.Cfg.FenceTTL)},
+		Announce:    e.observe,
+		Hint:        hint,
 	}
 	e.release = core.ReleaseSpec{Script: releaseScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
 		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}

@@ -18,7 +18,9 @@ import (
 // the server made them: a new leader, a new value (Proclaim), and the
 // zero Leader when the election lapses (a term ends with no candidate
 // queued). Changes are pushed by pub/sub as the scripts that make them
-// run; a term that runs out with nobody to announce it (its leader's
+// run, and a term taken by a plain campaign (see Campaign) is read when
+// its hint arrives: one that ends before that read is not seen; a term
+// that runs out with nobody to announce it (its leader's
 // process died, with nobody queued) is seen when its lease ends on the
 // server, by a read then. Two states in a row that observers cannot tell
 // apart (a Proclaim of the same value) are one.

@@ -26,6 +26,8 @@ var (
 	inspectLua string
 	//go:embed lua/renew.lua
 	renewLua string
+	//go:embed lua/token.lua
+	tokenLua string
 
 	acquireScript  = newScript(acquireLua)
 	releaseScript  = newScript(releaseLua)
@@ -35,6 +37,7 @@ var (
 	announceScript = newScript(announceLua)
 	inspectScript  = newScript(inspectLua)
 	renewScript    = newScript(renewLua)
+	tokenScript    = newScript(tokenLua)
 )
 
 // newScript builds an election script on the library parts every one may

@@ -127,14 +127,30 @@ func (t *Term) Done() <-chan struct{} {
 // Token returns the term's fencing token: strictly greater than the token
 // of every earlier term of the election, whoever led it. A term taken by a
 // plain campaign (see Campaign) has its token drawn by the first call that
-// needs it, Token or an observer's read: one round trip then; otherwise
-// Token does no I/O. The zero Term has none: Token returns an error
-// matching dsync.ErrNotHeld.
+// needs it, Token or a read (Leader, State, an observer's): Token costs
+// one round trip then, bounded by ctx; otherwise it does no I/O. A term
+// that ended before its token was drawn never has one: Token returns an
+// error matching dsync.ErrNotHeld, as it does for the zero Term; if the
+// server says the term is over, the term ends (Done closes).
 func (t *Term) Token(ctx context.Context) (int64, error) {
-	if t.e == nil {
+	e := t.e
+	if e == nil {
 		return 0, errZero
 	}
-	return t.l.Token(), nil
+	if tok := t.l.Token(); tok > 0 {
+		return tok, nil
+	}
+	if err := e.h.Begin("token", ctx); err != nil {
+		return 0, err
+	}
+	if err := t.over(); err != nil {
+		return 0, e.h.Wrap("token", err)
+	}
+	tok, err := e.h.LeaseToken(ctx, t.l, &e.hold)
+	if errors.Is(err, dsync.ErrNotHeld) && !t.resigned.Load() {
+		e.h.LoseHold(t.l.ID(), "term no longer on the server")
+	}
+	return tok, err
 }
 
 // Value returns the leader's value: the one it campaigned with, or that

@@ -17,7 +17,7 @@ if a.entry ~= '' then
   redis.pcall('HDEL', k.values, a.entry)
 end
 local s = load(k.lock)
-if s.foreign then
+if s.foreign or convert(k.lock, k.leader, s, a.observe) then
   return {0, ''}
 end
 local undone = 0

@@ -3,38 +3,32 @@
 -- ARGV: the header (see codec.lua), the owner fresh for every campaign;
 -- ARGV[12] fence ttl ms; ARGV[13] observe channel; ARGV[14] the
 -- candidate's value.
--- Reply: an attempt's (see codec.lua).
+-- Reply: an attempt's (see codec.lua): 0 for a term taken as a plain
+-- campaign takes it, its token not drawn yet.
 --
 -- As the fair lock's acquire (fairlock/lua/acquire.lua): the term goes to
 -- the head of the queue, or to anyone if no live candidate is queued,
 -- never out of turn; a new term is announced to observers. A queued
 -- candidate's value waits in the values hash for the hand-off.
---
+if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
+  -- The common case: nobody leads and nobody is queued, which the main
+  -- key's absence tells (it exists whenever a live candidate is queued,
+  -- see a.turn in exclusive.lua). The term is taken as a plain campaign
+  -- takes it, and observers are told to read it (see term.lua).
+  redis.call('PUBLISH', ARGV[13], 'term')
+  return 0
+end
 -- dsync:library
 local k = election_keys()
 local a = header()
 a.turn = k.expiry
-if not a.registered then
-  -- The common case: nobody leads and nobody is queued, which the main
-  -- key's absence tells (it exists whenever a live candidate is queued,
-  -- see a.turn in exclusive.lua). One SET NX of the main key begins the
-  -- term, with the token that follows the leader state's. A leader state
-  -- it cannot read, or a SET NX that fails, leaves everything as it was,
-  -- for the path below.
-  local rev, _, last, err = leader_rev(k.leader)
-  if not err then
-    local now_ms, now_us = now()
-    local t = {token = draw(last, now_us), count = 1, waiting = false, owner = a.owner, id = a.op, ops = a.op}
-    if redis.call('SET', k.lock, encode(t), 'NX', 'PX', a.lease) then
-      begin_term(k.leader, ARGV[13], rev, a.op, t.token, ARGV[14], now_ms, a.lease, ARGV[12])
-      return tonumber(t.token)
-    end
-  end
-end
--- dsync:library
 local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
+end
+local err = convert(k.lock, k.leader, s, ARGV[13])
+if err then
+  return err
 end
 if s.owner == a.owner then
   -- A retry whose first reply was lost, or the attempt of a candidate

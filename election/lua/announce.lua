@@ -13,6 +13,10 @@ local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
 end
+if s.term then
+  -- A plain term: converting it tells observers of it.
+  return convert(k.lock, k.leader, s, ARGV[1]) or 1
+end
 local rev, id, last, err = leader_rev(k.leader)
 if err then
   return err

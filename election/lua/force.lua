@@ -14,13 +14,18 @@ local s = load(k.lock)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
 end
+local err = convert(k.lock, k.leader, s, a.observe)
+if err then
+  return err
+end
 if not s.owner then
   return {0, ''}
 end
 if ARGV[12] ~= '' and s.token ~= ARGV[12] then
   return {0, s.owner}
 end
-local rev, _, last, err = leader_rev(k.leader)
+local rev, _, last
+rev, _, last, err = leader_rev(k.leader)
 if err then
   return err
 end

@@ -12,7 +12,12 @@ end
 if s.owner ~= ARGV[1] or s.id ~= ARGV[2] then
   return 0
 end
-local rev, id, _, err, st = leader_rev(k.leader)
+local err = convert(k.lock, k.leader, s, ARGV[4])
+if err then
+  return err
+end
+local rev, id, _, st
+rev, id, _, err, st = leader_rev(k.leader)
 if err then
   return err
 end

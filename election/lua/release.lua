@@ -8,24 +8,37 @@
 -- Reply: {0, the hold id} if the term ended, {-1, ''} if it was not on
 -- (any more), followed by the candidate the election was handed to (see
 -- hand_to).
+local v = redis.pcall('GET', KEYS[1])
+if v == ARGV[4] then
+  -- A plain term that nothing read (a read converts it, see term.lua):
+  -- no observer knows of it, and nobody queued behind it (queueing
+  -- converts it too). It ends without a word.
+  redis.call('DEL', KEYS[1])
+  return {0, ARGV[3]}
+end
 -- dsync:library
 local k = election_keys()
 local a = header()
 a.fence_ttl, a.observe, a.turn = ARGV[12], ARGV[13], k.expiry
-local s = load(k.lock)
+local s = decode(k.lock, v)
 if s.foreign then
   return unexpected(k.lock, s.foreign)
 end
 if s.owner ~= a.owner or s.id ~= a.id then
   return {-1, ''}
 end
-local rev, _, last, err = leader_rev(k.leader)
+local err = convert(k.lock, k.leader, s, a.observe)
+if err then
+  return err
+end
+local rev, _, last
+rev, _, last, err = leader_rev(k.leader)
 if err then
   return err
 end
 if not s.waiting then
-  -- The common case: nobody queued. The election lapses, as it does
-  -- below, without defining the queue's part of the library first.
+  -- Nobody queued. The election lapses, as it does below, without
+  -- defining the queue's part of the library first.
   redis.call('DEL', k.lock)
   announce_lapse(k.leader, a.observe, rev, s.token or last, a.fence_ttl)
   return {0, s.id}

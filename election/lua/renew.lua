@@ -14,6 +14,10 @@ for i = 1, #KEYS / nk do
   local s = load(lock)
   out[i] = 0
   if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
+    -- A plain term is converted before its expiry moves: until then, the
+    -- expiry tells when it began (see convert). A leader state that dsync
+    -- did not write leaves it plain, and reads fail on it.
+    convert(lock, leader, s)
     extend(lock, s, ARGV[base + 2])
     expire_at_least(leader, ARGV[base + 2])
     out[i] = 1

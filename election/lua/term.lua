@@ -125,14 +125,61 @@ local function announce_lapse(leader, channel, rev, token, keep)
   publish_state(channel, rev, 1, token or '0', 0, 0, '')
 end
 
+-- A term taken by a plain campaign (one SET NX of its plain form, see
+-- codec.lua, with the hint "term" published on the observe channel in the
+-- same round trip) has no token and no leader state yet: nothing but the
+-- hint tells observers of it, and the hint makes them read. The first
+-- script that finds it, a read among them, converts it (see convert), so
+-- that every read reports it alike; a term that ends before anything read
+-- it (its Resign is then a GET and a DEL) was never seen, and draws no
+-- token.
+
+-- convert turns the plain term s at lock into the full form: it draws its
+-- token, which follows the leader state's (the fence), and records the
+-- term in the leader state with its value and the time it began, which
+-- its expiry still tells (only convert extends a plain term: a renewal
+-- converts it first). With channel, it tells observers of it too. It
+-- returns nothing, or an error reply for a leader state dsync did not
+-- write; a state s that is not a plain term is left as it is.
+local function convert(lock, leader, s, channel)
+  local term = s.term
+  if not term then
+    return
+  end
+  local rev, _, last, err = leader_rev(leader)
+  if err then
+    return err
+  end
+  local now_ms, now_us = now()
+  local ttl = redis.call('PTTL', lock)
+  local began = 0
+  if ttl > 0 then
+    began = now_ms - math.max(term.lease - ttl, 0)
+  end
+  -- Not draw: a read's or a renewal's ARGV has no header.
+  s.token = next_token(last, nil, now_us)
+  s.term = nil
+  store(lock, s)
+  if channel then
+    begin_term(leader, channel, rev, s.id, s.token, term.value, began, ttl, term.fence_ttl)
+  else
+    store_leader(leader, bump(rev), s.id, s.token, began, term.value, math.max(ttl, term.fence_ttl))
+  end
+end
+
 -- read_leader returns the election's observable state: {rev, lapsed,
 -- token, began ms, ttl ms, value, holder's owner id, hold id}, the token
 -- being the last one when lapsed ('0' if none is known); or nil and an
--- error reply for a key that dsync did not write.
+-- error reply for a key that dsync did not write. It converts a plain
+-- term (see convert).
 local function read_leader(lock, leader)
   local s = load(lock)
   if s.foreign then
     return nil, unexpected(lock, s.foreign)
+  end
+  local err = convert(lock, leader, s)
+  if err then
+    return nil, err
   end
   local st, err = leader_state(leader)
   if not st then

@@ -24,6 +24,7 @@ func TestCampaignWithTheLeadersOwnerQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	firstToken := mustToken(t, first) // while the term is on (see Term.Token)
 	if _, ok, err := e.TryCampaign(ctx, "b"); ok || err != nil {
 		t.Fatalf("TryCampaign with the leader's owner = %v, %v; want not leading", ok, err)
 	}
@@ -47,8 +48,8 @@ func TestCampaignWithTheLeadersOwnerQueues(t *testing.T) {
 	if term == nil {
 		return
 	}
-	if mustToken(t, term) <= mustToken(t, first) || term.Value() != "b" {
-		t.Errorf("the second campaign's term: token %d after %d, value %q; want a greater token and value b", mustToken(t, term), mustToken(t, first), term.Value())
+	if mustToken(t, term) <= firstToken || term.Value() != "b" {
+		t.Errorf("the second campaign's term: token %d after %d, value %q; want a greater token and value b", mustToken(t, term), firstToken, term.Value())
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)

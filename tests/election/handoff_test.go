@@ -57,6 +57,7 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		aToken := mustToken(t, aTerm) // while the term is on (see Term.Token)
 		wGot := queued(w, "w") // at the head
 		xGot := queued(x, "x") // behind W
 		xb.HoldEvals()         // X cannot lead before W's retry
@@ -65,8 +66,8 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 			t.Fatal(err)
 		}
 		handed, err := probe.State(ctx)
-		if err != nil || handed.Owner == "" || handed.LastToken <= mustToken(t, aTerm) || handed.TTL > time.Second {
-			t.Fatalf("state after A's resignation = %+v, %v; want W's term, token above %d, on a 1s lease", handed, err, mustToken(t, aTerm))
+		if err != nil || handed.Owner == "" || handed.LastToken <= aToken || handed.TTL > time.Second {
+			t.Fatalf("state after A's resignation = %+v, %v; want W's term, token above %d, on a 1s lease", handed, err, aToken)
 		}
 
 		// W's heartbeat at 1.67s finds no term, X at the head: W is
