@@ -58,10 +58,10 @@ func TestHandOffExpiredBeforeWakeUpIsNotTaken(t *testing.T) {
 			t.Fatal(err)
 		}
 		aToken := mustToken(t, aTerm) // while the term is on (see Term.Token)
-		wGot := queued(w, "w") // at the head
-		xGot := queued(x, "x") // behind W
-		xb.HoldEvals()         // X cannot lead before W's retry
-		wb.HoldDeliveries()    // W's wake-up is held up
+		wGot := queued(w, "w")        // at the head
+		xGot := queued(x, "x")        // behind W
+		xb.HoldEvals()                // X cannot lead before W's retry
+		wb.HoldDeliveries()           // W's wake-up is held up
 		if err := aTerm.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}
