@@ -125,10 +125,9 @@ func evictKinds() []evictKind {
 					if err != nil {
 						return evictAcquisition{}, err
 					}
-					token, err := term.Token(ctx)
+					token, err := term.Token(context.WithoutCancel(ctx))
 					if err != nil {
-						term.Resign(context.Background())
-						return evictAcquisition{}, err
+						token = 0 // lost already: its Resign says so
 					}
 					return evictAcquisition{write: true, token: token, done: term.Done(), release: func() error { return term.Resign(context.Background()) }}, nil
 				}, func(ctx context.Context) (bool, error) {
