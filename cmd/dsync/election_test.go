@@ -76,11 +76,12 @@ func TestInspectElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	otherToken := mustToken(t, other) // drawn while the term is on
 	if err := other.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ = runCmd(t, "", "inspect", "-redis", m.Addr(), "-kind", "election", "-json", "other")
-	if s := decodeLock(t, stdout); code != exitOK || s.Locked || s.Value != "" || s.Holder != "" || s.Token != mustToken(t, other) ||
+	if s := decodeLock(t, stdout); code != exitOK || s.Locked || s.Value != "" || s.Holder != "" || s.Token != otherToken ||
 		s.LeaseMS != 0 || s.Waiters != 0 || s.Candidates == nil {
 		t.Errorf("an election without a leader: exit %d, %+v %+v", code, s.Exclusive, s.Leadership)
 	}
