@@ -106,8 +106,15 @@ func (cc *countingConn) DoWithTimeout(d time.Duration, cmd string, args ...any) 
 }
 
 func (cc *countingConn) Send(cmd string, args ...any) error {
-	cc.count(cmd, false) // pub/sub traffic: no reply awaited by the sender
+	cc.count(cmd, false) // of a batch or of pub/sub: Flush counts the round trip
 	return cc.Conn.Send(cmd, args...)
+}
+
+// Flush ends a batch of Sends whose replies the sender reads next (the
+// adapter's pipelined calls), or a pub/sub command: a round trip.
+func (cc *countingConn) Flush() error {
+	cc.c.roundTrips.Add(1)
+	return cc.Conn.Flush()
 }
 
 func (cc *countingConn) ReceiveContext(ctx context.Context) (any, error) {
