@@ -166,7 +166,18 @@
 // election with this one: stop them all before starting this version. A
 // hash left behind is read (its number and token carry on) and replaced by
 // this version's next write, after which the earlier version's scripts
-// fail with ErrUnexpectedReply where they read it.
+// fail with ErrUnexpectedReply where they read it. Nor must versions
+// before the plain campaign: they take its term for a key dsync did not
+// write (their Campaign and reads fail with ErrUnexpectedReply while it
+// is unread), and their observers miss a term that a renewal or Token
+// converts without a word.
+//
+// Since a read may convert a term, Leader, State, the observers' reads
+// and the dsync command's inspect and list write to the server: through a
+// user that may not write, or a replica, they fail while an unread term
+// is on. A Campaign that finds a term on publishes the hint all the same
+// (it is sent with the SET that failed), so every observer reads once
+// more for each candidate that joins the queue.
 //
 // # Errors
 //

@@ -17,7 +17,16 @@ if a.entry ~= '' then
   redis.pcall('HDEL', k.values, a.entry)
 end
 local s = load(k.lock)
-if s.foreign or convert(k.lock, k.leader, s, a.observe) then
+if s.foreign then
+  return {0, ''}
+end
+if s.term and s.owner == owner and s.id == op then
+  -- Its own plain term, which nothing read: undone without a word, as
+  -- release.lua's fast path ends it (nobody queued behind it either).
+  redis.call('DEL', k.lock)
+  return {1, ''}
+end
+if convert(k.lock, k.leader, s, a.observe) then
   return {0, ''}
 end
 local undone = 0

@@ -16,10 +16,13 @@ for i = 1, #KEYS / nk do
   if s.owner == ARGV[base + 1] and s.id == ARGV[base + 3] then
     -- A plain term is converted before its expiry moves: until then, the
     -- expiry tells when it began (see convert). A leader state that dsync
-    -- did not write leaves it plain, and reads fail on it.
-    convert(lock, leader, s)
+    -- did not write leaves it plain, reads fail on it, and it is left
+    -- alone.
+    local foreign = convert(lock, leader, s)
     extend(lock, s, ARGV[base + 2])
-    expire_at_least(leader, ARGV[base + 2])
+    if not foreign then
+      expire_at_least(leader, ARGV[base + 2])
+    end
     out[i] = 1
   end
 end

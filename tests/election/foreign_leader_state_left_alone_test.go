@@ -63,3 +63,67 @@ func TestForeignLeaderStateLeftAloneByRenewals(t *testing.T) {
 		})
 	}
 }
+
+// lostSetPublish takes the term through the backend's SetNXPublish and
+// loses its reply: the caller waits until its ctx ends, as one whose
+// connection stalled (ctx always has a deadline here).
+type lostSetPublish struct{ backend.Backend }
+
+func (l lostSetPublish) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return l.Backend.(backend.Setter).SetNX(ctx, key, value, ttl)
+}
+
+func (l lostSetPublish) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
+	if _, err := l.Backend.(backend.SetPublisher).SetNXPublish(ctx, key, value, ttl, channel, message); err != nil {
+		return false, err
+	}
+	// dsync's attempt contexts may have a deadline and no Done.
+	dl, _ := ctx.Deadline()
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(dl)):
+	}
+	return false, context.DeadlineExceeded
+}
+
+// A campaign whose plain SET took the term but whose ctx ended before the
+// reply undoes the term as it gives up, even over a leader state that
+// dsync did not write, which it leaves alone: nothing read the term, so
+// nothing else knows of it, and a term left there would hold the election
+// up for its lease.
+func TestAbandonedPlainCampaignUndoesItsTerm(t *testing.T) {
+	for name, open := range servers(false) {
+		t.Run(name, func(t *testing.T) {
+			srv := open(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := prefix()
+			key := p + ":election:{abandoned}"
+			b := srv.NewBackend(t)
+			if _, err := b.Eval(ctx, setForeign, []string{key + ":leader"}, "not dsync's"); err != nil {
+				t.Fatal(err)
+			}
+			e := election.New(lostSetPublish{b}, "abandoned", election.WithPrefix(p), election.WithLogger(nil))
+			cctx, ccancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			_, err := e.Campaign(cctx, "v")
+			ccancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Campaign whose reply was lost: %v; want context.DeadlineExceeded", err)
+			}
+			for _, k := range []string{key, key + ":leader"} {
+				r, err := b.Eval(ctx, foreignState, []string{k})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := r.([]any)
+				want := []any{nil, int64(-2)} // the term: gone
+				if k != key {
+					want = []any{"not dsync's", int64(-1)}
+				}
+				if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+					t.Errorf("%s after the abandoned campaign: %v; want %v", k, got, want)
+				}
+			}
+		})
+	}
+}
