@@ -72,6 +72,11 @@ type PipelineConfig struct {
 	// goroutine of its own otherwise, as without a Pipeline. It is the
 	// shipped adapters' WithPipelining(false).
 	Off bool
+
+	// Check, if set, is called first by every call, before any I/O: an
+	// adapter's own refusals (a missing client, a closed backend), and
+	// ctx.Err(), which is checked where Check is not set.
+	Check func(ctx context.Context) error
 }
 
 // maxBatch bounds the entries of the queue sent in one batch: calls, or
@@ -198,7 +203,7 @@ func (p *pending) deliver(reply any, err error, wrap bool) {
 // ctx.Err() when ctx ends first, and otherwise what Wrap made of the
 // client's.
 func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
-	if err := ctx.Err(); err != nil {
+	if err := p.check(ctx); err != nil {
 		return nil, err
 	}
 	c.boxes = p.boxes
@@ -244,6 +249,20 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 		err = p.wrap(ctx, err)
 	}
 	return reply, err
+}
+
+// check is cfg.Check, or ctx.Err().
+func (p *Pipeline) check(ctx context.Context) error {
+	if p.cfg.Check != nil {
+		return p.cfg.Check(ctx)
+	}
+	return ctx.Err()
+}
+
+// Eval implements Backend.Eval for an adapter over a Pipeline: the script
+// call goes through Do.
+func (p *Pipeline) Eval(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	return p.Do(ctx, Call{Script: s, Keys: keys, Args: args})
 }
 
 // SetNX implements Setter.SetNX for an adapter over a Pipeline: SET key
@@ -297,7 +316,7 @@ type setPublish struct {
 // own). It returns one Result per call, or an error for the whole batch:
 // a transport error, ErrClosed, or ctx's error if ctx ended first.
 func (p *Pipeline) doBatch(ctx context.Context, calls []Call) ([]Result, error) {
-	if err := ctx.Err(); err != nil {
+	if err := p.check(ctx); err != nil {
 		return nil, err
 	}
 	cctx, direct := p.callContext(ctx)
@@ -348,7 +367,7 @@ func (p *Pipeline) doBatch(ctx context.Context, calls []Call) ([]Result, error) 
 // the calls go out as one batch of their own (PipelineBatch over
 // cfg.Batch), bounded by ctx as Do's calls are.
 func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error) {
-	if err := ctx.Err(); err != nil {
+	if err := p.check(ctx); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()

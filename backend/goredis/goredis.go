@@ -220,7 +220,7 @@ func New(c redis.UniversalClient, opts ...Option) *Backend {
 	if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		b.invalid = fmt.Errorf("%w: goredis: nil client", dsync.ErrInvalidBackend)
 	}
-	b.pipe = backend.NewPipeline(backend.PipelineConfig{Send: b.send, Batch: b.pipeline, Wrap: b.wrap,
+	b.pipe = backend.NewPipeline(backend.PipelineConfig{Check: b.check, Send: b.send, Batch: b.pipeline, Wrap: b.wrap,
 		Honours: b.ctxTimeout, Timeout: b.opts.timeout, Off: b.opts.solo || b.opts.ackReplicas > 0})
 	var d backend.PubSubDriver = dialer{b}
 	if b.sharded {
@@ -246,17 +246,11 @@ func (b *Backend) check(ctx context.Context) error {
 
 // Eval implements backend.Backend.
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
-	return b.pipe.Do(ctx, backend.Call{Script: s, Keys: keys, Args: args})
+	return b.pipe.Eval(ctx, s, keys, args...)
 }
 
 // SetNX implements backend.Setter.
 func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNX(ctx, key, value, ttl)
 }
 
@@ -267,16 +261,18 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 // to each node, in parallel. With WithReplicaAck, WAIT follows them in the
 // pipeline, as it follows SetNX.
 func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
 }
 
 // send sends one call (backend.PipelineConfig).
 func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 	if b.opts.ackReplicas > 0 {
-		return b.sendAcked(ctx, c)
+		// The call and WAIT in one pipeline (see pipeline).
+		r, err := backend.PipelineBatch(ctx, []backend.Call{c}, b.pipeline)
+		if err != nil {
+			return nil, err
+		}
+		return r[0].Reply, r[0].Err
 	}
 	reply, err := b.do(ctx, c, false)
 	if isNoScript(err) {
@@ -286,41 +282,6 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 		return nil, err
 	}
 	return backend.NormalizeReply(reply, serverError)
-}
-
-// sendAcked sends the call and WAIT in one pipeline, which a
-// *redis.Client sends on one connection: WAIT counts the replicas that
-// acknowledged that connection's writes.
-func (b *Backend) sendAcked(ctx context.Context, c backend.Call) (any, error) {
-	send := func(source bool) (noRetry, *redis.Cmd) {
-		p := b.c.Pipeline()
-		call := newCmd(ctx, c, source)
-		p.Process(ctx, call)
-		wait := b.wait(ctx, p)
-		p.Exec(ctx) // errors are read from each command
-		return call, wait
-	}
-	var call noRetry
-	var wait *redis.Cmd
-	call, wait = send(false)
-	if isNoScript(call.Err()) {
-		call, wait = send(true)
-	}
-	reply, err := call.Result()
-	if err != nil {
-		return nil, err
-	}
-	if err := b.acked(wait); err != nil {
-		return nil, err
-	}
-	return backend.NormalizeReply(reply, serverError)
-}
-
-// wait queues WAIT in p, for WithReplicaAck: sent after the calls, on
-// their connection, it counts the replicas that acknowledged their
-// writes.
-func (b *Backend) wait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
 }
 
 // acked reads the reply of wait: an error matching ErrNotReplicated if
@@ -402,17 +363,14 @@ func serverError(v any) (string, bool) {
 // which a cluster client splits per node and sends to the nodes in
 // parallel, one round trip each.
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backend.Result, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
 	return b.pipe.EvalBatch(ctx, calls)
 }
 
 // pipeline sends calls in one pipeline (backend.PipelineConfig), followed
 // by WAIT with WithReplicaAck (which turns sharing off: the batch is then
-// one caller's, a SetNXPublish, or an EvalBatch), as sendAcked sends a
-// call: a batch fewer replicas acknowledged fails as a whole, with an
-// error matching ErrNotReplicated.
+// one caller's call, a SetNXPublish, or an EvalBatch): a batch fewer
+// replicas acknowledged fails as a whole, with an error matching
+// ErrNotReplicated.
 func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) ([]backend.Result, error) {
 	p := b.c.Pipeline()
 	cmds := make([]noRetry, len(calls))
@@ -422,7 +380,10 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 	}
 	var wait *redis.Cmd
 	if b.opts.ackReplicas > 0 {
-		wait = b.wait(ctx, p)
+		// On the calls' connection, which a *redis.Client sends a
+		// pipeline on: WAIT counts the replicas that acknowledged its
+		// writes.
+		wait = p.Do(ctx, "WAIT", b.opts.ackReplicas, b.opts.ackTimeout.Milliseconds())
 	}
 	p.Exec(ctx) // errors are read from each command
 	results := make([]backend.Result, len(calls))

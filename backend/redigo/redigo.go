@@ -135,7 +135,7 @@ func New(pool *redis.Pool, opts ...Option) *Backend {
 	for _, o := range opts {
 		o(&b.opts)
 	}
-	b.pipe = backend.NewPipeline(backend.PipelineConfig{Send: b.send, Batch: b.batch, Wrap: wrap,
+	b.pipe = backend.NewPipeline(backend.PipelineConfig{Check: b.check, Send: b.send, Batch: b.batch, Wrap: wrap,
 		Honours: true, Timeout: b.opts.timeout, Off: b.opts.solo})
 	b.mux = backend.NewMux(dialer{pool}, b.opts.mux)
 	return b
@@ -155,26 +155,17 @@ func (b *Backend) check(ctx context.Context) error {
 
 // Eval implements backend.Backend.
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
-	return b.pipe.Do(ctx, backend.Call{Script: s, Keys: keys, Args: args})
+	return b.pipe.Eval(ctx, s, keys, args...)
 }
 
 // SetNX implements backend.Setter.
 func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNX(ctx, key, value, ttl)
 }
 
 // SetNXPublish implements backend.SetPublisher: the SET and the PUBLISH
 // go out as one batch of the Pipeline, in one round trip.
 func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
 }
 

@@ -137,7 +137,7 @@ func New(c rueidis.Client, opts ...Option) *Backend {
 		d = &clusterDialer{dialer: dialer{b}}
 	}
 	b.mux = backend.NewMux(d, b.opts.mux)
-	b.pipe = backend.NewPipeline(backend.PipelineConfig{Send: b.send, Batch: b.batch, Wrap: wrap,
+	b.pipe = backend.NewPipeline(backend.PipelineConfig{Check: b.check, Send: b.send, Batch: b.batch, Wrap: wrap,
 		Honours: true, Bounded: true, Off: b.opts.solo})
 	return b
 }
@@ -176,18 +176,12 @@ func bounded[T any](ctx context.Context, fn func(ctx context.Context) (T, error)
 
 // Eval implements backend.Backend.
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
-	return b.pipe.Do(ctx, backend.Call{Script: s, Keys: keys, Args: args})
+	return b.pipe.Eval(ctx, s, keys, args...)
 }
 
 // SetNX implements backend.Setter, with SET NX PX, through the Pipeline
 // as Eval is.
 func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNX(ctx, key, value, ttl)
 }
 
@@ -197,9 +191,6 @@ func (b *Backend) SetNX(ctx context.Context, key, value string, ttl time.Duratio
 // when the channel shares its key's hash tag, else a round trip to each
 // node, in parallel.
 func (b *Backend) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
-	if err := b.check(ctx); err != nil {
-		return false, err
-	}
 	return b.pipe.SetNXPublish(ctx, key, value, ttl, channel, message)
 }
 
@@ -296,9 +287,6 @@ func wrap(ctx context.Context, err error) error {
 // EvalBatch implements backend.Batcher: rueidis sends the calls as one
 // pipeline per node, in parallel.
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) ([]backend.Result, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
 	return b.pipe.EvalBatch(ctx, calls)
 }
 
