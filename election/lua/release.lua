@@ -5,16 +5,17 @@
 -- ARGV: the header (see codec.lua), with the term's hold id (a term is
 -- never re-entered: the lease is not used); ARGV[12] fence ttl ms;
 -- ARGV[13] observe channel.
--- Reply: {0, the hold id} if the term ended, {-1, ''} if it was not on
--- (any more), followed by the candidate the election was handed to (see
--- hand_to).
+-- Reply: 0 if it ended a plain term that nothing read (as the mutex's
+-- release replies for a plain hold), else {0, the hold id} if the term
+-- ended, {-1, ''} if it was not on (any more), followed by the candidate
+-- the election was handed to (see hand_to).
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[4] then
   -- A plain term that nothing read (a read converts it, see term.lua):
   -- no observer knows of it, and nobody queued behind it (queueing
   -- converts it too). It ends without a word.
   redis.call('DEL', KEYS[1])
-  return {0, ARGV[3]}
+  return 0
 end
 -- dsync:library
 local k = election_keys()
