@@ -9,7 +9,7 @@
 -- release replies for a plain hold), else {0, the hold id} if the term
 -- ended, {-1, ''} if it was not on (any more), followed by the candidate
 -- the election was handed to (see hand_to).
-local v = redis.pcall('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
 if v == ARGV[4] then
   -- A plain term that nothing read (a read converts it, see term.lua):
   -- no observer knows of it, and nobody queued behind it (queueing
