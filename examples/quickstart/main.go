@@ -52,7 +52,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err) // waited 5s for the others' turns
 	}
-	defer term.Resign(ctx)    // hands leadership to the next at once
-	tok, _ := term.Token(ctx) // as the ledger's: pass with every write
+	defer term.Resign(ctx) // hands leadership to the next at once
+	tok, _ := term.Token(ctx)
 	fmt.Println("leading with fencing token", tok)
 }
