@@ -125,10 +125,6 @@ func nextMessage(t *testing.T, sub backend.Subscription, d time.Duration) string
 	}
 }
 
-// hidden is a backend without its optional extensions: a campaign through
-// it takes the acquire script's fast path.
-type hidden struct{ backend.Backend }
-
 // Through a backend without backend.SetPublisher, the acquire script
 // takes the term as a plain campaign does, and publishes the hint: one
 // script call, with its SET and PUBLISH.
@@ -136,7 +132,7 @@ func TestPlainCampaignWithoutSetPublisher(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := election.New(hidden{srv.NewBackend(t)}, "script", election.WithPrefix(prefix()))
+	e := election.New(scriptOnly{srv.NewBackend(t)}, "script", election.WithPrefix(prefix()))
 	pair := uncontendedPair(t, ctx, e)
 	by, sum, err := srv.FewestCalls(ctx, 1, pair)
 	if err != nil {
