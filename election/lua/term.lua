@@ -14,8 +14,8 @@
 --            '' once its end is announced), token ('' if unknown), began
 --            (the server's time in ms, 0 if unknown) and value, the rest
 --            of the string, whatever it holds. One SET writes it with its
---            expiry, one GET reads it. (acquire.lua's fast path writes it
---            too, and reads rev and token.)
+--            expiry, one GET reads it. A term taken by a plain campaign
+--            has none until it is converted (see convert).
 --
 -- The leader state is also the election's fence (see fence.lua): its
 -- token is the last one handed out, which seeds the next when the main key
@@ -26,8 +26,9 @@
 -- empty value.
 --
 -- The main key exists whenever a live candidate is queued (a.turn, see
--- exclusive.lua): where it is missing nobody is queued, and acquire.lua's
--- fast path takes the term with one SET NX.
+-- exclusive.lua): where it is missing nobody is queued, and a plain
+-- campaign (acquire.lua's fast path, or Campaign's own SET NX) takes the
+-- term with one SET NX.
 --
 -- Every change that observers can tell apart (a term begins, its value
 -- changes, the election lapses) bumps rev and is published on the observe
@@ -177,11 +178,12 @@ local function read_leader(lock, leader)
   if s.foreign then
     return nil, unexpected(lock, s.foreign)
   end
-  local err = convert(lock, leader, s)
+  local st, err
+  err = convert(lock, leader, s)
   if err then
     return nil, err
   end
-  local st, err = leader_state(leader)
+  st, err = leader_state(leader)
   if not st then
     return nil, err
   end
