@@ -1,9 +1,7 @@
 package rueidis_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -13,31 +11,15 @@ import (
 )
 
 // TestSetNXPublishOneRoundTrip: the SET and the PUBLISH of SetNXPublish
-// reach the server in one read, with whatever context, and with
-// pipelining off too: one round trip, where two calls would cost two.
+// reach the server in one read (see harness.SetNXPublishOneRoundTrip).
 func TestSetNXPublishOneRoundTrip(t *testing.T) {
 	srv := harness.Standalone(t)
-	for _, solo := range []bool{false, true} {
-		for name, newCtx := range map[string]func() (context.Context, context.CancelFunc){
-			"background": func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
-			"a deadline without Done": func() (context.Context, context.CancelFunc) {
-				return backend.DeadlineContext(context.Background(), time.Now().Add(time.Minute)), func() {}
-			},
-			"a cancellable context": func() (context.Context, context.CancelFunc) {
-				return context.WithTimeout(context.Background(), time.Minute)
-			},
-		} {
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := dsyncrueidis.New(c, dsyncrueidis.WithPipelining(!solo))
-			reads, cmds := harness.SetNXPublishCost(t, srv.Node(), b, 50, newCtx)
-			b.Close()
-			c.Close()
-			if reads > 1.2 || cmds < 1.9 || cmds > 2.1 {
-				t.Errorf("pipelining off %v, %s: %.2f server reads and %.2f commands per SetNXPublish, want 1 read of 2 commands", solo, name, reads, cmds)
-			}
+	harness.SetNXPublishOneRoundTrip(t, srv.Node(), func(pipelining bool) (backend.Backend, func()) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		b := dsyncrueidis.New(c, dsyncrueidis.WithPipelining(pipelining))
+		return b, func() { b.Close(); c.Close() }
+	})
 }

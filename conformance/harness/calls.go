@@ -99,3 +99,30 @@ func SetNXPublishCost(tb testing.TB, n *Node, b backend.Backend, calls int, newC
 	return float64(after.Reads-before.Reads-1) / float64(calls),
 		float64(after.Commands-before.Commands-1) / float64(calls)
 }
+
+// SetNXPublishOneRoundTrip fails t unless SetNXPublish, through the
+// backends that open makes with pipelining on and off, reaches n in one
+// read of its two commands, with context.Background(), a deadline without
+// Done, and a cancellable context: one round trip, where two calls would
+// cost two. open returns the backend and what closes it.
+func SetNXPublishOneRoundTrip(t *testing.T, n *Node, open func(pipelining bool) (backend.Backend, func())) {
+	t.Helper()
+	for _, pipelining := range []bool{true, false} {
+		for name, newCtx := range map[string]func() (context.Context, context.CancelFunc){
+			"background": func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
+			"a deadline without Done": func() (context.Context, context.CancelFunc) {
+				return backend.DeadlineContext(context.Background(), time.Now().Add(time.Minute)), func() {}
+			},
+			"a cancellable context": func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), time.Minute)
+			},
+		} {
+			b, closeB := open(pipelining)
+			reads, cmds := SetNXPublishCost(t, n, b, 50, newCtx)
+			closeB()
+			if reads > 1.2 || cmds < 1.9 || cmds > 2.1 {
+				t.Errorf("pipelining %v, %s: %.2f server reads and %.2f commands per SetNXPublish, want 1 read of 2 commands", pipelining, name, reads, cmds)
+			}
+		}
+	}
+}
