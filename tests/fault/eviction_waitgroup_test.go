@@ -42,7 +42,7 @@ import (
 // It prints the evictions of the group's keys, the units, the waits by
 // outcome and the losses told.
 func TestEvictionWaitGroup(t *testing.T) {
-	testserver.Long(t, "the wait group under three eviction policies, about 15 s")
+	testserver.Long(t, "the wait group under three eviction policies, about 4 s")
 	for _, v := range []struct {
 		name, policy string
 		ttl          bool
@@ -51,7 +51,10 @@ func TestEvictionWaitGroup(t *testing.T) {
 		{"volatile-lru", "volatile-lru", true},
 		{"volatile-lru-only-ours", "volatile-lru", false},
 	} {
-		t.Run(v.name, func(t *testing.T) { runEvictionWaitGroup(t, v.policy, v.ttl) })
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel() // a server of its own each, as TestEvictionLosesNoHoldSilently's
+			runEvictionWaitGroup(t, v.policy, v.ttl)
+		})
 	}
 }
 
