@@ -169,14 +169,24 @@ func TestUnansweringServer(t *testing.T) {
 		{"bench", "-redis", addr, "-timeout", "500ms"},
 		{"doctor", "-redis", addr, "-timeout", "500ms"},
 	} {
+		failsWithin(t, 10*time.Second, args)
+	}
+}
+
+// failsWithin runs dsync with args beside the other commands of t, in a
+// subtest, and fails it unless the command fails within d: each waits on
+// timeouts of its own.
+func failsWithin(t *testing.T, d time.Duration, args []string) {
+	t.Run(args[0], func(t *testing.T) {
+		t.Parallel()
 		start := time.Now()
 		code, stdout, stderr := runCmd(t, "", args...)
 		took := time.Since(start)
-		if code == exitOK || took > 10*time.Second {
-			t.Errorf("dsync %q: exit %d after %v, want non-zero within 10s\nstdout:\n%s\nstderr:\n%s", args, code, took, stdout, stderr)
+		if code == exitOK || took > d {
+			t.Errorf("dsync %q: exit %d after %v, want non-zero within %v\nstdout:\n%s\nstderr:\n%s", args, code, took, d, stdout, stderr)
 		}
 		t.Logf("dsync %q: exit %d after %v: %s", args, code, took.Round(time.Millisecond), strings.TrimSpace(stderr))
-	}
+	})
 }
 
 func TestParseRun(t *testing.T) {
@@ -299,12 +309,6 @@ func TestServerStopsAnswering(t *testing.T) {
 		{"force-unlock", "-redis", addr, "-kind", "semaphore", "-timeout", "500ms", "-yes", "x"},
 		{"demo", "-redis", addr, "-timeout", "500ms"},
 	} {
-		start := time.Now()
-		code, stdout, stderr := runCmd(t, "", args...)
-		took := time.Since(start)
-		if code == exitOK || took > 10*time.Second {
-			t.Errorf("dsync %q: exit %d after %v, want non-zero within 10s\nstdout:\n%s\nstderr:\n%s", args, code, took, stdout, stderr)
-		}
-		t.Logf("dsync %q: exit %d after %v: %s", args, code, took.Round(time.Millisecond), strings.TrimSpace(stderr))
+		failsWithin(t, 10*time.Second, args)
 	}
 }
