@@ -5,19 +5,11 @@
 -- Reply: 1 if the term is on and its value now the new one, 0 if the
 -- term is over.
 local k = election_keys()
-local s = load(k.lock)
-if s.foreign then
-  return unexpected(k.lock, s.foreign)
+local s, reply = own_term(k, ARGV[1], ARGV[2], ARGV[4])
+if not s then
+  return reply
 end
-if s.owner ~= ARGV[1] or s.id ~= ARGV[2] then
-  return 0
-end
-local err = convert(k.lock, k.leader, s, ARGV[4])
-if err then
-  return err
-end
-local rev, id, _, st
-rev, id, _, err, st = leader_rev(k.leader)
+local rev, id, _, err, st = leader_rev(k.leader)
 if err then
   return err
 end

@@ -256,3 +256,22 @@ end
 local function election_keys()
   return {lock = KEYS[1], queue = KEYS[2], expiry = KEYS[3], values = KEYS[4], leader = KEYS[5]}
 end
+
+-- own_term loads the term of owner's hold id, converting it if it is
+-- plain (telling observers on channel, if given): it returns the term's
+-- state, or nil and the script's reply, an error for a key dsync did not
+-- write or 0 if that very term is not on.
+local function own_term(k, owner, id, channel)
+  local s = load(k.lock)
+  if s.foreign then
+    return nil, unexpected(k.lock, s.foreign)
+  end
+  if s.owner ~= owner or s.id ~= id then
+    return nil, 0
+  end
+  local err = convert(k.lock, k.leader, s, channel)
+  if err then
+    return nil, err
+  end
+  return s
+end

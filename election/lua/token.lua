@@ -5,15 +5,8 @@
 -- count.
 -- Reply: the term's token, or 0 if that very term is not on.
 local k = election_keys()
-local s = load(k.lock)
-if s.foreign then
-  return unexpected(k.lock, s.foreign)
-end
-if s.owner ~= ARGV[1] or s.id ~= ARGV[3] then
-  return 0
-end
-local err = convert(k.lock, k.leader, s)
-if err then
-  return err
+local s, reply = own_term(k, ARGV[1], ARGV[3])
+if not s then
+  return reply
 end
 return tonumber(s.token)
