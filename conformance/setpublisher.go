@@ -46,16 +46,34 @@ func (s *suite) expectHint(t *testing.T, ctx context.Context, b backend.Backend,
 	return v
 }
 
-func (s *suite) testSetNXPublish(t *testing.T, ctx context.Context) {
+// setPublishing is what a case of SetNXPublish starts from.
+type setPublishing struct {
+	b  backend.Backend
+	sp backend.SetPublisher // b
+	// tag is a hash tag that the key, the channel and any other key of the
+	// case share: on a cluster one node serves them all, so that a
+	// message's receipt follows the SET there.
+	tag, key, channel string
+	sub               backend.Subscription // of channel, through another backend
+}
+
+// newSetPublishing returns the start of a case of SetNXPublish, or skips
+// t on a backend that does not implement it.
+func (s *suite) newSetPublishing(t *testing.T, ctx context.Context) setPublishing {
+	t.Helper()
 	b := s.newBackend(t)
-	sp := setPublisher(t, b)
-	// The key and the channel share a hash tag: on a cluster they are
-	// served by one node, so the message's receipt follows the SET there.
-	p := "{" + prefix() + "}"
-	key, channel := p+":set", p+":ch"
-	sub, err := s.newBackend(t).Subscribe(ctx, channel)
+	f := setPublishing{b: b, sp: setPublisher(t, b), tag: "{" + prefix() + "}"}
+	f.key, f.channel = f.tag+":set", f.tag+":ch"
+	sub, err := s.newBackend(t).Subscribe(ctx, f.channel)
 	must(t, err, "subscribe")
-	defer sub.Close()
+	t.Cleanup(func() { sub.Close() })
+	f.sub = sub
+	return f
+}
+
+func (s *suite) testSetNXPublish(t *testing.T, ctx context.Context) {
+	f := s.newSetPublishing(t, ctx)
+	b, sp, sub, p, key, channel := f.b, f.sp, f.sub, f.tag, f.key, f.channel
 
 	ok, err := sp.SetNXPublish(ctx, key, "first", 90*time.Second, channel, "took")
 	if !ok || err != nil {
@@ -90,13 +108,8 @@ func (s *suite) testSetNXPublish(t *testing.T, ctx context.Context) {
 }
 
 func (s *suite) testSetNXPublishUnsent(t *testing.T, ctx context.Context) {
-	b := s.newBackend(t)
-	sp := setPublisher(t, b)
-	p := "{" + prefix() + "}"
-	key, channel := p+":set", p+":ch"
-	sub, err := s.newBackend(t).Subscribe(ctx, channel)
-	must(t, err, "subscribe")
-	defer sub.Close()
+	f := s.newSetPublishing(t, ctx)
+	b, sp, sub, p, key, channel := f.b, f.sp, f.sub, f.tag, f.key, f.channel
 	for _, ttl := range []time.Duration{0, -time.Second} {
 		ok, err := sp.SetNXPublish(ctx, key, "x", ttl, channel, "invalid")
 		if ok || !errors.Is(err, dsync.ErrInvalidLease) {
