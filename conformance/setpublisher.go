@@ -49,7 +49,7 @@ func (s *suite) expectHint(t *testing.T, ctx context.Context, b backend.Backend,
 // setPublishing is what a case of SetNXPublish starts from.
 type setPublishing struct {
 	b  backend.Backend
-	sp backend.SetPublisher // b
+	sp backend.SetPublisher // b, as the extension
 	// tag is a hash tag that the key, the channel and any other key of the
 	// case share: on a cluster one node serves them all, so that a
 	// message's receipt follows the SET there.

@@ -177,7 +177,13 @@ func TestUnansweringServer(t *testing.T) {
 // subtest, and fails it unless the command fails within d: each waits on
 // timeouts of its own.
 func failsWithin(t *testing.T, d time.Duration, args []string) {
-	t.Run(args[0], func(t *testing.T) {
+	var name []string // args without the server's address, which changes
+	for i, a := range args {
+		if a != "-redis" && (i == 0 || args[i-1] != "-redis") {
+			name = append(name, a)
+		}
+	}
+	t.Run(strings.Join(name, " "), func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
 		code, stdout, stderr := runCmd(t, "", args...)

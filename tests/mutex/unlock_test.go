@@ -18,7 +18,8 @@ import (
 // Where the comment above a test describes a defect, the test pins its
 // fix: it failed before the fix and asserts the contrary.
 
-// TestUnlockWithEndedContextReleases: defect 2, UnlockContext with an ended ctx returns ctx.Err() before any I/O and the watchdog keeps the hold forever.
+// TestUnlockWithEndedContextReleases: defect 2, UnlockContext with an ended ctx
+// returns ctx.Err() before any I/O and the watchdog keeps the hold forever.
 func TestUnlockWithEndedContextReleases(t *testing.T) {
 	srv := testserver.Real(t)
 	for _, tc := range []struct {
@@ -61,7 +62,9 @@ func TestUnlockWithEndedContextReleases(t *testing.T) {
 	}
 }
 
-// TestLateAnonymousUnlockKeepsNextHold: defect 5, a late ownerless Unlock, for a hold whose lease ran out, releases the next ownerless hold taken through the same handle.
+// TestLateAnonymousUnlockKeepsNextHold: defect 5, a late ownerless Unlock, for
+// a hold whose lease ran out, releases the next ownerless hold taken through
+// the same handle.
 func TestLateAnonymousUnlockKeepsNextHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
@@ -124,7 +127,8 @@ func TestLateAnonymousUnlockKeepsNextHold(t *testing.T) {
 // the adapter's own call timeout. But the redigo adapter takes its
 // connection with pool.GetContext(ctx) first, unbounded for such a ctx: on
 // a pool with MaxActive and Wait whose connections are all busy (here one
-// connection, held by the application for 12s), Unlock blocks for as long
+// connection, held by the application with a BLPOP of 12s, answered here
+// once the release has returned), Unlock blocks for as long
 // as the pool stays busy, past ReleaseTimeout (5s) and past the adapter's
 // 10s timeout. The package promises a release "bounded by a few seconds of
 // its own"; before 9f3ece2 it was.
@@ -167,7 +171,9 @@ func TestUnlockBoundedOnBusyPool(t *testing.T) {
 				redis.DoWithTimeout(c, 20*time.Second, "BLPOP", list, 12)
 			}()
 			defer func() {
-				if _, err := srv.Do(context.Background(), "LPUSH", list, "done"); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := srv.Do(ctx, "LPUSH", list, "done"); err != nil {
 					t.Error(err)
 				}
 				<-idle
