@@ -9,10 +9,18 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
+// dsyncValue and dsyncHeader have the sizes of what the mutex's pair sends
+// (a plain hold's value; its release's header after the value).
+var (
+	dsyncValue  = "76e4b3be00163b9e2c8dcd2e8be093be 61a6c053f627153cf068ea0a9dad8b35"
+	dsyncHeader = []any{"76e4b3be00163b9e2c8dcd2e8be093be", "5797498260116028060", "61a6c053f627153cf068ea0a9dad8b35", "30000", "dsync:mutex:{floor}:wake", "53f9e590414a.1", "", "15000", "0", "3600000", "5"}
+)
+
 // BenchmarkRedisCPUFloor is the model behind the Redis CPU line of the
 // uncontended table: what the server spends per pair of round trips with
-// no lock at all, beside redsync's shape (SET NX, then a GET+DEL script)
-// and the dsync mutex's pair, alternating in one run. redis-cpu-µs/op is
+// no lock at all, beside redsync's shape (SET NX, then a GET+DEL script),
+// the same with the arguments of dsync's pair, and the dsync mutex's
+// pair, alternating in one run. redis-cpu-µs/op is
 // the server process's CPU (INFO cpu: its system time is mostly the two
 // reads and two writes); cmd-µs/op is what INFO commandstats counts
 // inside the commands; in-bytes/op is what the client sent.
@@ -26,6 +34,7 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 	defer c.Close()
 	trivial := redis.NewScript(1, "return 1")
 	getDel := redis.NewScript(1, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
+	getDel4 := redis.NewScript(4, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
 	m := newDsync(a, name("floor"), new(counter))
 	defer m.Close()
 	shapes := []struct {
@@ -51,6 +60,15 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 				return err
 			}
 			_, err := getDel.Do(c, "floor:r", "v")
+			return err
+		}},
+		// redsync's shape with the arguments of dsync's pair: its value
+		// (owner and hold ids), and the release's four keys and header.
+		{"redsync-shape-dsync-args", func() error {
+			if _, err := c.Do("SET", "floor:{d}", dsyncValue, "NX", "PX", 30000); err != nil {
+				return err
+			}
+			_, err := getDel4.Do(c, append([]any{"floor:{d}", "floor:{d}:queue", "floor:{d}:expiry", "floor:{d}:fence", dsyncValue}, dsyncHeader...)...)
 			return err
 		}},
 		{"dsync-mutex", func() error { return cycle(context.Background(), m, 0) }},
