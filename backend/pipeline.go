@@ -203,29 +203,47 @@ func (p *pending) deliver(reply any, err error, wrap bool) {
 // ctx.Err() when ctx ends first, and otherwise what Wrap made of the
 // client's.
 func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
-	if err := p.check(ctx); err != nil {
-		return nil, err
-	}
 	c.boxes = p.boxes
+	reply, _, err := p.submit(ctx, c, nil)
+	return reply, err
+}
+
+// submit sends c, or the batch calls if not nil, in the Pipeline's order:
+// on the caller's goroutine when its context allows and nothing is queued
+// or in flight beyond Conns (always with Off), else queued as one entry
+// (with Off, alone on a goroutine of its own). It returns c's reply, or
+// one Result per call of the batch, or an error for the whole: ErrClosed,
+// ctx's error if ctx ended first, or what Wrap made of the client's.
+func (p *Pipeline) submit(ctx context.Context, c Call, calls []Call) (any, []Result, error) {
+	if err := p.check(ctx); err != nil {
+		return nil, nil, err
+	}
 	cctx, direct := p.callContext(ctx)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0) {
 		if !p.cfg.Off {
 			p.busy++
 		}
 		p.mu.Unlock()
-		reply, err := p.cfg.Send(cctx, c)
+		var reply any
+		var results []Result
+		var err error
+		if calls != nil {
+			results, err = PipelineBatch(cctx, calls, p.cfg.Batch)
+		} else {
+			reply, err = p.cfg.Send(cctx, c)
+		}
 		if !p.cfg.Off {
 			p.release()
 		}
-		return reply, p.wrap(ctx, err)
+		return reply, results, p.wrap(ctx, err)
 	}
 	pd := p.pendings.Get().(*pending)
-	pd.call = c
+	pd.call, pd.batch = c, calls
 	pd.deadline, _ = ctx.Deadline()
 	if p.cfg.Off {
 		p.goroutines.Add(1)
@@ -240,15 +258,15 @@ func (p *Pipeline) Do(ctx context.Context, c Call) (any, error) {
 	}
 	p.mu.Unlock()
 	if err := p.await(ctx, pd); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	reply, err, wrap := pd.reply, pd.err, pd.wrap
-	pd.call, pd.reply, pd.err = Call{}, nil, nil
+	reply, results, err, wrap := pd.reply, pd.results, pd.err, pd.wrap
+	pd.call, pd.batch, pd.reply, pd.results, pd.err = Call{}, nil, nil, nil, nil
 	p.pendings.Put(pd)
 	if wrap {
 		err = p.wrap(ctx, err)
 	}
-	return reply, err
+	return reply, results, err
 }
 
 // check is cfg.Check, or ctx.Err().
@@ -293,7 +311,7 @@ func (p *Pipeline) SetNXPublish(ctx context.Context, key, value string, ttl time
 	sp.set = [...]any{"SET", p.boxes.box(key), value, "NX", "PX", p.px.box(ms)}
 	sp.pub = [...]any{"PUBLISH", p.boxes.box(channel), p.boxes.box(message)}
 	sp.calls = [...]Call{{Command: "SET", Line: sp.set[:]}, {Command: "PUBLISH", Line: sp.pub[:]}}
-	results, err := p.doBatch(ctx, sp.calls[:])
+	_, results, err := p.submit(ctx, Call{}, sp.calls[:])
 	if err != nil {
 		// The batch may still be queued, or on the wire: sp is its.
 		return false, err
@@ -308,59 +326,6 @@ type setPublish struct {
 	calls [2]Call
 	set   [6]any
 	pub   [3]any
-}
-
-// doBatch sends calls as one batch, in the Pipeline's order as Do sends a
-// call: on the caller's goroutine when Do would send a call there, else
-// as one entry of the queue (or, with Off, alone on a goroutine of its
-// own). It returns one Result per call, or an error for the whole batch:
-// a transport error, ErrClosed, or ctx's error if ctx ended first.
-func (p *Pipeline) doBatch(ctx context.Context, calls []Call) ([]Result, error) {
-	if err := p.check(ctx); err != nil {
-		return nil, err
-	}
-	cctx, direct := p.callContext(ctx)
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0) {
-		if !p.cfg.Off {
-			p.busy++
-		}
-		p.mu.Unlock()
-		results, err := PipelineBatch(cctx, calls, p.cfg.Batch)
-		if !p.cfg.Off {
-			p.release()
-		}
-		return results, p.wrap(ctx, err)
-	}
-	pd := p.pendings.Get().(*pending)
-	pd.batch = calls
-	pd.deadline, _ = ctx.Deadline()
-	if p.cfg.Off {
-		p.goroutines.Add(1)
-		go p.runOne(pd)
-	} else {
-		p.queue = append(p.queue, pd)
-		if p.busy < p.cfg.Conns {
-			p.busy++
-			p.goroutines.Add(1)
-			go p.run()
-		}
-	}
-	p.mu.Unlock()
-	if err := p.await(ctx, pd); err != nil {
-		return nil, err
-	}
-	results, err, wrap := pd.results, pd.err, pd.wrap
-	pd.batch, pd.results, pd.err = nil, nil, nil
-	p.pendings.Put(pd)
-	if wrap {
-		err = p.wrap(ctx, err)
-	}
-	return results, err
 }
 
 // EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:
