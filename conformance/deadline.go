@@ -251,6 +251,22 @@ func (m *stallMeter) stop() time.Duration {
 // longest allows for one step.
 func (m *stallMeter) stalls() time.Duration { return max(m.worst, m.all) }
 
+// stallAllowance caps what loadAllowance allows for the meter's stalls.
+// They grow with the wait they are measured over, a wait late by a defect
+// included: uncapped, on a machine where each sample overran by a few ms,
+// they would excuse a hand-off seconds late. A missed wake-up costs a
+// heartbeat (a second and more), past any bound with this.
+const stallAllowance = 300 * time.Millisecond
+
+// loadAllowance is what a bound on a hand-off allows for a loaded machine,
+// given the longest round trip m timed (slow): three of those, or the
+// stalls m saw, up to stallAllowance, whichever is more. A path of several
+// steps may be held up at each, where the longest round trip allows for
+// one.
+func loadAllowance(slow time.Duration, m *tripmeter.Meter) time.Duration {
+	return max(3*slow, min(m.Stalled(), stallAllowance))
+}
+
 // withinTrips fails t if c is not closed within d and twice the longest
 // round trip m has timed by then (see tripmeter.Meter): a bound on something
 // that takes a round trip or two, where d alone fits an idle machine.

@@ -199,8 +199,8 @@ func (s *suite) testSemHandOffSeveral(t *testing.T, ctx context.Context) {
 	}
 	slow := trips.Stop()
 	for _, r := range first {
-		if d := r.at.Sub(released); d > s.bound(50*time.Millisecond)+max(3*slow, trips.Stalled()) {
-			t.Errorf("waiter %d acquired %v after the release, want within %v, and %v more for the longest round trip timed meanwhile, three times (or the meter's stalls, %v, if more)", r.i, d, s.bound(50*time.Millisecond), slow, trips.Stalled())
+		if d := r.at.Sub(released); d > s.bound(50*time.Millisecond)+loadAllowance(slow, trips) {
+			t.Errorf("waiter %d acquired %v after the release, want within %v, and %v more for the longest round trip timed meanwhile, three times (or the meter's stalls, %v, if more, up to %v)", r.i, d, s.bound(50*time.Millisecond), slow, trips.Stalled(), stallAllowance)
 		}
 	}
 	// 3 held: waiter 2 (3) does not fit, and waiter 3 (1) waits behind it.
