@@ -2,19 +2,55 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/dsyncgo/dsync/backend"
+	bredigo "github.com/dsyncgo/dsync/backend/redigo"
+	"github.com/dsyncgo/dsync/internal/codec"
+	"github.com/dsyncgo/dsync/mutex"
 )
 
-// dsyncValue and dsyncHeader have the sizes of what the mutex's pair sends
-// (a plain hold's value; its release's header after the value).
-var (
-	dsyncValue  = "76e4b3be00163b9e2c8dcd2e8be093be 61a6c053f627153cf068ea0a9dad8b35"
-	dsyncHeader = []any{"76e4b3be00163b9e2c8dcd2e8be093be", "5797498260116028060", "61a6c053f627153cf068ea0a9dad8b35", "30000", "dsync:mutex:{floor}:wake", "53f9e590414a.1", "", "15000", "0", "3600000", "5"}
-)
+// releaseCall records the script calls a backend makes, so that the
+// floor can replay the mutex's release with the keys and arguments the
+// library sends, whatever the codec's header holds.
+type releaseCall struct {
+	backend.Backend
+	keys []string
+	args []any
+}
+
+func (r *releaseCall) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
+	r.keys, r.args = slices.Clone(keys), slices.Clone(args)
+	return r.Backend.Eval(ctx, s, keys, args...)
+}
+
+// mutexRelease returns the keys and arguments of the mutex's release of
+// an uncontended hold on the server at a, and the hold's plain value
+// among them: the last script call of one lock+unlock.
+func mutexRelease(b *testing.B, a string) (keys []string, args []any, plain string) {
+	pool := redigoPool(a, new(counter))
+	defer pool.Close()
+	rec := &releaseCall{Backend: bredigo.New(pool)}
+	defer rec.Close()
+	m := mutex.New(rec, name("floor")) // the same length as the measured mutex's
+	if err := m.LockContext(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.UnlockContext(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	plain, ok := rec.args[codec.Plain].(string)
+	if !ok || plain == "" {
+		b.Fatalf("the release's argument %d is %v, not a plain value", codec.Plain, rec.args[codec.Plain])
+	}
+	return rec.keys, rec.args, plain
+}
 
 // BenchmarkRedisCPUFloor is the model behind the Redis CPU line of the
 // uncontended table: what the server spends per pair of round trips with
@@ -34,7 +70,13 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 	defer c.Close()
 	trivial := redis.NewScript(1, "return 1")
 	getDel := redis.NewScript(1, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
-	getDel4 := redis.NewScript(4, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0")
+	relKeys, relArgs, plain := mutexRelease(b, a)
+	getDelArgs := redis.NewScript(len(relKeys), fmt.Sprintf("if redis.call('GET', KEYS[1]) == ARGV[%d] then return redis.call('DEL', KEYS[1]) end return 0", codec.Plain+1))
+	var relCall []any
+	for _, k := range relKeys {
+		relCall = append(relCall, k)
+	}
+	relCall = append(relCall, relArgs...)
 	m := newDsync(a, name("floor"), new(counter))
 	defer m.Close()
 	shapes := []struct {
@@ -62,13 +104,13 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 			_, err := getDel.Do(c, "floor:r", "v")
 			return err
 		}},
-		// redsync's shape with the arguments of dsync's pair: its value
-		// (owner and hold ids), and the release's four keys and header.
+		// redsync's shape with the arguments of dsync's pair: its plain
+		// value, and the keys and arguments of the mutex's release.
 		{"redsync-shape-dsync-args", func() error {
-			if _, err := c.Do("SET", "floor:{d}", dsyncValue, "NX", "PX", 30000); err != nil {
+			if _, err := c.Do("SET", relKeys[0], plain, "NX", "PX", 30000); err != nil {
 				return err
 			}
-			_, err := getDel4.Do(c, append([]any{"floor:{d}", "floor:{d}:queue", "floor:{d}:expiry", "floor:{d}:fence", dsyncValue}, dsyncHeader...)...)
+			_, err := getDelArgs.Do(c, relCall...)
 			return err
 		}},
 		{"dsync-mutex", func() error { return cycle(context.Background(), m, 0) }},
