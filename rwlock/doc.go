@@ -116,9 +116,11 @@
 // has passed the write hold is gone (its holder's renewal and release
 // find it so, and State reports no writer), but the key still keeps plain
 // acquisitions out. Each registration and heartbeat of a waiter, and each
-// renewal of a read hold, makes the main key outlive it. When the last of
-// them leaves or ends, the key goes with the hold, or with them: freed,
-// it is gone.
+// renewal of a read hold, makes the main key outlive it (by 2ms, as a
+// server may count the key's expiry from the start of the script that
+// sets it, and the hold's from the time the script reads). When the last
+// of them leaves or ends, the key goes with the hold, or with them:
+// freed, it is gone.
 //
 // If the main key alone is deleted or evicted behind dsync's back (the
 // volatile-* eviction policies may take it and leave the read holds'

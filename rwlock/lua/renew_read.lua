@@ -10,11 +10,12 @@
 -- their own hold.
 --
 -- W outlives every read hold (see rw.lua): each renewal extends it too,
--- the key only where it is the owner's write hold (a downgrade), whose
--- own end stays. A read hold beside another owner's write hold, or with
--- W missing altogether, is lost: W was deleted or evicted behind dsync's
--- back, and a plain writer took it, or may have taken it and gone (see
--- rw_load in rw.lua); the hold is dropped, and its holder told at once.
+-- to turn_margin past the hold (see rw_outlive), the key only where it is
+-- the owner's write hold (a downgrade), whose own end stays. A read hold
+-- beside another owner's write hold, or with W missing altogether, is
+-- lost: W was deleted or evicted behind dsync's back, and a plain writer
+-- took it, or may have taken it and gone (see rw_load in rw.lua); the hold
+-- is dropped, and its holder told at once.
 local out, nkeys, per = {}, tonumber(ARGV[1]), tonumber(ARGV[2])
 local now_ms
 for i = 1, #KEYS / nkeys do
@@ -50,8 +51,8 @@ for i = 1, #KEYS / nkeys do
       expire_at_least(readers, lease)
       expire_at_least(rexpiry, lease)
       if s.kind == 'shared' then
-        -- W lives as long as every read hold.
-        expire_at_least(w, lease)
+        -- W outlives every read hold.
+        rw_outlive(w, lease)
       elseif s.kind == 'write' and s.token and lease > 0 then
         -- The owner's write hold: its key, not the hold, outlives this
         -- read hold.
@@ -62,11 +63,11 @@ for i = 1, #KEYS / nkeys do
         -- that passes the lock on must find the write hold ended, and
         -- hand it to the readers that waited it out (see readers_due),
         -- which a renewal, without their keys, cannot.
-        expire_at_least(w, lease)
+        rw_outlive(w, lease)
       elseif s.kind == 'missing' and s.token then
         -- W says the read holds are in the other keys.
         redis.call('SET', w, s.token .. ' shared', 'KEEPTTL')
-        expire_at_least(w, lease)
+        rw_outlive(w, lease)
       end
       out[i] = 1
     end

@@ -26,7 +26,8 @@
 --       drawn) or full, expiring with its lease, and nothing else
 --   "<token> shared"
 --       no write hold; read holds in R and RX, or waiters, or both; it
---       expires no sooner than any of them
+--       expires no sooner than any of them, and turn_margin ms later (see
+--       rw_outlive)
 --
 -- or missing. W outlives everything else on the lock, so that W missing
 -- means nothing is on it: no live read hold and no live waiter. A lone
@@ -55,6 +56,22 @@ local W, R, RX, WQ, WX, RW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6
 -- the waiting writers', the waiting readers' and the read holds' (see
 -- a.turn in exclusive.lua).
 local rw_turn = {WX, RW, RX}
+
+-- rw_outlive makes key, W (or the W of a renewal's hold), outlive by
+-- turn_margin ms (see exclusive.lua) an entry of RX, WX or RW just written
+-- to expire ttl ms from now: the entry's expiry is counted from the
+-- script's TIME, the key's from when the script began (a server that
+-- freezes a script's time at its start: Redis since 7.2), which may be
+-- earlier by the script's run so far. Without the margin W could expire
+-- before a read hold or a waiter's entry, and a plain SET NX take the lock
+-- while the hold still counts. A ttl of 0 changes nothing (a renewal's
+-- check of a fixed lease).
+local function rw_outlive(key, ttl)
+  ttl = tonumber(ttl)
+  if ttl > 0 then
+    expire_at_least(key, ttl + turn_margin)
+  end
+end
 
 -- rw_header returns the header (see codec.lua) of a script of the lock,
 -- which keeps what is behind a write hold (see rw_turn).
@@ -191,9 +208,10 @@ local function first_read_expiry(now_ms)
 end
 
 -- rw_unfold moves the lone read hold s (kind 'read', W's state) to R and
--- RX, expiring when W would have, and makes W "<token> shared": for a
--- script that adds a waiter or another read hold. It reads R and RX
--- first, so that a key of the wrong type fails it before any write.
+-- RX, expiring when W would have, and makes W "<token> shared", outliving
+-- it (see rw_outlive): for a script that adds a waiter or another read
+-- hold. It reads R and RX first, so that a key of the wrong type fails it
+-- before any write.
 local function rw_unfold(s, now_ms)
   redis.call('ZRANGE', RX, 0, 0)
   redis.call('HLEN', R)
@@ -205,6 +223,7 @@ local function rw_unfold(s, now_ms)
     store_reader(s.owner, s, now_ms + pt, now_ms)
   end
   redis.call('SET', W, s.token .. ' shared', 'KEEPTTL')
+  rw_outlive(W, pt)
   return {kind = 'shared', token = s.token}
 end
 
@@ -229,14 +248,16 @@ end
 
 -- rw_settle writes W for a lock whose write hold is free, with token the
 -- last token handed out (nil if W did not know it): "<token> shared",
--- expiring with the longest-lived of the other keys, while a read hold or
--- a waiter is left; else it deletes W. A shared lock whose token was lost
--- draws one (see fence.lua). It returns the token, '0' if none.
+-- expiring turn_margin ms after the longest-lived of the other keys (see
+-- rw_outlive: their expiries, like W's, count from the start of the
+-- script that set them, their entries' from its TIME), while a read hold
+-- or a waiter is left; else it deletes W. A shared lock whose token was
+-- lost draws one (see fence.lua). It returns the token, '0' if none.
 local function rw_settle(token, now_ms, now_us)
   if rw_busy(now_ms) then
     token = token or draw(nil, now_us)
     local ttl = math.max(redis.call('PTTL', RX), redis.call('PTTL', WX), redis.call('PTTL', RW), 1)
-    redis.call('SET', W, token .. ' shared', 'PX', ttl)
+    redis.call('SET', W, token .. ' shared', 'PX', ttl + turn_margin)
   else
     redis.call('DEL', W)
   end
@@ -246,16 +267,17 @@ end
 -- rw_keep makes W, whose state s was read in this script (no lone read
 -- hold), outlive a read hold or waiter's entry just written to expire ttl
 -- ms from now: a write hold records its end and its key lives at least
--- that long (see keep_turn in exclusive.lua), W in the shared form lives
--- at least that long, and a missing one is written back (see rw_settle).
--- It returns the last token, '0' if none.
+-- that long and turn_margin more (see keep_turn in exclusive.lua), W in
+-- the shared form lives as long and turn_margin more (see rw_outlive),
+-- and a missing one is written back (see rw_settle). It returns the last
+-- token, '0' if none.
 local function rw_keep(s, ttl, now_ms, now_us)
   if s.kind == 'write' then
     keep_turn(W, s, ttl, now_ms)
     return s.token
   end
   if s.kind == 'shared' then
-    expire_at_least(W, ttl)
+    rw_outlive(W, ttl)
     return s.token
   end
   return rw_settle(s.token, now_ms, now_us)
