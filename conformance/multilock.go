@@ -218,15 +218,19 @@ func (s *suite) testMultiBadInput(t *testing.T, ctx context.Context) {
 type groupUnits struct {
 	*multilock.Lock
 	members []exclusiveLock
-	quorum  int // members a group hold needs
+	quorum  int        // members a group hold needs
+	take    *time.Time // when lock's last take began
 }
 
 // lock takes a group hold with every member. A RedLock may hold a
 // majority only, when a member's attempt outlasts its timeout on a loaded
 // machine; the cases count the calls and ends of every member's hold, so
-// such a hold is given back and taken again, a few times at most.
+// such a hold is given back and taken again, ten times at most. The
+// cases that time a hold's lease count it from the last take (see
+// takeBegan).
 func (g groupUnits) lock(ctx context.Context) error {
-	for range 5 {
+	for range 10 {
+		*g.take = time.Now()
 		if err := g.LockContext(ctx); err != nil || g.quorum == len(g.members) {
 			return err
 		}
@@ -248,10 +252,11 @@ func (g groupUnits) lock(ctx context.Context) error {
 			return err
 		}
 	}
-	return errors.New("the RedLock took a majority of its members only, five times")
+	return errors.New("the RedLock took a majority of its members only, ten times")
 }
 
 func (g groupUnits) tryLock(ctx context.Context) (bool, error) { return g.TryLockContext(ctx) }
+func (g groupUnits) takeBegan() time.Time                      { return *g.take }
 func (g groupUnits) done(ctx context.Context) <-chan struct{}  { return g.Done(ctx) }
 func (g groupUnits) unlock(ctx context.Context, n int) error   { one(n); return g.UnlockContext(ctx) }
 
@@ -284,7 +289,7 @@ func (g groupUnits) counts(ctx context.Context) ([]int, error) {
 // three mutexes.
 func groupReleases(redlock bool) releaseKind {
 	open := func(b backend.Backend, name string, c lockConfig) releasable {
-		g := groupUnits{quorum: 3}
+		g := groupUnits{quorum: 3, take: new(time.Time)}
 		var ls []dsync.Locker
 		for _, n := range []string{"a", "b", "c"} {
 			m := mutexKind.open(b, name+"-"+n, c)
