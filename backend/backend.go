@@ -190,15 +190,14 @@ type SetPublisher interface {
 	// call (rule 7), a closed backend fails it with ErrClosed, and a
 	// transport error, for the pair as a whole, may hide a success of the
 	// SET, and a sent PUBLISH. The PUBLISH's own failure (an error reply,
-	// such as a channel an ACL denies, or a reply that cannot be read as
-	// one) is dropped, and the SET's known outcome reported: the message
-	// is a hint, which pub/sub already delivers at most once (a
-	// subscriber that was reconnecting misses it, and gets a gap), so its
-	// receivers must do without it anyway, whereas an error would turn a
-	// known outcome of the SET into an unknown one that the caller must
-	// read the key to settle. A channel an ACL denies fails the
-	// receivers' SUBSCRIBE under the same rule, where it is seen. The
-	// number of receivers is not reported.
+	// such as NOPERM for a channel an ACL denies the client's user, or a
+	// reply that cannot be read as one) is the error when the SET has
+	// none, wrapping the *ServerError (or the error matching
+	// dsync.ErrUnexpectedReply), with the SET's known outcome reported
+	// all the same: pub/sub loses a message only where its receivers get
+	// a gap instead (see Message), so a message refused would leave them
+	// unaware of the SET for good, and the caller, told, can undo the SET
+	// it knows it made. The number of receivers is not reported.
 	SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error)
 }
 

@@ -109,7 +109,7 @@ func (c *lineClient) pipeline(t *testing.T, cfg backend.PipelineConfig) *backend
 // TestPipelineSetNXPublishIsOneBatch: the SET and the PUBLISH of a lone
 // SetNXPublish go to the client as one batch of two calls, SET first,
 // whatever the context and with sharing on or off; the SET's outcome is
-// reported, and a PUBLISH's error reply alone is dropped.
+// reported, and a PUBLISH's error reply with it, as the error.
 func TestPipelineSetNXPublishIsOneBatch(t *testing.T) {
 	bg := context.Background()
 	cctx, cancel := context.WithCancel(bg)
@@ -125,17 +125,23 @@ func TestPipelineSetNXPublishIsOneBatch(t *testing.T) {
 		for name, ctx := range contexts {
 			for _, tc := range []struct {
 				key, channel string
-				want         bool
+				want, denied bool
 			}{
-				{"k", "ch", true},
-				{"taken", "ch", false},
-				{"k2", "denied", true},
-				{"taken", "denied", false},
+				{"k", "ch", true, false},
+				{"taken", "ch", false, false},
+				{"k2", "denied", true, true},
+				{"taken", "denied", false, true},
 			} {
 				c.reset()
 				ok, err := p.SetNXPublish(ctx, tc.key, "v", 1500*time.Millisecond, tc.channel, "hint")
-				if ok != tc.want || err != nil {
-					t.Errorf("Off %v, %s: SetNXPublish(%q, channel %q): %v, %v; want %v, nil", off, name, tc.key, tc.channel, ok, err, tc.want)
+				var se *backend.ServerError
+				switch {
+				case ok != tc.want:
+					t.Errorf("Off %v, %s: SetNXPublish(%q, channel %q): %v, %v; want the SET's outcome, %v", off, name, tc.key, tc.channel, ok, err, tc.want)
+				case !tc.denied && err != nil:
+					t.Errorf("Off %v, %s: SetNXPublish(%q, channel %q): %v; want no error", off, name, tc.key, tc.channel, err)
+				case tc.denied && (!errors.As(err, &se) || se.Prefix() != "NOPERM" || !strings.Contains(err.Error(), "PUBLISH denied")):
+					t.Errorf("Off %v, %s: SetNXPublish(%q, channel %q): %v; want the PUBLISH's error reply, naming the channel", off, name, tc.key, tc.channel, err)
 				}
 				sends, batches := c.recorded()
 				want := [][]string{{"SET " + tc.key + " v NX PX 1500", "PUBLISH " + tc.channel + " hint"}}
