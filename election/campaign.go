@@ -30,9 +30,12 @@ import (
 // restarting or failing-over server) until then, and returns at once
 // those that cannot: dsync.ErrClosed for a closed backend,
 // dsync.ErrUnexpectedReply for an election key that dsync did not write
-// (or an adapter that breaks the reply contract), and, before any I/O,
-// bad arguments (see New: dsync.ErrInvalidBackend, ErrInvalidName,
-// ErrInvalidLease). Retrying any of these is futile; Run returns them.
+// (or an adapter that breaks the reply contract), an error reply that
+// cannot pass, such as the server's refusal of a command that its ACL
+// denies the backend's user (wrapping the *backend.ServerError; see
+// Keys in the package doc), and, before any I/O, bad arguments (see New:
+// dsync.ErrInvalidBackend, ErrInvalidName, ErrInvalidLease). Retrying any
+// of these is futile; Run returns them.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	t := e.candidate(value)
 	l, err := e.h.LockHold(ctx, &t.spec)

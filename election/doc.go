@@ -177,7 +177,11 @@
 // user that may not write, or a replica, they fail while an unread term
 // is on. A Campaign that finds a term on publishes the hint all the same
 // (it is sent with the SET that failed), so every observer reads once
-// more for each candidate that joins the queue.
+// more for each candidate that joins the queue. So a campaign needs its
+// user to publish on the observe channel: through a user whose ACL denies
+// it, a Campaign or TryCampaign that finds no term on and nobody queued
+// fails at once with the server's refusal, and leaves nothing on the
+// server (the term its SET took is deleted).
 //
 // # Errors
 //
