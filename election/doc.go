@@ -174,8 +174,13 @@
 //
 // Since a read may convert a term, Leader, State, the observers' reads
 // and the dsync command's inspect and list write to the server: through a
-// user that may not write, or a replica, they fail while an unread term
-// is on. A Campaign that finds a term on publishes the hint all the same
+// user that may not write, or on a replica, they fail while an unread term
+// is on, at once, with the server's refusal (an error wrapping its
+// *backend.ServerError, READONLY on a replica). An observer's read retries
+// then, and shows the term once something that may write has read it (its
+// leader's Token, its first renewal under the watchdog, or a read on the
+// primary through a user that may write). A user limited to +@read may
+// not run the reads' scripts at all, term or not. A Campaign that finds a term on publishes the hint all the same
 // (it is sent with the SET that failed), so every observer reads once
 // more for each candidate that joins the queue. So a campaign needs its
 // user to publish on the observe channel: through a user whose ACL denies

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/session"
 	"github.com/dsyncgo/dsync/internal/wait"
 )
@@ -234,21 +235,27 @@ func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 const callTimeout = 10 * time.Second
 
 // refresh reads the state and applies it (see apply for reset),
-// retrying errors that may pass with capped backoff until ctx ends. An
-// error that cannot pass (a key dsync did not write) is logged, and the
-// next change or gap tries again.
+// retrying errors that may pass with capped backoff until ctx ends. The
+// server's refusal of the read is retried so too: through a user that may
+// not write, or on a replica, a read of a term that nothing read yet is
+// refused (it would convert the term, see Keys in the package doc) until
+// something that may write has read it, such as its leader's Token or
+// first renewal, and then the read shows it. An error that cannot pass (a
+// key dsync did not write) is logged, and the next change or gap tries
+// again.
 func (f *feed) refresh(ctx context.Context, reset bool) {
 	for n := 1; ; n++ {
 		rctx, cancel := context.WithTimeout(ctx, callTimeout)
 		o, _, err := f.e.read(rctx, 0)
 		cancel()
+		var refused *backend.ServerError
 		switch {
 		case err == nil:
 			f.apply(o, reset)
 			return
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
 			return
-		case !wait.Transient(err):
+		case !wait.Transient(err) && (!errors.As(err, &refused) || core.Foreign(err)):
 			f.e.h.Cfg.Logger.Warn("dsync: cannot read the election's leader", "name", f.e.h.Name, "error", err)
 			return
 		}
@@ -259,11 +266,18 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 	}
 }
 
-// unreachable logs the n-th failure in a row to reach the server, once.
+// unreachable logs the n-th failure in a row to reach the server, or the
+// server's refusal, once.
 func (f *feed) unreachable(n int, err error) {
-	if n == 1 {
-		f.e.h.Cfg.Logger.Warn("dsync: cannot reach the server to observe the election; retrying", "name", f.e.h.Name, "error", err)
+	if n != 1 {
+		return
 	}
+	msg := "dsync: cannot reach the server to observe the election; retrying"
+	var refused *backend.ServerError
+	if errors.As(err, &refused) {
+		msg = "dsync: the server refused a call to observe the election; retrying"
+	}
+	f.e.h.Cfg.Logger.Warn(msg, "name", f.e.h.Name, "error", err)
 }
 
 // apply makes o the current state if it is newer than the one the feed

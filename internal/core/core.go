@@ -239,13 +239,16 @@ func (h *Handle) Wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if foreign(err) {
+	if Foreign(err) {
 		err = fmt.Errorf("%w: %w", dsync.ErrUnexpectedReply, err)
 	}
 	return fmt.Errorf("%s %q: %s: %w", h.Kind, truncate(h.Name), op, err)
 }
 
-func foreign(err error) bool {
+// Foreign reports whether err is a script's report of a key that dsync did
+// not write, or of the wrong type, which Wrap makes match
+// dsync.ErrUnexpectedReply.
+func Foreign(err error) bool {
 	var se *backend.ServerError
 	if !errors.As(err, &se) || errors.Is(err, dsync.ErrUnexpectedReply) {
 		return false
