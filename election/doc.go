@@ -180,13 +180,15 @@
 // then, and shows the term once something that may write has read it (its
 // leader's Token, its first renewal under the watchdog, or a read on the
 // primary through a user that may write). A user limited to +@read may
-// not run the reads' scripts at all, term or not. A Campaign that finds a term on publishes the hint all the same
-// (it is sent with the SET that failed), so every observer reads once
-// more for each candidate that joins the queue. So a campaign needs its
-// user to publish on the observe channel: through a user whose ACL denies
-// it, a Campaign or TryCampaign that finds no term on and nobody queued
-// fails at once with the server's refusal, and leaves nothing on the
-// server (the term its SET took is deleted).
+// not run the reads' scripts at all, term or not.
+//
+// A Campaign that finds a term on publishes the hint all the same (it is
+// sent with the SET that failed), so every observer reads once more for
+// each candidate that joins the queue. So a campaign needs its user to
+// publish on the observe channel: through a user whose ACL denies it, a
+// Campaign or TryCampaign that finds no term on and nobody queued fails at
+// once with the server's refusal, and leaves nothing on the server (the
+// term its SET took is deleted).
 //
 // # Errors
 //
@@ -196,8 +198,10 @@
 // that holds something dsync did not write (which is left alone; a
 // plain campaign does not read the leader state, so a foreign one there
 // fails the term's reads and its Token instead of its Campaign),
-// ErrClosed for a closed backend. Bad arguments are reported before any
-// I/O. Campaign and Run return ErrUnexpectedReply, ErrClosed and bad
-// arguments at once (retrying cannot mend them), and ride out the errors
-// that may pass.
+// ErrClosed for a closed backend; or else, for the server's refusal of a
+// command (an ACL's, a replica's, see Keys), it wraps the
+// *backend.ServerError. Bad arguments are reported before any I/O.
+// Campaign and Run return ErrUnexpectedReply, ErrClosed, bad arguments and
+// the refusals that cannot pass at once (retrying cannot mend them), and
+// ride out the errors that may pass.
 package election

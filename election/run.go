@@ -37,7 +37,8 @@ import (
 // as Campaign, or the resignation's own few seconds). It returns at once
 // an error that cannot pass: bad arguments (see New), dsync.ErrClosed for
 // a closed backend, dsync.ErrUnexpectedReply for an election key that
-// dsync did not write. Campaign rides out the backend errors that may
+// dsync did not write, the server's refusal of a command (see Campaign).
+// Campaign rides out the backend errors that may
 // pass (connection failures, a restarting server); should one reach Run,
 // it campaigns again after a backoff (10ms doubling to 1s, with jitter).
 //
