@@ -14,9 +14,13 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"go.uber.org/goleak"
 
+	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 )
+
+// slowMember is how long member c's first attempt takes to fail.
+const slowMember = 100 * time.Millisecond
 
 // slowFirstC fails the first Eval on member c past the RedLock's member
 // timeout, unapplied (a loaded machine), so that the group's first take
@@ -30,7 +34,7 @@ func (b *slowFirstC) Eval(ctx context.Context, s *backend.Script, keys []string,
 	for _, k := range keys {
 		if strings.Contains(k, "release-c") && b.done.CompareAndSwap(false, true) {
 			select {
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(slowMember):
 				return nil, fmt.Errorf("slow member: %w", context.DeadlineExceeded)
 			case <-ctx.Done():
 				return nil, fmt.Errorf("slow member: %w", ctx.Err())
@@ -47,6 +51,34 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // given back and taken again with every member, and the ends of the hold
 // given back are not counted as the case's.
 func TestReleaseCasesTakeEveryRedLockMember(t *testing.T) {
+	s, slow := slowMemberSuite(t)
+	s.testReleaseStalledKeepsDeadline(t, context.Background(), groupReleases(true))
+	if !slow.done.Load() {
+		t.Fatal("member c's first attempt was not slowed: the retry was not exercised")
+	}
+}
+
+// The cases that time a lease count it from the take that holds: a group
+// take that held a majority only and was taken again does not count.
+func TestReleaseCasesTimeTheTakeThatHolds(t *testing.T) {
+	s, slow := slowMemberSuite(t)
+	r := s.releaseRig(t, groupReleases(true), lockConfig{watchdog: releaseLease})
+	o := dsync.WithOwner(context.Background())
+	called := time.Now()
+	took := lockTimed(t, r.holder, o)
+	if !slow.done.Load() {
+		t.Fatal("member c's first attempt was not slowed: the retry was not exercised")
+	}
+	if took.Sub(called) < slowMember {
+		t.Errorf("lockTimed counts the lease from %v after the call; want at least %v, after the first take that was given back", took.Sub(called), slowMember)
+	}
+	must(t, r.holder.unlock(o, 1), "unlock")
+}
+
+// slowMemberSuite returns a suite over a redis-server of its own, whose
+// first backend (a release rig's holder's) fails member c's first attempt
+// (see slowFirstC).
+func slowMemberSuite(t *testing.T) (*suite, *slowFirstC) {
 	// A server of its own on a unix socket: package harness, which
 	// starts servers for every other test, imports this one.
 	sock := filepath.Join(t.TempDir(), "redis.sock")
@@ -70,20 +102,17 @@ func TestReleaseCasesTakeEveryRedLockMember(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var slow *slowFirstC
+	slow := new(slowFirstC)
 	nb := func(t *testing.T) backend.Backend {
 		pool := &redis.Pool{Dial: dial}
 		b := bredigo.New(pool)
 		t.Cleanup(func() { b.Close(); pool.Close() })
-		if slow == nil { // the rig's holder
-			slow = &slowFirstC{Backend: b}
+		if slow.Backend == nil { // the rig's holder
+			slow.Backend = b
 			return slow
 		}
 		return b
 	}
 	s, _ := newSuite(t, nb, nil)
-	s.testReleaseStalledKeepsDeadline(t, context.Background(), groupReleases(true))
-	if !slow.done.Load() {
-		t.Fatal("member c's first attempt was not slowed: the retry was not exercised")
-	}
+	return s, slow
 }
