@@ -191,16 +191,13 @@ type SetPublisher interface {
 	// transport error, for the pair as a whole, may hide a success of the
 	// SET, and a sent PUBLISH. The PUBLISH's own failure (an error reply,
 	// such as NOPERM for a channel an ACL denies the client's user, or a
-	// reply that cannot be read as one) is the error when the SET took
-	// the key, wrapping the *ServerError (or the error matching
-	// dsync.ErrUnexpectedReply), with the SET's outcome, true, reported
+	// reply that cannot be read as one) is the error when the SET has
+	// none, wrapping the *ServerError (or the error matching
+	// dsync.ErrUnexpectedReply), with the SET's known outcome reported
 	// all the same: pub/sub loses a message only where its receivers get
 	// a gap instead (see Message), so a message refused would leave them
 	// unaware of the SET for good, and the caller, told, can undo the SET
-	// it knows it made. When the SET did not take the key, the message
-	// announced nothing, and its failure is dropped: the caller goes on
-	// as after any SET that found the key taken. The number of receivers
-	// is not reported.
+	// it knows it made. The number of receivers is not reported.
 	SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error)
 }
 

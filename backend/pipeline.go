@@ -301,7 +301,7 @@ func (p *Pipeline) SetNX(ctx context.Context, key, value string, ttl time.Durati
 // when Do would send a lone call there, or else queued as one entry, which
 // a batch of other callers' calls takes whole or not at all. The
 // PUBLISH's own error is reported, with the SET's outcome, when the SET
-// took the key (see SetPublisher). It costs what a batch costs where SetNX
+// has none (see SetPublisher). It costs what a batch costs where SetNX
 // costs a lone call: use SetNX where nothing is to be announced.
 func (p *Pipeline) SetNXPublish(ctx context.Context, key, value string, ttl time.Duration, channel, message string) (bool, error) {
 	ms, err := PX(ttl)
@@ -320,7 +320,7 @@ func (p *Pipeline) SetNXPublish(ctx context.Context, key, value string, ttl time
 	*sp = setPublish{}
 	p.pairs.Put(sp)
 	ok, err := SetReply(results[0].Reply, results[0].Err)
-	if ok && err == nil && results[1].Err != nil {
+	if err == nil && results[1].Err != nil {
 		err = fmt.Errorf("PUBLISH %s: %w", channel, results[1].Err)
 	}
 	return ok, err

@@ -130,7 +130,7 @@ func TestPipelineSetNXPublishIsOneBatch(t *testing.T) {
 				{"k", "ch", true, false},
 				{"taken", "ch", false, false},
 				{"k2", "denied", true, true},
-				{"taken", "denied", false, false}, // announced nothing
+				{"taken", "denied", false, true},
 			} {
 				c.reset()
 				ok, err := p.SetNXPublish(ctx, tc.key, "v", 1500*time.Millisecond, tc.channel, "hint")

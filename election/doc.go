@@ -188,11 +188,7 @@
 // publish on the observe channel: through a user whose ACL denies it, a
 // Campaign or TryCampaign that finds no term on and nobody queued fails at
 // once with the server's refusal, and leaves nothing on the server (the
-// term its SET took is deleted); one that finds a term that nothing read
-// yet fails so too, as a read does (its script would publish the term's
-// start); one that finds a term that was read goes on as through any
-// other user (TryCampaign reports the election led), as the hint it sent
-// with its failed SET announced nothing.
+// term its SET took is deleted).
 //
 // # Errors
 //
