@@ -184,11 +184,17 @@
 //
 // A Campaign that finds a term on publishes the hint all the same (it is
 // sent with the SET that failed), so every observer reads once more for
-// each candidate that joins the queue. So a campaign needs its user to
-// publish on the observe channel: through a user whose ACL denies it, a
-// Campaign or TryCampaign that finds no term on and nobody queued fails at
-// once with the server's refusal, and leaves nothing on the server (the
-// term its SET took is deleted).
+// each candidate that joins the queue. An election needs its user to
+// publish on its channels, the observe channel and the wake channels, as
+// its scripts announce every change there. Through a user whose ACL
+// denies them, a Campaign or TryCampaign whose attempt is the plain SET
+// with its hint (through a backend.SetPublisher) fails at once with the
+// server's refusal, whether or not a term is on, and deletes the term if
+// its SET took one; one whose attempt is the acquire script (another
+// backend, or a handle whose last attempt found the election taken)
+// fails where its script publishes, which may be after it queued, and a
+// term handed to it cannot announce its end. Give the election's user
+// its channels.
 //
 // # Errors
 //
