@@ -191,10 +191,10 @@
 // with its hint (through a backend.SetPublisher) fails at once with the
 // server's refusal, whether or not a term is on, and deletes the term if
 // its SET took one; one whose attempt is the acquire script (another
-// backend, or a handle whose last attempt found the election taken)
-// fails where its script publishes, which may be after it queued, and a
-// term handed to it cannot announce its end. Give the election's user
-// its channels.
+// backend, or a handle that found the election taken, until one of its
+// scripts finds it free) fails where its script publishes, which may be
+// after it queued, and a term handed to it cannot announce its end. Give
+// the election's user its channels.
 //
 // # Errors
 //
