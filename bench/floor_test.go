@@ -32,7 +32,9 @@ func (r *releaseCall) Eval(ctx context.Context, s *backend.Script, keys []string
 
 // mutexRelease returns the keys and arguments of the mutex's release of
 // an uncontended hold on the server at a, and the hold's plain value
-// among them: the last script call of one lock+unlock.
+// among them: the last script call of one lock+unlock. The recorder hides
+// the adapter's SetNX, so that lock is the acquire script's, which stores
+// the same plain value; the release is the same call either way.
 func mutexRelease(b *testing.B, a string) (keys []string, args []any, plain string) {
 	pool := redigoPool(a, new(counter))
 	defer pool.Close()
