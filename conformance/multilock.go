@@ -229,6 +229,16 @@ type groupUnits struct {
 // cases that time a hold's lease count it from the last take (see
 // takeBegan).
 func (g groupUnits) lock(ctx context.Context) error {
+	// The group may take members and give them back before it holds: a
+	// RedLock round it lost, or a take of a majority only (below). Their
+	// ends are reported before the release returns, while the rig knows
+	// when this take began, and it does not count the ends of holds
+	// taken since. Other ends come meanwhile too, and count: the same
+	// owner's lock may learn first that a hold it released has ended.
+	if began, _ := ctx.Value(muteKey{}).(*atomic.Int64); began != nil {
+		began.Store(time.Now().UnixNano())
+		defer began.Store(0)
+	}
 	for range 10 {
 		*g.take = time.Now()
 		if err := g.LockContext(ctx); err != nil || g.quorum == len(g.members) {
@@ -238,17 +248,7 @@ func (g groupUnits) lock(ctx context.Context) error {
 		if err != nil || ns[0] == ns[len(ns)-g.quorum] {
 			return err
 		}
-		// Ends are reported before the release returns: the rig's
-		// observer does not count this hold's.
-		mute, _ := ctx.Value(muteKey{}).(*atomic.Bool)
-		if mute != nil {
-			mute.Store(true)
-		}
-		err = g.UnlockContext(ctx)
-		if mute != nil {
-			mute.Store(false)
-		}
-		if err != nil {
+		if err := g.UnlockContext(ctx); err != nil {
 			return err
 		}
 	}
