@@ -79,7 +79,7 @@ func runEvictionWaitGroup(t *testing.T, policy string, ttl bool) {
 	opts := []waitgroup.Option{waitgroup.WithWatchdog(evictLease), waitgroup.WithWaiterTimeout(evictWaiterTO), waitgroup.WithLogger(nil)}
 
 	var ev evictions
-	stopListening := ev.listen(t, srv.Addr())
+	stopListening := ev.listen(t, srv.Addr(), nil)
 	defer stopListening()
 
 	var (
@@ -181,7 +181,7 @@ func runEvictionWaitGroup(t *testing.T, policy string, ttl bool) {
 	var ours []evicted
 	for _, e := range ev.keys {
 		if strings.HasPrefix(e.key, prefix) {
-			ours = append(ours, evicted{strings.TrimPrefix(e.key, prefix), e.at})
+			ours = append(ours, evicted{key: strings.TrimPrefix(e.key, prefix), at: e.at})
 		}
 	}
 	total := len(ev.keys)

@@ -471,7 +471,7 @@ func evictBurst(addr string, d time.Duration) (start time.Time, keys []evicted, 
 	for {
 		switch v := psc.Receive().(type) {
 		case redis.Message:
-			keys = append(keys, evicted{string(v.Data), time.Now()})
+			keys = append(keys, evicted{key: string(v.Data), at: time.Now()})
 		case redis.Pong:
 			return start, keys, nil
 		case error:
