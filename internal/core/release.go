@@ -67,13 +67,13 @@ type ReleaseSpec struct {
 
 	// Plain says that Script starts as the plain release does (see
 	// release_plain.lua): when Keys[0] holds the hold's plain value, it
-	// deletes it and replies 0. A release of a hold that looks plain (no
-	// token drawn, no waiter of the session carried, no attempt through
-	// the handle finding the primitive held or a plain release missing
-	// since) then sends the plain release first, with the main key and
-	// the plain value only, and Script only if that misses: a cheaper
-	// common case for a round trip more when waiters queued behind the
-	// hold meanwhile.
+	// deletes it and replies 0. A release of all of a hold that looks
+	// plain (no token drawn, no waiter of the session carried, no attempt
+	// through the handle finding the primitive held or a plain release
+	// missing since) then sends the plain release first, with the main
+	// key and the plain value only, and Script only if that misses: a
+	// cheaper common case for a round trip more when the hold changed
+	// where its lease did not see it (waiters queued behind it, say).
 	Plain bool
 }
 
@@ -248,6 +248,9 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	if rep.Refused {
 		units = 0
 	}
+	if rep.N > 0 && !rep.Refused {
+		r.l.SetRewritten()
+	}
 	r.l.Settle(rep.N, units)
 	if rep.N < 0 {
 		return rep.N, fmt.Errorf("%w: %w: %w", dsync.ErrNotHeld, ErrLost, errGone), true
@@ -352,7 +355,10 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	}
 	r.args = append(r.args, rs.Args...)
 	r.fixed = len(r.args)
-	r.plain = rs.Plain && len(queued) == 0 && l.Token() == 0 && !h.contended.Load() && !h.queuedBehind.Load()
+	// A partial release (of some of a semaphore's permits) never finds a
+	// plain value: the plain release would only miss.
+	r.plain = rs.Plain && len(queued) == 0 && l.Token() == 0 && !l.Rewritten() && !h.contended.Load() &&
+		!h.queuedBehind.Load() && (!rs.Units || units == l.Held())
 	for _, e := range queued {
 		r.args = append(r.args, e)
 	}

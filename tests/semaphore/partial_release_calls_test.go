@@ -50,7 +50,7 @@ func (c *evalCounter) during(t *testing.T, f func() error) []int {
 // the state key. It should be one script call, the release script's, as
 // it was before the plain release; the plain release sent first only
 // misses and costs a round trip more.
-func TestReviewPartialReleaseIsOneScriptCall(t *testing.T) {
+func TestPartialReleaseIsOneScriptCall(t *testing.T) {
 	srv := testserver.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
