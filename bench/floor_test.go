@@ -10,17 +10,15 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/mutex"
 )
 
-// releaseCall records the calls of scripts with the argument header that
-// a backend makes, so that the floor can replay the mutex's release with
-// the keys and arguments the library sends, whatever the codec's header
-// holds.
+// releaseCall records the script calls a backend makes, so that the
+// floor can replay the mutex's release with the keys and arguments the
+// library sends, whatever the codec's header holds.
 type releaseCall struct {
 	backend.Backend
 	keys []string
@@ -28,33 +26,25 @@ type releaseCall struct {
 }
 
 func (r *releaseCall) Eval(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	if len(args) >= codec.HeaderLen {
-		r.keys, r.args = slices.Clone(keys), slices.Clone(args)
-	}
+	r.keys, r.args = slices.Clone(keys), slices.Clone(args)
 	return r.Backend.Eval(ctx, s, keys, args...)
 }
 
-// mutexRelease returns the keys and arguments of the mutex's release
-// script for an uncontended hold on the server at a, and the hold's plain
-// value among them: the last script call with the header of one
-// lock+unlock. The recorder hides the adapter's SetNX, so that lock is
-// the acquire script's, which stores the same plain value. The hold's
-// token is drawn, so that its release is the script's, as when waiters
-// queued behind it, not the plain release alone.
+// mutexRelease returns the keys and arguments of the mutex's release of
+// an uncontended hold on the server at a, and the hold's plain value
+// among them: the last script call of one lock+unlock. The recorder hides
+// the adapter's SetNX, so that lock is the acquire script's, which stores
+// the same plain value; the release is the same call either way.
 func mutexRelease(b *testing.B, a string) (keys []string, args []any, plain string) {
 	pool := redigoPool(a, new(counter))
 	defer pool.Close()
 	rec := &releaseCall{Backend: bredigo.New(pool)}
 	defer rec.Close()
 	m := mutex.New(rec, name("floor")) // the same length as the measured mutex's
-	ctx := dsync.WithOwner(context.Background())
-	if err := m.LockContext(ctx); err != nil {
+	if err := m.LockContext(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := m.Token(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := m.UnlockContext(ctx); err != nil {
+	if err := m.UnlockContext(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	plain, ok := rec.args[codec.Plain].(string)
@@ -67,10 +57,8 @@ func mutexRelease(b *testing.B, a string) (keys []string, args []any, plain stri
 // BenchmarkRedisCPUFloor is the model behind the Redis CPU line of the
 // uncontended table: what the server spends per pair of round trips with
 // no lock at all, beside redsync's shape (SET NX, then a GET+DEL script),
-// the same with dsync's key and plain value (what the plain release
-// sends), the same with the release script's keys and arguments (what a
-// release sends when waiters queued behind its hold), and the dsync
-// mutex's pair, alternating in one run. redis-cpu-µs/op is
+// the same with the arguments of dsync's pair, and the dsync mutex's
+// pair, alternating in one run. redis-cpu-µs/op is
 // the server process's CPU (INFO cpu: its system time is mostly the two
 // reads and two writes); cmd-µs/op is what INFO commandstats counts
 // inside the commands; in-bytes/op is what the client sent.
@@ -118,16 +106,7 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 			_, err := getDel.Do(c, "floor:r", "v")
 			return err
 		}},
-		// redsync's shape with dsync's key and plain value: what the
-		// plain release sends (see core.ReleaseSpec.Plain).
-		{"redsync-shape-dsync-key", func() error {
-			if _, err := c.Do("SET", relKeys[0], plain, "NX", "PX", 30000); err != nil {
-				return err
-			}
-			_, err := getDel.Do(c, relKeys[0], plain)
-			return err
-		}},
-		// redsync's shape with the arguments of the release script: its plain
+		// redsync's shape with the arguments of dsync's pair: its plain
 		// value, and the keys and arguments of the mutex's release.
 		{"redsync-shape-dsync-args", func() error {
 			if _, err := c.Do("SET", relKeys[0], plain, "NX", "PX", 30000); err != nil {

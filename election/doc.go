@@ -154,10 +154,9 @@
 // term that nothing read is a script that reads the term's key and deletes it,
 // announcing nothing, since no observer knew of the term; of any other term it
 // reads the term and the leader state, deletes the term's key, and writes and
-// publishes the lapse (after the first script, if that found the term read
-// since: one round trip more, see package mutex). An uncontended pair that
-// nobody observes is thus two round trips and 5 server commands: SET, PUBLISH,
-// and the first script's call with its GET and DEL. If the term's key is deleted or evicted behind
+// publishes the lapse. An uncontended pair that nobody observes is thus two
+// round trips and 5 server commands: SET, PUBLISH, and the release script's
+// call with its GET and DEL. If the term's key is deleted or evicted behind
 // dsync's back while candidates are queued, newcomers may lead ahead of them,
 // one after another, until a candidate's next heartbeat (within a third of the
 // waiter timeout) writes the key back; the ends of their terms do not wake the

@@ -101,9 +101,8 @@
 // mutex's, through a backend with backend.Setter (elsewhere a script that
 // runs that SET), and an uncontended Unlock a script that GETs and DELs
 // it: four server commands in two round trips; the queue is read only
-// when a waiter joined it, after that script found the lock key changed
-// (one round trip more; see package mutex). A handle whose last
-// acquisition met the lock held tries the script first. If the lock key is deleted or evicted
+// when a waiter joined it. A handle whose last acquisition met the lock
+// held tries the script first. If the lock key is deleted or evicted
 // behind dsync's back while waiters are queued, newcomers may take the
 // lock ahead of them, one after another, until a waiter's next heartbeat
 // (within a third of the waiter timeout) writes the key back, as a

@@ -128,7 +128,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Hold:      &m.hold,
 		Plain:     true,
 	}
-	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true, Plain: true}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Fence: true}
 	return m
 }

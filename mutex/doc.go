@@ -175,14 +175,7 @@
 // compares and deletes does: a SET, and a script that runs a GET and a
 // DEL. With a backend that does not implement backend.Setter, the SET is
 // the fast path of the acquire script, which costs the server one script
-// call more. That Unlock sends the lock key and the hold's plain value
-// only, to a script that deletes the key if it still holds that value.
-// A hold re-entered, or whose token was drawn, through the same backend
-// value is released by the release script at once. Once waiters queued
-// behind the hold (or it changed through another backend value), the key
-// holds more, and the release script, which passes the mutex on, follows:
-// one round trip more. The handle's next Unlocks then send the release
-// script at once, until one finds its hold plain again.
+// call more.
 //
 // # Errors
 //

@@ -148,7 +148,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Plain: true,
 		Local: true,
 	}
-	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true, Local: true, Plain: true}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true, Local: true}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true}
 	return m
 }

@@ -108,9 +108,7 @@
 // lock nothing is on, and an uncontended Lock or RLock is one plain SET
 // NX PX of it, as the mutex's, through a backend with backend.Setter
 // (elsewhere a script that runs that SET), and its unlock a script that
-// GETs and DELs it: four server commands in two round trips. If anything
-// joined the lock meanwhile, the release script follows that one, one
-// round trip more (see package mutex). A handle
+// GETs and DELs it: four server commands in two round trips. A handle
 // whose last acquisition met the lock in use tries the script first. A
 // write hold that a waiter queues behind, or that its owner's read hold
 // joins (a downgrade), records its end in its value, and its key lives on

@@ -138,8 +138,8 @@ func New(b backend.Backend, name string, opts ...Option) *RWMutex {
 	m.rd, m.rdHold = m.spec(read)
 	m.write.Hold, m.rd.Hold = &m.writeHold, &m.rdHold
 	to, pref := m.h.Cfg.WaiterTimeout, []any{m.pref}
-	m.wrelease = core.ReleaseSpec{Script: writeReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true, Plain: true}
-	m.rrelease = core.ReleaseSpec{Script: readReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true, Plain: true}
+	m.wrelease = core.ReleaseSpec{Script: writeReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
+	m.rrelease = core.ReleaseSpec{Script: readReleaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: to, Args: pref, Fence: true}
 	return m
 }

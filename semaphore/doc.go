@@ -135,9 +135,7 @@
 // server commands, as the mutex's Lock and Unlock: the Acquire is one
 // plain SET NX of the state key (through a backend that implements
 // backend.Setter; else the fast path of the acquire script, one script
-// call more), and the Release a script that compares and deletes it (if
-// the state changed meanwhile, the release script follows, one round trip
-// more; see package mutex). That
+// call more), and the Release a script that compares and deletes it. That
 // rests on one promise the scripts keep: a missing state means that no
 // permit is held, no live waiter is queued and no capacity is set at
 // runtime. The state lives as long as the latest lease and at least as

@@ -146,7 +146,7 @@ func New(b backend.Backend, name string, capacity int64, opts ...Option) *Semaph
 	s.capArg = capacity
 	s.hold = s.holdSpec()
 	s.releases = core.ReleaseSpec{Script: releaseScript, Keys: s.keys, Channel: s.channel, EntryTTL: cfg.WaiterTimeout,
-		Units: true, PlainFields: []int64{capacity}, Args: []any{s.capArg}, Plain: true}
+		Units: true, PlainFields: []int64{capacity}, Args: []any{s.capArg}}
 	return s
 }
 

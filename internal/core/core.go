@@ -102,12 +102,6 @@ type Handle struct {
 	// SET NX first (see LockSpec.Plain).
 	contended atomic.Bool
 
-	// queuedBehind says that a plain release through h found its hold
-	// plain no more (waiters had queued behind it, say), since a release
-	// script last found its hold plain: the next release sends the
-	// primitive's release script at once (see ReleaseSpec.Plain).
-	queuedBehind atomic.Bool
-
 	// Script arguments made once: Cfg.Lease, Cfg.FenceTTL and
 	// Cfg.WaiterTimeout in ms, and the wake channel (Companion("wake")).
 	leaseArg, fenceTTLArg, waiterTOArg, wakeArg any

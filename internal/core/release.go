@@ -64,17 +64,6 @@ type ReleaseSpec struct {
 	// finds it equal.
 	Units       bool
 	PlainFields []int64
-
-	// Plain says that Script starts as the plain release does (see
-	// release_plain.lua): when Keys[0] holds the hold's plain value, it
-	// deletes it and replies 0. A release of all of a hold that looks
-	// plain (no token drawn, no waiter of the session carried, no attempt
-	// through the handle finding the primitive held or a plain release
-	// missing since) then sends the plain release first, with the main
-	// key and the plain value only, and Script only if that misses: a
-	// cheaper common case for a round trip more when the hold changed
-	// where its lease did not see it (waiters queued behind it, say).
-	Plain bool
 }
 
 // ReleaseOp returns a fresh operation id for a release, as a script
@@ -153,7 +142,6 @@ type release struct {
 	noLease   bool                     // args restore no lease
 	bound     time.Time                // past it, the release fails
 	first     bool                     // no attempt sent yet
-	plain     bool                     // send the plain release first (see ReleaseSpec.Plain)
 	ambiguous bool                     // an attempt failed: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
@@ -165,25 +153,9 @@ func (r *release) attempt() (wait.Reply, error) {
 	if !r.first {
 		args = args[:r.fixed]
 	}
-	if r.plain {
-		r.plain = false
-		released, err := r.h.releasePlain(r.call, r.rs, args[codec.Plain])
-		if err != nil {
-			r.first = false
-			return wait.Reply{}, err
-		}
-		if released {
-			return wait.Reply{}, nil
-		}
-		r.h.queuedBehind.Store(true)
-	}
 	first := r.first
 	r.first = false
 	rep, err := r.h.HandOff(r.call, r.rs.Channel, r.rs.Script, r.rs.Keys, args...)
-	if err == nil && rep.N == 0 && rep.HoldID == "" {
-		// The script found the hold plain.
-		r.h.queuedBehind.Store(false)
-	}
 	if first && len(args) > r.fixed {
 		r.l.Carried()
 	}
@@ -247,9 +219,6 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	units := r.units
 	if rep.Refused {
 		units = 0
-	}
-	if rep.N > 0 && !rep.Refused {
-		r.l.SetRewritten()
 	}
 	r.l.Settle(rep.N, units)
 	if rep.N < 0 {
@@ -355,28 +324,8 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	}
 	r.args = append(r.args, rs.Args...)
 	r.fixed = len(r.args)
-	// A partial release (of some of a semaphore's permits) never finds a
-	// plain value: the plain release would only miss.
-	r.plain = rs.Plain && len(queued) == 0 && l.Token() == 0 && !l.Rewritten() && !h.contended.Load() &&
-		!h.queuedBehind.Load() && (!rs.Units || units == l.Held())
 	for _, e := range queued {
 		r.args = append(r.args, e)
 	}
 	return r.start(ctx)
-}
-
-// releasePlain sends the plain release of the hold whose plain value is
-// plain (see ReleaseSpec.Plain), and reports whether it released it. Its
-// failure wakes the session's waiters on rs.Channel, as that of a hand-off
-// does: the release may have freed the primitive.
-func (h *Handle) releasePlain(ctx context.Context, rs *ReleaseSpec, plain any) (bool, error) {
-	reply, err := h.B.Eval(ctx, releasePlain, rs.Keys[:1], plain)
-	if err == nil {
-		var n int64
-		if n, err = backend.Int(reply); err == nil {
-			return n == 1, nil
-		}
-	}
-	h.Session().Hub.WakeAll(rs.Channel)
-	return false, err
 }

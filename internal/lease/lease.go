@@ -155,10 +155,9 @@ const (
 
 // Lease is a hold being kept alive.
 type Lease struct {
-	spec      Spec
-	s         *Scheduler
-	token     atomic.Int64 // spec.Token, or the one drawn since (see SetToken)
-	rewritten atomic.Bool  // see Rewritten
+	spec  Spec
+	s     *Scheduler
+	token atomic.Int64 // spec.Token, or the one drawn since (see SetToken)
 
 	// Guarded by s.mu.
 	done      chan struct{} // made by the first Done, closed at the end
@@ -213,22 +212,6 @@ func (l *Lease) Token() int64 { return l.token.Load() }
 // SetToken records the fencing token drawn for the hold since it was
 // kept, unless it has one.
 func (l *Lease) SetToken(token int64) { l.token.CompareAndSwap(0, token) }
-
-// Rewritten reports whether a script rewrote the hold since it was kept
-// (a partial release), so that its value at the main key is not its plain
-// value any more, whatever its token.
-func (l *Lease) Rewritten() bool { return l.rewritten.Load() }
-
-// SetRewritten records that a script rewrote the hold (see Rewritten).
-func (l *Lease) SetRewritten() { l.rewritten.Store(true) }
-
-// Held returns what the session acquired of the hold and did not release:
-// its count, or a semaphore's permits.
-func (l *Lease) Held() int64 {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.held
-}
 
 // Args returns the hold's owner, id and plain value as script arguments.
 func (l *Lease) Args() (owner, id, plain any) {

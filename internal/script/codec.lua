@@ -28,9 +28,7 @@
 --
 -- A fast path, which runs before the library is defined, reads ARGV by
 -- these positions and compares or stores ARGV[4] as it is: it never spells
--- a format out. The one script without the header is the plain release
--- (internal/core/release_plain.lua), every release script's fast path
--- sent alone, with the main key and ARGV[4] only.
+-- a format out.
 
 -- header returns the header as a table. A primitive that keeps its
 -- waiters' turn sets its field turn (see exclusive.lua).
