@@ -57,8 +57,8 @@ func mutexRelease(b *testing.B, a string) (keys []string, args []any, plain stri
 // BenchmarkRedisCPUFloor is the model behind the Redis CPU line of the
 // uncontended table: what the server spends per pair of round trips with
 // no lock at all, beside redsync's shape (SET NX, then a GET+DEL script),
-// the same with the arguments of dsync's pair, and the dsync mutex's
-// pair, alternating in one run. redis-cpu-µs/op is
+// the same with dsync's key and plain value, the same with the arguments
+// of dsync's pair, and the dsync mutex's pair, alternating in one run. redis-cpu-µs/op is
 // the server process's CPU (INFO cpu: its system time is mostly the two
 // reads and two writes); cmd-µs/op is what INFO commandstats counts
 // inside the commands; in-bytes/op is what the client sent.
@@ -104,6 +104,16 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 				return err
 			}
 			_, err := getDel.Do(c, "floor:r", "v")
+			return err
+		}},
+		// redsync's shape with dsync's key and plain value: a release
+		// the size of redsync's (see README.md, "A release the size of
+		// redsync's").
+		{"redsync-shape-dsync-key", func() error {
+			if _, err := c.Do("SET", relKeys[0], plain, "NX", "PX", 30000); err != nil {
+				return err
+			}
+			_, err := getDel.Do(c, relKeys[0], plain)
 			return err
 		}},
 		// redsync's shape with the arguments of dsync's pair: its plain
