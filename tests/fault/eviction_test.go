@@ -71,6 +71,20 @@ type evictKind struct {
 	open    func(t *testing.T, addr, name string) (acquire func(ctx context.Context, rng *rand.Rand) (evictAcquisition, error), all func(ctx context.Context) (bool, error))
 }
 
+// leftBehind returns the suffixes of the keys that an eviction of the main
+// key of k's primitive may leave behind, beside a plain hold taken since,
+// which they do not carry: a semaphore's holders, a read-write lock's
+// readers.
+func (k evictKind) leftBehind() []string {
+	switch k.kind {
+	case "semaphore":
+		return []string{":holders"}
+	case "rwlock":
+		return []string{":readers", ":rexpiry"}
+	}
+	return nil
+}
+
 // evictPrefixes returns the key prefixes of the primitive of kind and
 // name: its own, or its members' for a multi-lock (see evictKinds).
 func evictPrefixes(kind, name string) []string {
@@ -211,15 +225,16 @@ type evictions struct {
 type evicted struct {
 	key string
 	at  time.Time
-	// left is, for a key of probes, how long the key it names had left to
-	// live when the eviction was heard (0 if it was gone).
+	// left is, for a key of probes, how long the longest lived of the
+	// keys it names had left to live when the eviction was heard (0 if
+	// they were gone).
 	left time.Duration
 }
 
 // listen subscribes to the evictions of srv's database 0 and records them
 // until the returned function is called. For an evicted key of probes it
-// reads at once how long the key probes names has left to live.
-func (e *evictions) listen(t *testing.T, addr string, probes map[string]string) (stop func()) {
+// reads at once how long the keys probes names have left to live.
+func (e *evictions) listen(t *testing.T, addr string, probes map[string][]string) (stop func()) {
 	t.Helper()
 	c, err := redis.Dial("tcp", addr)
 	if err != nil {
@@ -241,9 +256,9 @@ func (e *evictions) listen(t *testing.T, addr string, probes map[string]string) 
 			switch v := psc.Receive().(type) {
 			case redis.Message:
 				ev := evicted{key: string(v.Data), at: time.Now()}
-				if other, ok := probes[ev.key]; ok {
+				for _, other := range probes[ev.key] {
 					ms, _ := redis.Int64(probe.Do("PTTL", other))
-					ev.left = time.Duration(max(ms, 0)) * time.Millisecond
+					ev.left = max(ev.left, time.Duration(ms)*time.Millisecond)
 				}
 				e.mu.Lock()
 				e.keys = append(e.keys, ev)
@@ -316,8 +331,9 @@ func fill(t *testing.T, addr string, ttl bool, stop <-chan struct{}) (done <-cha
 //     not one of the key's state before the grant, and before its release
 //     was sent) is told, by Done closing or by its release failing with
 //     ErrNotHeld, within a third of the lease plus 200ms of the eviction;
-//     a semaphore's holders key evicted while an eviction of its state
-//     left it behind carries no hold for sure, and is only counted;
+//     a key that an eviction of the main key left behind (a semaphore's
+//     holders, a read-write lock's readers) carries no hold for sure, and
+//     its eviction is only counted;
 //   - no overlap between lease-valid holders: a hold is valid from its
 //     acquisition until its release is sent, and a hold told of a loss
 //     only until that bound before it was told, since its key may have
@@ -373,13 +389,13 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	name := "evict"
 	prefixes := evictPrefixes(k.kind, name)
 
-	// A semaphore's holders key outlives an eviction of its state for as
-	// long as it was to live, and may meanwhile sit beside a single-form
-	// hold, which it does not carry (TestStaleHoldersCarryNoHold): the
-	// listener reads how long it has left.
-	probes := map[string]string{}
-	if k.kind == "semaphore" {
-		probes[prefixes[0]] = prefixes[0] + ":holders"
+	// The keys k.leftBehind names outlive an eviction of the main key,
+	// and may meanwhile sit beside a plain hold, which they do not carry
+	// (TestStaleHoldersCarryNoHold, TestStaleReadersCarryNoHold): the
+	// listener reads how long they have left.
+	probes := map[string][]string{}
+	for _, suffix := range k.leftBehind() {
+		probes[prefixes[0]] = append(probes[prefixes[0]], prefixes[0]+suffix)
 	}
 	var ev evictions
 	stopListening := ev.listen(t, srv.Addr(), probes)
@@ -518,10 +534,10 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 		}
 	}
 
-	// A holders key is left behind from an eviction of its state until
-	// its expiry, as read when the eviction was heard.
+	// A key is left behind from an eviction of the main key until its
+	// expiry, as read when the eviction was heard.
 	leftBehind := func(e evicted) bool {
-		return e.key == ":holders" && slices.ContainsFunc(carrying, func(s evicted) bool {
+		return slices.Contains(k.leftBehind(), e.key) && slices.ContainsFunc(carrying, func(s evicted) bool {
 			return s.key == "" && !e.at.Before(s.at) && !e.at.After(s.at.Add(s.left+50*time.Millisecond))
 		})
 	}
@@ -609,7 +625,7 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	for _, err := range errs {
 		t.Errorf("%v", err)
 	}
-	t.Logf("%s (%s), %s: %d values written, %s evictions, %d of the %s's keys %v; %d holds (%d acquisitions failed), %d told of a loss (%d with no eviction of their keys), %d hit by an eviction during the hold (and %d untold, by one of a holders key left behind by its state's), told within %v of it at worst; overlaps %d (longest %v), %d while both lease-valid; all of it free %v after the end",
+	t.Logf("%s (%s), %s: %d values written, %s evictions, %d of the %s's keys %v; %d holds (%d acquisitions failed), %d told of a loss (%d with no eviction of their keys), %d hit by an eviction during the hold (and %d untold, by one of a key left behind by the main key's), told within %v of it at worst; overlaps %d (longest %v), %d while both lease-valid; all of it free %v after the end",
 		variant, policy, k.kind, written, infoValue(info, "evicted_keys"), len(carrying), k.kind, mine, len(holds), failed, told, unexplained, hit, stale,
 		slowest.Round(time.Millisecond), overlaps, longest.Round(time.Millisecond), violations, freeAfter.Round(time.Millisecond))
 }
