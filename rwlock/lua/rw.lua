@@ -110,7 +110,8 @@ end
 
 -- rw_load decodes W from v, the reply of a GET of it (by pcall), as
 -- rw_decode does, for a script that may write: where W is missing
--- altogether (no token known), the read holds left in R and RX are lost.
+-- altogether (no token known), or a lone read hold, the read holds left
+-- in R and RX are lost.
 -- W kept writers out of them (see above): it was deleted or evicted
 -- behind dsync's back, and a plain writer may have come and gone since,
 -- which nothing could tell them afterwards. Each is told at its next
@@ -133,7 +134,11 @@ local function rw_load(v)
       end
     end
   end
-  if s.kind == 'missing' and not s.token and redis.call('EXISTS', R, RX) > 0 then
+  if (s.kind == 'missing' and not s.token or s.kind == 'read') and redis.call('EXISTS', R, RX) > 0 then
+    -- A lone read hold is all there is (see above): what R and RX hold
+    -- beside it was lost with a W deleted or evicted before it was taken,
+    -- and must not come back to life when it is unfolded into them (see
+    -- rw_unfold), a plain writer having perhaps come and gone between.
     -- Keys of another type are not dsync's to delete: the scripts report
     -- them where they read them.
     if redis.call('TYPE', R).ok == 'hash' then
