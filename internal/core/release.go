@@ -142,7 +142,7 @@ type release struct {
 	noLease   bool                     // args restore no lease
 	bound     time.Time                // past it, the release fails
 	first     bool                     // no attempt sent yet
-	ambiguous bool                     // an attempt failed: it may have been applied
+	ambiguous bool                     // an attempt failed, not refused by the server: it may have been applied
 	failures  int
 	cause     error // the last failure other than a timeout
 }
@@ -200,7 +200,12 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 			}
 			return 0, err, true
 		}
-		r.ambiguous = true
+		var refused *backend.ServerError
+		if !errors.As(err, &refused) {
+			// Not a refusal (an error reply: the server ran nothing of
+			// the script before it): the attempt may have been applied.
+			r.ambiguous = true
+		}
 		if !now.Before(until) {
 			return 0, err, false
 		}
