@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,18 +72,30 @@ type evictKind struct {
 	open    func(t *testing.T, addr, name string) (acquire func(ctx context.Context, rng *rand.Rand) (evictAcquisition, error), all func(ctx context.Context) (bool, error))
 }
 
+// loneRead matches the main key of a read-write lock that a lone reader
+// holds, plain or full (see rwlock/lua/rw.lua).
+var loneRead = regexp.MustCompile(`^[0-9a-f]+ [0-9a-f]+ r$|^[0-9]+ r [0-9]+ `)
+
 // leftBehind returns the suffixes of the keys that an eviction of the main
-// key of k's primitive may leave behind, beside a plain hold taken since,
-// which they do not carry: a semaphore's holders, a read-write lock's
-// readers.
-func (k evictKind) leftBehind() []string {
+// key of k's primitive may leave behind, and a test of the main key (read
+// with c) that says it holds a lone hold beside them, which they do not
+// carry (TestStaleHoldersCarryNoHold, TestStaleReadersCarryNoHold): a
+// semaphore's holders beside its single form, a read-write lock's readers
+// beside a lone reader's hold.
+func (k evictKind) leftBehind() (suffixes []string, lone func(c redis.Conn, main string) bool) {
 	switch k.kind {
 	case "semaphore":
-		return []string{":holders"}
+		return []string{":holders"}, func(c redis.Conn, main string) bool {
+			typ, _ := redis.String(c.Do("TYPE", main))
+			return typ == "string"
+		}
 	case "rwlock":
-		return []string{":readers", ":rexpiry"}
+		return []string{":readers", ":rexpiry"}, func(c redis.Conn, main string) bool {
+			v, _ := redis.String(c.Do("GET", main))
+			return loneRead.MatchString(v)
+		}
 	}
-	return nil
+	return nil, nil
 }
 
 // evictPrefixes returns the key prefixes of the primitive of kind and
@@ -112,7 +125,9 @@ func evictKinds() []evictKind {
 			if write {
 				return suffix == ""
 			}
-			return suffix == ":readers" || suffix == ":rexpiry"
+			// A lone reader's hold is W itself, and the read holds in the
+			// other keys are lost with W (see rwlock/lua/rw.lua).
+			return suffix == "" || suffix == ":readers" || suffix == ":rexpiry"
 		}, func(t *testing.T, addr, name string) (func(context.Context, *rand.Rand) (evictAcquisition, error), func(context.Context) (bool, error)) {
 			opts := []rwlock.Option{rwlock.WithWatchdog(evictLease), rwlock.WithWaiterTimeout(evictWaiterTO), rwlock.WithLogger(nil)}
 			m := rwlock.New(newBackend(t, addr), name, opts...)
@@ -225,16 +240,15 @@ type evictions struct {
 type evicted struct {
 	key string
 	at  time.Time
-	// left is, for a key of probes, how long the longest lived of the
-	// keys it names had left to live when the eviction was heard (0 if
-	// they were gone).
-	left time.Duration
+	// lone is, for a key of probes, what its probe said of the server
+	// when the eviction was heard.
+	lone bool
 }
 
 // listen subscribes to the evictions of srv's database 0 and records them
 // until the returned function is called. For an evicted key of probes it
-// reads at once how long the keys probes names have left to live.
-func (e *evictions) listen(t *testing.T, addr string, probes map[string][]string) (stop func()) {
+// runs its probe at once, on a connection of its own.
+func (e *evictions) listen(t *testing.T, addr string, probes map[string]func(redis.Conn) bool) (stop func()) {
 	t.Helper()
 	c, err := redis.Dial("tcp", addr)
 	if err != nil {
@@ -256,9 +270,8 @@ func (e *evictions) listen(t *testing.T, addr string, probes map[string][]string
 			switch v := psc.Receive().(type) {
 			case redis.Message:
 				ev := evicted{key: string(v.Data), at: time.Now()}
-				for _, other := range probes[ev.key] {
-					ms, _ := redis.Int64(probe.Do("PTTL", other))
-					ev.left = max(ev.left, time.Duration(ms)*time.Millisecond)
+				if p, ok := probes[ev.key]; ok {
+					ev.lone = p(probe)
 				}
 				e.mu.Lock()
 				e.keys = append(e.keys, ev)
@@ -332,8 +345,9 @@ func fill(t *testing.T, addr string, ttl bool, stop <-chan struct{}) (done <-cha
 //     was sent) is told, by Done closing or by its release failing with
 //     ErrNotHeld, within a third of the lease plus 200ms of the eviction;
 //     a key that an eviction of the main key left behind (a semaphore's
-//     holders, a read-write lock's readers) carries no hold for sure, and
-//     its eviction is only counted;
+//     holders, a read-write lock's readers), evicted while the main key
+//     held a lone hold, carries no hold for sure, and its eviction is
+//     only counted;
 //   - no overlap between lease-valid holders: a hold is valid from its
 //     acquisition until its release is sent, and a hold told of a loss
 //     only until that bound before it was told, since its key may have
@@ -390,12 +404,12 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	prefixes := evictPrefixes(k.kind, name)
 
 	// The keys k.leftBehind names outlive an eviction of the main key,
-	// and may meanwhile sit beside a plain hold, which they do not carry
-	// (TestStaleHoldersCarryNoHold, TestStaleReadersCarryNoHold): the
-	// listener reads how long they have left.
-	probes := map[string][]string{}
-	for _, suffix := range k.leftBehind() {
-		probes[prefixes[0]] = append(probes[prefixes[0]], prefixes[0]+suffix)
+	// and may meanwhile sit beside a lone hold, which they do not carry:
+	// the listener reads the main key's form when it hears one evicted.
+	probes := map[string]func(redis.Conn) bool{}
+	suffixes, lone := k.leftBehind()
+	for _, suffix := range suffixes {
+		probes[prefixes[0]+suffix] = func(c redis.Conn) bool { return lone(c, prefixes[0]) }
 	}
 	var ev evictions
 	stopListening := ev.listen(t, srv.Addr(), probes)
@@ -529,17 +543,9 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 		for _, prefix := range prefixes {
 			if suffix, ok := strings.CutPrefix(e.key, prefix); ok {
 				mine["key"+suffix]++
-				carrying = append(carrying, evicted{key: suffix, at: e.at, left: e.left})
+				carrying = append(carrying, evicted{key: suffix, at: e.at, lone: e.lone})
 			}
 		}
-	}
-
-	// A key is left behind from an eviction of the main key until its
-	// expiry, as read when the eviction was heard.
-	leftBehind := func(e evicted) bool {
-		return slices.Contains(k.leftBehind(), e.key) && slices.ContainsFunc(carrying, func(s evicted) bool {
-			return s.key == "" && !e.at.Before(s.at) && !e.at.After(s.at.Add(s.left+50*time.Millisecond))
-		})
 	}
 
 	// Every loss told, within the bound.
@@ -558,7 +564,7 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 			if !k.carries(e.key, h.write) || e.at.Before(h.start.Add(100*time.Millisecond)) || !e.at.Before(h.end) {
 				continue
 			}
-			if leftBehind(e) && !h.told {
+			if e.lone && !h.told {
 				stale++ // it may have sat beside a single-form hold
 				continue
 			}
@@ -625,7 +631,7 @@ func runEviction(t *testing.T, variant, policy string, ttl bool, k evictKind) {
 	for _, err := range errs {
 		t.Errorf("%v", err)
 	}
-	t.Logf("%s (%s), %s: %d values written, %s evictions, %d of the %s's keys %v; %d holds (%d acquisitions failed), %d told of a loss (%d with no eviction of their keys), %d hit by an eviction during the hold (and %d untold, by one of a key left behind by the main key's), told within %v of it at worst; overlaps %d (longest %v), %d while both lease-valid; all of it free %v after the end",
+	t.Logf("%s (%s), %s: %d values written, %s evictions, %d of the %s's keys %v; %d holds (%d acquisitions failed), %d told of a loss (%d with no eviction of their keys), %d hit by an eviction during the hold (and %d untold, by one of a key left behind beside a lone hold), told within %v of it at worst; overlaps %d (longest %v), %d while both lease-valid; all of it free %v after the end",
 		variant, policy, k.kind, written, infoValue(info, "evicted_keys"), len(carrying), k.kind, mine, len(holds), failed, told, unexplained, hit, stale,
 		slowest.Round(time.Millisecond), overlaps, longest.Round(time.Millisecond), violations, freeAfter.Round(time.Millisecond))
 }
