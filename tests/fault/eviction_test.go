@@ -256,10 +256,13 @@ func (e *evictions) listen(t *testing.T, addr string, probes map[string]func(red
 	}
 	probe, err := redis.Dial("tcp", addr)
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
 	psc := redis.PubSubConn{Conn: c}
 	if err := psc.Subscribe("__keyevent@0__:evicted"); err != nil {
+		c.Close()
+		probe.Close()
 		t.Fatal(err)
 	}
 	ended := make(chan struct{})
