@@ -285,9 +285,16 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 }
 
 // acked reads the reply of wait: an error matching ErrNotReplicated if
-// fewer replicas than WithReplicaAck asks acknowledged the writes.
+// fewer replicas than WithReplicaAck asks acknowledged the writes, or if
+// the WAIT itself got an error reply. That reply must not pass for the
+// script's: the script ran, and an error reply says to dsync that the
+// server refused the call before it ran anything.
 func (b *Backend) acked(wait *redis.Cmd) error {
 	acked, err := wait.Int64()
+	var re redis.Error
+	if errors.As(err, &re) {
+		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	}
 	if err != nil {
 		return err
 	}
