@@ -48,7 +48,12 @@
 //  2. Replies are normalized: a nil reply is nil, an integer is int64, a bulk
 //     or status string is string, an array is []any with every element
 //     normalized the same way, and an error reply is a *ServerError (as the
-//     returned error, or as an element inside an array). Over RESP3, true
+//     returned error, or as an element inside an array). A *ServerError
+//     returned by a call says that the server refused it before it ran
+//     anything (OOM, BUSY, LOADING, READONLY, ...): a release so refused
+//     is known not to have run. An error reply to a command an adapter
+//     sends after the script (a WAIT, say) is not the script's, and is
+//     reported as another error. Over RESP3, true
 //     is int64(1), false is nil, a double is truncated to int64 (see
 //     NormalizeReply). Script arguments are of four types only: string,
 //     []byte, int and int64 (integers sent in decimal, as ArgStrings does).
