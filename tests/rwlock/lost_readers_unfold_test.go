@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/rwlock"
@@ -30,23 +28,10 @@ func TestLostReadersNotRevivedByUnfold(t *testing.T) {
 	const lease = 3 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	name := "unfold-" + dsync.NewID()[:8]
-	key := "dsync:rwlock:{" + name + "}"
-	open := func() *rwlock.RWMutex {
-		return rwlock.New(srv.NewBackend(t), name, rwlock.WithWatchdog(lease), rwlock.WithLogger(nil))
-	}
-	x, y, z, l, m := open(), open(), open(), open(), open()
-	xo, yo := dsync.WithOwner(ctx), dsync.WithOwner(ctx)
-	if err := x.RLockContext(xo); err != nil {
-		t.Fatal(err)
-	}
-	if err := y.RLockContext(yo); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	if n, err := redis.Int(srv.Do(ctx, "DEL", key)); err != nil || n != 1 {
-		t.Fatalf("DEL %s = %d, %v", key, n, err)
-	}
+	_, open, lost := lostReaders(t, ctx, srv, "unfold", lease)
+	x, xo, y, yo := lost[0].m, lost[0].o, lost[1].m, lost[1].o
+	z, l, m := open(), open(), open()
 	zo := dsync.WithOwner(ctx)
 	if err := z.LockContext(zo); err != nil {
 		t.Fatal(err)

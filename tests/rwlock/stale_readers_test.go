@@ -24,24 +24,9 @@ func TestStaleReadersCarryNoHold(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	name := "stale-" + dsync.NewID()[:8]
-	key := "dsync:rwlock:{" + name + "}"
-	open := func() *rwlock.RWMutex {
-		return rwlock.New(srv.NewBackend(t), name, rwlock.WithWatchdog(lease), rwlock.WithLogger(nil))
-	}
-	a, b, c := open(), open(), open()
-
-	// Two readers: the shared form, with the readers' keys.
-	ao, bo := dsync.WithOwner(ctx), dsync.WithOwner(ctx)
-	if err := a.RLockContext(ao); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.RLockContext(bo); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := redis.Int(srv.Do(ctx, "DEL", key)); err != nil || n != 1 {
-		t.Fatalf("DEL %s = %d, %v", key, n, err)
-	}
+	key, open, lost := lostReaders(t, ctx, srv, "stale", lease)
+	c := open()
+	a, ao, b, bo := lost[0].m, lost[0].o, lost[1].m, lost[1].o
 
 	// C reads alone, beside the readers' keys left behind.
 	co := dsync.WithOwner(ctx)
@@ -81,4 +66,33 @@ func TestStaleReadersCarryNoHold(t *testing.T) {
 	if n, err := redis.Int(srv.Do(ctx, "EXISTS", key)); err != nil || n != 0 {
 		t.Fatalf("EXISTS %s after C's release = %d, %v; want 0", key, n, err)
 	}
+}
+
+// heldRead is a read hold: the handle and the owner that holds through it.
+type heldRead struct {
+	m *rwlock.RWMutex
+	o context.Context
+}
+
+// lostReaders has two readers take the read lock of a fresh name with
+// prefix, on watchdog leases of lease, on srv, and deletes the lock's main
+// key behind them, as an eviction would: their holds are lost. It returns
+// the main key, a way to open more handles of the lock, and the readers.
+func lostReaders(t *testing.T, ctx context.Context, srv *testserver.Server, prefix string, lease time.Duration) (key string, open func() *rwlock.RWMutex, lost [2]heldRead) {
+	t.Helper()
+	name := prefix + "-" + dsync.NewID()[:8]
+	key = "dsync:rwlock:{" + name + "}"
+	open = func() *rwlock.RWMutex {
+		return rwlock.New(srv.NewBackend(t), name, rwlock.WithWatchdog(lease), rwlock.WithLogger(nil))
+	}
+	for i := range lost {
+		lost[i] = heldRead{open(), dsync.WithOwner(ctx)}
+		if err := lost[i].m.RLockContext(lost[i].o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := redis.Int(srv.Do(ctx, "DEL", key)); err != nil || n != 1 {
+		t.Fatalf("DEL %s = %d, %v", key, n, err)
+	}
+	return key, open, lost
 }
