@@ -11,7 +11,9 @@ local k = sem_keys()
 local owner = ARGV[2]
 local v = redis.pcall('GET', k.hash)
 local s = type(v) == 'string' and sem_single(v)
-local st = not s and sem_open(k, v, nil)
+-- Without a state, the leases holders may still list are of permits lost
+-- with it (see sem_purge): none is live.
+local st = not s and (v and sem_open(k, v, nil) or sem_load(k))
 local override = sem_override(k)
 local now_ms = now()
 local out
@@ -34,7 +36,7 @@ else
       used = used - h.permits
     end
   end
-  local live = redis.call('ZCOUNT', k.holders, '(' .. now_ms, '+inf')
+  local live = v and redis.call('ZCOUNT', k.holders, '(' .. now_ms, '+inf') or 0
   if live == 0 then
     used = 0 -- the holders key vanished: the permits counted are lost (see sem_purge)
   end

@@ -173,11 +173,20 @@ local function sem_open(k, v, s, hcap, now_ms)
     if type(v) == 'string' then
       error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
     end
+    if not v then
+      -- No state: the leases holders still lists are of permits lost
+      -- with it (see sem_purge), which must not count beside the state
+      -- this script may write.
+      redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
+      redis.call('DEL', k.holders)
+    end
     return sem_load(k)
   end
   redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
   local pt = redis.call('PTTL', k.hash)
-  redis.call('DEL', k.hash)
+  -- The single form says that nobody else holds: the leases holders
+  -- still lists are of permits lost with a shared state before it.
+  redis.call('DEL', k.hash, k.holders)
   if not s.held or pt <= 0 then
     return {used = 0, grant = s.grant}
   end
