@@ -46,8 +46,11 @@ if type(v) == 'string' then
   return {s.permits, s.id}
 end
 -- The shared form, or no state.
+-- The capacity key is read first: a key dsync did not write fails the
+-- script before any write, sem_open's included.
+local override = sem_override(k)
 local st = sem_open(k, v, nil)
-st.override = sem_override(k)
+st.override = override
 local limit = sem_limit(st, 0)
 local now_ms, now_us = now()
 sem_purge(k, st, now_ms)
