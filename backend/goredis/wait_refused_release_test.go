@@ -53,11 +53,11 @@ func (h *waitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 // TestReleaseWhoseWaitIsRefusedSucceeds: with WithReplicaAck, a release
 // script runs and releases the hold, and the WAIT after it in its pipeline
-// gets an error reply (BUSY). The adapter reports WAIT's error reply as the
-// script's (a *backend.ServerError), so the release takes the attempt for
-// one the server refused and applied nothing, and its retry, finding the
-// hold gone, reports it lost: Unlock returns ErrNotHeld for a hold it
-// released.
+// gets an error reply (BUSY). That reply is not the script's: were it
+// reported as a *backend.ServerError, the release would take the attempt
+// for one the server refused before it ran anything, and its retry,
+// finding the hold gone, would report a hold it released as lost. Unlock
+// returns nil.
 func TestReleaseWhoseWaitIsRefusedSucceeds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -202,8 +202,9 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 		}
 		var refused *backend.ServerError
 		if !errors.As(err, &refused) {
-			// Not a refusal (an error reply: the server ran nothing of
-			// the script before it): the attempt may have been applied.
+			// An error reply is a refusal: the server ran nothing of the
+			// script (backend rule 2). Anything else, a timeout or a
+			// broken connection, may have left it applied.
 			r.ambiguous = true
 		}
 		if !now.Before(until) {
