@@ -291,8 +291,7 @@ func (b *Backend) send(ctx context.Context, c backend.Call) (any, error) {
 // server refused the call before it ran anything.
 func (b *Backend) acked(wait *redis.Cmd) error {
 	acked, err := wait.Int64()
-	var re redis.Error
-	if errors.As(err, &re) {
+	if isServerErr(err) {
 		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
 	}
 	if err != nil {
