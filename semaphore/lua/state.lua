@@ -173,11 +173,15 @@ local function sem_open(k, v, s, hcap, now_ms)
     if type(v) == 'string' then
       error('DSYNC unexpected value at ' .. k.hash .. ': not a semaphore state')
     end
-    if not v then
+    if not v and redis.call('ZCARD', k.holders) > 0 then
       -- No state: the leases holders still lists are of permits lost
       -- with it (see sem_purge), which must not count beside the state
-      -- this script may write.
-      redis.call('ZRANGE', k.holders, 0, 0) -- WRONGTYPE before any write
+      -- this script may write. The queue, which the caller reads after
+      -- this, is read first: a key dsync did not write fails the script
+      -- before this write (WRONGTYPE), as does holders' ZCARD.
+      if redis.call('ZCARD', k.queue) > 0 then
+        redis.call('ZCARD', k.expiry)
+      end
       redis.call('DEL', k.holders)
     end
     return sem_load(k)
