@@ -236,130 +236,168 @@ func Acquire(ctx context.Context, s Spec, acq Acquirer) (err error) {
 			Cleanup(ctx, func(ctx context.Context) { acq.Abandon(ctx) })
 		}
 	}()
-
-	var (
-		lastErr  error
-		failures int
-		warned   time.Time // when the server's absence was last logged
-		since    time.Time // when failures began
-	)
-	// fail decides what an error means: stop now, or back off and retry.
-	fail := func(err error) error {
-		if cerr := ctx.Err(); cerr != nil {
-			return ctxError(cerr, lastErr)
-		}
-		if !Transient(err) {
-			return err
-		}
-		lastErr = err
-		failures++
-		now := time.Now()
-		if failures == 1 {
-			since = now
-		}
-		if s.Logger != nil && (warned.IsZero() || now.Sub(warned) >= UnreachableLogEvery) {
-			warned = now
-			s.Logger.Warn("dsync: cannot reach the server; retrying", "name", s.Name,
-				"failing_for", now.Sub(since).Round(time.Millisecond), "attempts", failures, "error", err)
-		}
-		if !Sleep(ctx, Backoff(failures)) {
-			return ctxError(ctx.Err(), lastErr)
-		}
-		return nil
-	}
-
-	attempts := 0
-	waiting := false // reported to s.Waiting
-	// sent is when the latest attempt was sent, and refused when the
-	// latest one that failed with a reply was; last is the token that
-	// reply carried, and seen the highest token the failed attempts saw.
-	var (
-		sent, refused time.Time
-		last, seen    int64
-	)
-	w := acq.Hub().Joined(s.Channel, s.WaiterID)
-	try := func() (Result, error) {
-		a := Try{Prior: attempts}
-		if w != nil {
-			a.Address = w.Address()
-		}
-		attempts++
-		sent = time.Now()
-		return acq.Try(ctx, a)
-	}
-	defer func() {
-		if w != nil {
-			w.Leave()
-		}
-	}()
-	// The timer is made by the first sleep: an uncontended acquisition,
-	// whose first attempt succeeds, never needs one.
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	l := loop{ctx: ctx, s: s, acq: acq, w: acq.Hub().Joined(s.Channel, s.WaiterID)}
+	defer l.end()
 	for {
-		r, err := try()
-		if err == nil && r.Acquired {
+		r, err := l.try()
+		switch {
+		case err != nil:
+			err = l.fail(err)
+		case r.Acquired:
 			return nil
+		default:
+			var granted bool
+			granted, err = l.refused(r)
+			if granted {
+				return nil
+			}
 		}
 		if err != nil {
-			if err := fail(err); err != nil {
-				return err
-			}
-			continue
-		}
-		failures = 0
-		refused, last = sent, r.Token
-		seen = max(seen, r.Token)
-		if s.Waiting != nil && !waiting {
-			waiting = true
-			s.Waiting(1)
-			defer s.Waiting(-1)
-		}
-		if w == nil {
-			// Join, then try again at once: a release may have been
-			// announced before the subscription existed.
-			w, err = acq.Hub().Join(ctx, s.Channel, s.WaiterID)
-			if err != nil && !errors.Is(err, hub.ErrRetired) {
-				if err := fail(err); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		sleep := s.Heartbeat
-		if r.RetryIn >= 0 && r.RetryIn < sleep {
-			sleep = r.RetryIn + time.Millisecond // the server's expiry, then ours
-		}
-		if timer == nil {
-			timer = time.NewTimer(sleep)
-		} else {
-			timer.Reset(sleep)
-		}
-		select {
-		case <-w.C():
-			timer.Stop()
-			// A grant is taken from the wake-up only if it is newer
-			// than the hold the latest failed attempt found (see
-			// Acquirer.Granted). A reply without a token tells nothing:
-			// the hand-off may have come before that attempt, its hold
-			// expired since (the key gone, with the token), and the
-			// attempt queued the waiter again. Any other grant costs an
-			// attempt, which finds the hold the waiter's if it still
-			// stands, or queues.
-			if g := w.Grant(); g != "" {
-				if token, ok := codec.GrantToken(g); ok && last > 0 && token > seen && acq.Granted(token, refused) {
-					return nil
-				}
-			}
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctxError(ctx.Err(), lastErr)
+			return err
 		}
 	}
+}
+
+// loop is the state of one Acquire.
+type loop struct {
+	ctx context.Context
+	s   Spec
+	acq Acquirer
+	w   *hub.Waiter // joined to the channel, or nil
+
+	// Backend errors in a row: the last, how many, when they began, and
+	// when the server's absence was last logged.
+	lastErr       error
+	failures      int
+	since, warned time.Time
+
+	attempts int
+	waiting  bool // reported to s.Waiting
+
+	// sent is when the latest attempt was sent, and refusedAt when the
+	// latest one that failed with a reply was; last is the token that
+	// reply carried, and seen the highest token the failed attempts saw.
+	sent, refusedAt time.Time
+	last, seen      int64
+
+	// timer is made by the first sleep: an uncontended acquisition, whose
+	// first attempt succeeds, never needs one.
+	timer *time.Timer
+}
+
+// end undoes what the loop holds, when Acquire returns.
+func (l *loop) end() {
+	if l.waiting {
+		l.s.Waiting(-1)
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.w != nil {
+		l.w.Leave()
+	}
+}
+
+// try makes an attempt, under the waiter's address once it has joined.
+func (l *loop) try() (Result, error) {
+	a := Try{Prior: l.attempts}
+	if l.w != nil {
+		a.Address = l.w.Address()
+	}
+	l.attempts++
+	l.sent = time.Now()
+	return l.acq.Try(l.ctx, a)
+}
+
+// fail decides what an attempt's error means: stop now (the error to
+// return), or back off and retry (nil).
+func (l *loop) fail(err error) error {
+	if cerr := l.ctx.Err(); cerr != nil {
+		return ctxError(cerr, l.lastErr)
+	}
+	if !Transient(err) {
+		return err
+	}
+	l.lastErr = err
+	l.failures++
+	now := time.Now()
+	if l.failures == 1 {
+		l.since = now
+	}
+	if l.s.Logger != nil && (l.warned.IsZero() || now.Sub(l.warned) >= UnreachableLogEvery) {
+		l.warned = now
+		l.s.Logger.Warn("dsync: cannot reach the server; retrying", "name", l.s.Name,
+			"failing_for", now.Sub(l.since).Round(time.Millisecond), "attempts", l.failures, "error", err)
+	}
+	if !Sleep(l.ctx, Backoff(l.failures)) {
+		return ctxError(l.ctx.Err(), l.lastErr)
+	}
+	return nil
+}
+
+// refused records an attempt that failed with a reply r, and waits for
+// the next: at once if the waiter has yet to join the channel, after
+// joining it. It reports whether a wake-up's grant completed the
+// acquisition, or the error that ends it.
+func (l *loop) refused(r Result) (bool, error) {
+	l.failures = 0
+	l.refusedAt, l.last = l.sent, r.Token
+	l.seen = max(l.seen, r.Token)
+	if l.s.Waiting != nil && !l.waiting {
+		l.waiting = true
+		l.s.Waiting(1)
+	}
+	if l.w == nil {
+		return false, l.join()
+	}
+	return l.park(r.RetryIn)
+}
+
+// join joins the channel, after which the loop tries again at once: a
+// release may have been announced before the subscription existed. A
+// retired hub is joined at the next attempt.
+func (l *loop) join() error {
+	w, err := l.acq.Hub().Join(l.ctx, l.s.Channel, l.s.WaiterID)
+	l.w = w
+	if err != nil && !errors.Is(err, hub.ErrRetired) {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// park waits for a wake-up, for retryIn (the holder's claim, if known,
+// then ours) or the heartbeat, whichever is shorter, or for ctx to end.
+// It reports whether a wake-up's grant completed the acquisition.
+func (l *loop) park(retryIn time.Duration) (bool, error) {
+	sleep := l.s.Heartbeat
+	if retryIn >= 0 && retryIn < sleep {
+		sleep = retryIn + time.Millisecond // the server's expiry, then ours
+	}
+	if l.timer == nil {
+		l.timer = time.NewTimer(sleep)
+	} else {
+		l.timer.Reset(sleep)
+	}
+	select {
+	case <-l.w.C():
+		l.timer.Stop()
+		// A grant is taken from the wake-up only if it is newer than
+		// the hold the latest failed attempt found (see
+		// Acquirer.Granted). A reply without a token tells nothing: the
+		// hand-off may have come before that attempt, its hold expired
+		// since (the key gone, with the token), and the attempt queued
+		// the waiter again. Any other grant costs an attempt, which finds
+		// the hold the waiter's if it still stands, or queues.
+		if g := l.w.Grant(); g != "" {
+			if token, ok := codec.GrantToken(g); ok && l.last > 0 && token > l.seen && l.acq.Granted(token, l.refusedAt) {
+				return true, nil
+			}
+		}
+	case <-l.timer.C:
+	case <-l.ctx.Done():
+		return false, ctxError(l.ctx.Err(), l.lastErr)
+	}
+	return false, nil
 }
 
 func ctxError(cerr, last error) error {
