@@ -176,12 +176,12 @@ local function sem_open(k, v, s, hcap, now_ms)
     if not v and redis.call('ZCARD', k.holders) > 0 then
       -- No state: the leases holders still lists are of permits lost
       -- with it (see sem_purge), which must not count beside the state
-      -- this script may write. The queue, which the caller reads after
-      -- this, is read first: a key dsync did not write fails the script
-      -- before this write (WRONGTYPE), as does holders' ZCARD.
-      if redis.call('ZCARD', k.queue) > 0 then
-        redis.call('ZCARD', k.expiry)
-      end
+      -- this script may write. The queue and its expiry, which the
+      -- caller may read or write after this, are read first: a key dsync
+      -- did not write fails the script before this write (WRONGTYPE), as
+      -- holders does at its ZCARD.
+      redis.call('ZCARD', k.queue)
+      redis.call('ZCARD', k.expiry)
       redis.call('DEL', k.holders)
     end
     return sem_load(k)
