@@ -344,8 +344,8 @@ func (l *loop) refused(r Result) (bool, error) {
 	l.refusedAt, l.last = l.sent, r.Token
 	l.seen = max(l.seen, r.Token)
 	if l.s.Waiting != nil && !l.waiting {
-		l.waiting = true
 		l.s.Waiting(1)
+		l.waiting = true // after the call: a -1 follows a +1 that returned
 	}
 	if l.w == nil {
 		return false, l.join()
