@@ -764,7 +764,7 @@ func (s *suite) testHandOff(t *testing.T, ctx context.Context, k lockKind) {
 		}()
 		<-queued
 		k.awaitQueued(t, ctx, probe, p, "handoff", 1)
-		// Past the mutex's hand-off threshold (5ms by default): a release
+		// Past the mutex's hand-off threshold (1ms by default): a release
 		// hands the lock to a waiter that waited longer, and only wakes a
 		// newer one to try (see mutex, "Two modes under contention").
 		time.Sleep(10 * time.Millisecond)

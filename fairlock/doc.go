@@ -55,12 +55,12 @@
 // waits. The mutex works as Go's sync.Mutex does (see "Two modes under
 // contention" in package mutex): a release frees it and a newcomer may
 // take it ahead of the woken waiter, until that waiter has waited past a
-// threshold (5ms by default); that keeps the mutex busy when holds are
-// short, at the cost of order, with every waiter still served within the
-// threshold plus the holds queued before it. fairlock hands the lock over
-// at every release, so between two holders it sits idle for a wake-up,
-// which costs throughput when holds are short. bench/README.md measures
-// both.
+// threshold (1ms by default), at the cost of order, with every waiter
+// still served within the threshold plus the holds queued before it.
+// fairlock hands the lock over at every release, so between two holders it
+// sits idle for a wake-up, as the mutex does under sustained contention,
+// when its head waiter has always waited past the threshold.
+// bench/README.md measures both.
 //
 // # Fencing tokens
 //

@@ -23,8 +23,9 @@ const (
 
 	// DefaultHandoffAfter is how long the waiter at the head of the queue
 	// may wait before releases hand the mutex to it (see "Two modes" in
-	// the package documentation and WithHandoffAfter).
-	DefaultHandoffAfter = 5 * time.Millisecond
+	// the package documentation and WithHandoffAfter): 1ms, as Go's
+	// sync.Mutex starves no waiter for longer.
+	DefaultHandoffAfter = time.Millisecond
 )
 
 // An Option configures a Mutex.
@@ -61,8 +62,10 @@ func WithExpiryMargin(d time.Duration) Option {
 // wait before releases hand the mutex to it directly, rather than free it
 // for whichever attempt reaches the server first (see "Two modes" in the
 // package documentation). The default is DefaultHandoffAfter; 0 hands the
-// mutex over on every release with a waiter, which serves waiters in turn
-// at the cost of throughput. d must not be negative.
+// mutex over on every release with a waiter, which serves waiters in turn;
+// a longer threshold lets newcomers in for longer, which bench/README.md
+// found to cost throughput, not gain it, when holds are short. d must not
+// be negative.
 func WithHandoffAfter(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetHandoffAfter(d) }}
 }

@@ -57,7 +57,7 @@ func childGreedy(args []string) error {
 
 // TestWaiterAmongGreedyProcessesWaitsBounded: client processes lock and
 // unlock one mutex back to back; a waiter in the test's process that locks
-// among them now and then waits at most the hand-off threshold (5ms) plus
+// among them now and then waits at most the hand-off threshold (1ms) plus
 // the holds of the waiters queued before it and one newcomer's, each a
 // round trip or two: once it has waited past the threshold, a release
 // hands the mutex to it, and a newcomer that finds the mutex free hands it
@@ -105,9 +105,9 @@ func TestWaiterAmongGreedyProcessesWaitsBounded(t *testing.T) {
 		t.Errorf("the greedy processes took %d turns in all: they did not contend", turns)
 	}
 	// Generous for a shared 2-vCPU machine running four processes: the
-	// bound is a few ms past the 5ms threshold; without hand-offs the
+	// bound is a few ms past the 1ms threshold; without hand-offs the
 	// waiter waits out its 5s heartbeat.
 	if max := waits[len(waits)-1]; max > 500*time.Millisecond {
-		t.Errorf("the waiter waited up to %v among greedy processes; the hand-off threshold bounds it to a few ms past 5ms", max)
+		t.Errorf("the waiter waited up to %v among greedy processes; the hand-off threshold bounds it to a few ms past 1ms", max)
 	}
 }

@@ -29,11 +29,12 @@ func TestFakeTimeDeadWokenWaiterDelaysOthersBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		markWaiting(t, srv, key)
-		// A dead waiter at the head, which arrived 1ms ago: the release
-		// wakes it rather than hand it the mutex.
+		// A dead waiter at the head, which arrived just now, under the
+		// hand-off threshold: the release wakes it rather than hand it the
+		// mutex.
 		now := time.Now()
 		dead := "deadhub/deadop|2000|deadowner"
-		srv.ZAdd(key+":queue", float64(now.Add(-time.Millisecond).UnixMilli()), dead)
+		srv.ZAdd(key+":queue", float64(now.UnixMilli()), dead)
 		srv.ZAdd(key+":expiry", float64(now.Add(15*time.Second).UnixMilli()), dead)
 		waiter := mutex.New(fake.FakeBackend(t, srv), name)
 		got := queue(t, ctx, waiter)
