@@ -110,21 +110,22 @@
 // woken waiter, which then keeps its place at the head. While waits are
 // short, that spares the next holder a wake-up's trip. Once the head
 // waiter has waited longer than the hand-off threshold (WithHandoffAfter;
-// DefaultHandoffAfter, 1ms, as Go's, by default), the mutex is in
+// by default DefaultHandoffAfter, 1ms, Go's threshold), the mutex is in
 // hand-off mode: the next release hands it to that waiter in the same
 // script, with its wake-up, and newcomers queue behind it; an acquisition
 // that finds the mutex free with such a waiter at the head hands it over
 // too. So no waiter waits longer than the threshold plus the holds of the
-// waiters before it and one hold of a newcomer. Under sustained contention
-// across processes the head has always waited that long, and releases hand
-// over. A longer threshold lets newcomers in for longer, and each woken
-// waiter's failed attempt costs the server a script and its process a
-// wake-up: bench/README.md measured fewer acquisitions a second with 5ms
-// than with 1ms when holds are short. WithHandoffAfter(0) hands over at
-// every release: the strict turn-taking of earlier versions. Each release
-// wakes one waiter, never the herd. Package fairlock hands over at
-// every release and never lets a newcomer in ahead of a waiter: pick it
-// when the order of acquisitions must be the order of arrival.
+// waiters before it and one hold of a newcomer. Under sustained
+// contention across processes the head has usually waited that long by
+// the next release, which then hands over. A longer threshold lets
+// newcomers in for longer, and each woken waiter's failed attempt costs
+// the server a script and its process a wake-up: bench/README.md measured
+// fewer acquisitions a second with 5ms than with 1ms when holds are
+// short. WithHandoffAfter(0) hands over at every release: the strict
+// turn-taking of earlier versions. Each release wakes one waiter, never
+// the herd. Package fairlock hands over at every release and never lets a
+// newcomer in ahead of a waiter: pick it when the order of acquisitions
+// must be the order of arrival.
 //
 // # Waiting
 //

@@ -23,8 +23,8 @@ const (
 
 	// DefaultHandoffAfter is how long the waiter at the head of the queue
 	// may wait before releases hand the mutex to it (see "Two modes" in
-	// the package documentation and WithHandoffAfter): 1ms, as Go's
-	// sync.Mutex starves no waiter for longer.
+	// the package documentation and WithHandoffAfter): 1ms, the wait
+	// after which Go's sync.Mutex switches to starvation mode.
 	DefaultHandoffAfter = time.Millisecond
 )
 
