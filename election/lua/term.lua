@@ -91,13 +91,13 @@ local function store_leader(leader, rev, id, token, began, value, ttl)
   redis.call('SET', leader, string.format('%d %s %s %d ', rev, id, token or '', began) .. value, 'PX', ttl)
 end
 
--- bump returns the rev that follows rev, seeded from the clock if nil.
+-- bump returns the rev that follows rev, seeded from the clock if nil
+-- as a token is (see next_token: two seeds in one script call differ).
 local function bump(rev)
   if rev then
     return rev + 1
   end
-  local _, now_us = now()
-  return now_us + 1
+  return tonumber(next_token(nil, nil)) + 1
 end
 
 -- publish_state tells observers of a state.

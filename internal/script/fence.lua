@@ -7,10 +7,16 @@
 -- election keeps it in its leader hash). When neither knows it, the next
 -- token is seeded from the server clock in microseconds, which is greater
 -- than every earlier token unless the clock stepped back by more than the
--- time since that token was drawn: tokens grow by one per draw, and no two
--- draws are within a microsecond. A plain hold, which draws no token,
+-- time since that token was drawn: tokens grow by one per draw, a second
+-- seed within one script call follows the first (the call reads the clock
+-- once), and no two script calls are within a microsecond. A plain hold, which draws no token,
 -- writes nothing but its own key: the cheapest acquisition pays nothing
 -- for fencing until a token is asked for.
+
+-- seeded is the last token this script call seeded from the clock. The
+-- script reads the clock once (see now), so that a second seed in the
+-- same call follows the first instead of repeating it.
+local seeded
 
 -- next_token returns the token that follows last (a string or nil, the
 -- last token the main key knows), reading the fence key (if not nil) when
@@ -31,6 +37,10 @@ local function next_token(last, fence, now_us)
     local _
     _, now_us = now()
   end
+  if seeded and now_us <= seeded then
+    now_us = seeded + 1
+  end
+  seeded = now_us
   return string.format('%d', now_us)
 end
 

@@ -1,11 +1,20 @@
 -- dsync script library, prepended to every script by script.New.
 -- Server time only: a client clock never reaches a stored deadline.
 
--- now returns the server time as whole milliseconds and microseconds.
+-- clock_ms and clock_us are the server time that now read, once per
+-- script call: every part of a script then works at one instant, and
+-- each further read would be one more command on the contended paths.
+local clock_ms, clock_us
+
+-- now returns the server time as whole milliseconds and microseconds, as
+-- the script's first call of it read it.
 local function now()
-  local t = redis.call('TIME')
-  local s, us = tonumber(t[1]), tonumber(t[2])
-  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+  if not clock_ms then
+    local t = redis.call('TIME')
+    local s, us = tonumber(t[1]), tonumber(t[2])
+    clock_ms, clock_us = s * 1000 + math.floor(us / 1000), s * 1000000 + us
+  end
+  return clock_ms, clock_us
 end
 
 -- expire_at_least makes key expire ttl ms from now unless it already
@@ -91,7 +100,7 @@ local function forget(ops, op)
   return table.concat(out, ' ')
 end
 
--- now_s returns the server time in whole seconds.
+-- now_s returns the server time in whole seconds (see now).
 local function now_s()
-  return math.floor(redis.call('TIME')[1])
+  return math.floor(now() / 1000)
 end
