@@ -1,0 +1,84 @@
+package script_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/dsyncgo/dsync/internal/script"
+	"github.com/dsyncgo/dsync/internal/testserver"
+)
+
+// clockTwice reads the clock through every helper of the library that
+// reads it, twice, and seeds two tokens and two election-style revs from
+// it: {1 if both reads agree, seconds, first token, second token}.
+var clockTwice = script.New(`local ms1, us1 = now()
+local s = now_s()
+local t1 = next_token(nil, nil)
+local t2 = next_token(nil, nil)
+local ms2, us2 = now()
+local same = 0
+if ms1 == ms2 and us1 == us2 and s == math.floor(ms1 / 1000) then
+  same = 1
+end
+return {same, s, t1, t2}
+`)
+
+// A script call reads the server clock once, however many parts of it ask
+// for the time (each read is a command on the contended paths, where
+// decode, hold_left and the body each used to read it), and two tokens
+// seeded from that one reading in the same call still differ, in order.
+func TestScriptReadsTheClockOncePerCall(t *testing.T) {
+	srv := testserver.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := srv.NewBackend(t)
+	if _, err := b.Eval(ctx, clockTwice, nil); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	before := timeCalls(t, srv)
+	const calls = 3
+	for range calls {
+		v, err := b.Eval(ctx, clockTwice, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := v.([]any)
+		if len(r) != 4 || r[0] != int64(1) {
+			t.Fatalf("reply %v; want the clock read alike by now and now_s", v)
+		}
+		t1, err1 := strconv.ParseInt(r[2].(string), 10, 64)
+		t2, err2 := strconv.ParseInt(r[3].(string), 10, 64)
+		if err1 != nil || err2 != nil || t2 != t1+1 {
+			t.Fatalf("tokens seeded in one call: %v then %v; want the second one more than the first", r[2], r[3])
+		}
+	}
+	if n := timeCalls(t, srv) - before; n != calls {
+		t.Errorf("%d calls of the script ran TIME %d times; want once per call", calls, n)
+	}
+}
+
+// timeCalls returns how many TIME commands the server ran, scripts' calls
+// included.
+func timeCalls(t *testing.T, srv *testserver.Server) int64 {
+	t.Helper()
+	v, err := redis.String(srv.Do(context.Background(), "INFO", "commandstats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(v, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_time:calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			c, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("commandstats line %q", line)
+			}
+			return c
+		}
+	}
+	return 0
+}
