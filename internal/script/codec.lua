@@ -238,8 +238,8 @@ local function load(lock)
 end
 
 -- hold_left returns the ms left of the held state s at lock: until its end
--- in the end form, else the key's PTTL. A hold decode found held has at
--- least 1 ms left, though the clock may have moved on to its end since.
+-- in the end form, else the key's PTTL. A hold that decode found held ends
+-- after the script's one instant (see now): 1 ms left at least.
 local function hold_left(lock, s)
   if s.ends then
     return math.max(s.ends - now(), 1)

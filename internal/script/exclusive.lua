@@ -139,8 +139,8 @@ end
 local function leave_turn(lock, s, turn)
   if s.owner and s.ends then
     local now_ms = now()
-    -- The hold was read live in this script, which the clock may have
-    -- outrun since: 1 ms at least, as an expiry must be.
+    -- The hold was read live at the script's one instant (see now): 1 ms
+    -- left at least, as an expiry must be.
     store_turn(lock, s, math.max(s.ends - now_ms, 1), turn, now_ms)
   end
 end

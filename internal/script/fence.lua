@@ -7,11 +7,12 @@
 -- election keeps it in its leader hash). When neither knows it, the next
 -- token is seeded from the server clock in microseconds, which is greater
 -- than every earlier token unless the clock stepped back by more than the
--- time since that token was drawn: tokens grow by one per draw, a second
--- seed within one script call follows the first (the call reads the clock
--- once), and no two script calls are within a microsecond. A plain hold, which draws no token,
--- writes nothing but its own key: the cheapest acquisition pays nothing
--- for fencing until a token is asked for.
+-- time since that token was drawn: tokens grow by one per draw, and a
+-- script call, which reads the clock once (see now), runs longer than a
+-- microsecond for each token it draws, a second seed within it following
+-- the first. A plain hold, which draws no token, writes nothing but its
+-- own key: the cheapest acquisition pays nothing for fencing until a
+-- token is asked for.
 
 -- seeded is the last token this script call seeded from the clock. The
 -- script reads the clock once (see now), so that a second seed in the
