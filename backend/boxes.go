@@ -2,6 +2,7 @@ package backend
 
 import (
 	"hash/maphash"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -41,16 +42,23 @@ func (b *boxes) box(s string) any {
 	return v
 }
 
-// lastInt is a boxed int64 remembered for the next call that boxes the
-// same value, such as the PX of SET NX, which one handle sends with the
-// same lease every time. Safe for concurrent use.
-type lastInt struct{ v atomic.Value }
+// lastInt is the decimal string of an int64, boxed, remembered for the
+// next call that sends the same value, such as the PX of SET NX, which one
+// handle sends with the same lease every time: an adapter that sends
+// strings (rueidis's) would format an integer on every call. Safe for
+// concurrent use.
+type lastInt struct{ v atomic.Pointer[boxedInt] }
+
+type boxedInt struct {
+	n   int64
+	arg any // n in decimal
+}
 
 func (l *lastInt) box(n int64) any {
-	if v := l.v.Load(); v != nil && v.(int64) == n {
-		return v
+	if b := l.v.Load(); b != nil && b.n == n {
+		return b.arg
 	}
-	var v any = n
-	l.v.Store(v)
-	return v
+	b := &boxedInt{n: n, arg: strconv.FormatInt(n, 10)}
+	l.v.Store(b)
+	return b.arg
 }

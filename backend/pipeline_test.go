@@ -653,8 +653,8 @@ func TestPipelineCommandLineOfReusedKeys(t *testing.T) {
 		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:2", "x"},
 		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:3", "x"},
 		{"EVALSHA", s.Hash(), 2, "{a}:1", "{a}:2", "x"},
-		{"SET", "{a}:2", "v", "NX", "PX", int64(8000)},
-		{"SET", "{a}:2", "v", "NX", "PX", int64(9000)},
+		{"SET", "{a}:2", "v", "NX", "PX", "8000"},
+		{"SET", "{a}:2", "v", "NX", "PX", "9000"},
 	}
 	if !reflect.DeepEqual(lines, want) {
 		t.Errorf("command lines = %#v\nwant %#v", lines, want)

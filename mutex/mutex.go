@@ -129,7 +129,7 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 	m.h.Init(b, "mutex", name, cfg)
 	m.channel = m.h.Companion("wake")
 	m.keys = []string{m.h.Key, m.h.Companion("queue"), m.h.Companion("expiry"), m.h.Companion("fence")}
-	m.after = []any{core.Ms(cfg.HandoffAfter)}
+	m.after = []any{core.MsArg(cfg.HandoffAfter)}
 	m.h.QueueLocally(core.Exclusive, m.channel, m.handedLease())
 	m.hold = core.HoldSpec{Role: core.Exclusive, Channel: m.channel, Renew: renewScript, Keys: m.keys[:1],
 		Token: core.TokenScript, TokenKeys: []string{m.keys[0], m.keys[3]}}

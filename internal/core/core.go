@@ -103,7 +103,9 @@ type Handle struct {
 	contended atomic.Bool
 
 	// Script arguments made once: Cfg.Lease, Cfg.FenceTTL and
-	// Cfg.WaiterTimeout in ms, and the wake channel (Companion("wake")).
+	// Cfg.WaiterTimeout in ms, in decimal (an adapter that sends strings,
+	// as rueidis's does, would format an integer on every call), and the
+	// wake channel (Companion("wake")).
 	leaseArg, fenceTTLArg, waiterTOArg, wakeArg any
 	wake                                        string
 }
@@ -121,7 +123,7 @@ func (h *Handle) Init(b backend.Backend, kind, name string, cfg options.Common) 
 		h.err = err
 	}
 	h.Key = base
-	h.leaseArg, h.fenceTTLArg, h.waiterTOArg = Ms(cfg.Lease), Ms(cfg.FenceTTL), Ms(cfg.WaiterTimeout)
+	h.leaseArg, h.fenceTTLArg, h.waiterTOArg = MsArg(cfg.Lease), MsArg(cfg.FenceTTL), MsArg(cfg.WaiterTimeout)
 	h.wake = h.Companion("wake")
 	h.wakeArg = h.wake
 	if h.err != nil {
@@ -548,6 +550,9 @@ var closed = func() chan struct{} {
 
 // Ms returns d in whole milliseconds, as scripts take durations.
 func Ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// MsArg returns d in whole milliseconds as a script argument in decimal.
+func MsArg(d time.Duration) any { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // Flag returns "1" or "0", as scripts take booleans.
 func Flag(b bool) string {
