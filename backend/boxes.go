@@ -42,12 +42,20 @@ func (b *boxes) box(s string) any {
 	return v
 }
 
-// lastInt is the decimal string of an int64, boxed, remembered for the
-// next call that sends the same value, such as the PX of SET NX, which one
-// handle sends with the same lease every time: an adapter that sends
-// strings (rueidis's) would format an integer on every call. Safe for
-// concurrent use.
-type lastInt struct{ v atomic.Pointer[boxedInt] }
+// lastInt keeps the decimal strings of the last few int64 values it
+// boxed, for the next calls that send the same values, such as the PX of
+// SET NX: the handles of one backend send their leases every time, and an
+// adapter that sends strings (rueidis's) would format an integer on every
+// call. It keeps intSlots values, replaced in turn, so that handles with
+// a few different leases on one backend do not take each other's place at
+// every call. Safe for concurrent use.
+type lastInt struct {
+	slots [intSlots]atomic.Pointer[boxedInt]
+	next  atomic.Uint32 // the slot the next new value takes
+}
+
+// intSlots is how many values a lastInt keeps.
+const intSlots = 4
 
 type boxedInt struct {
 	n   int64
@@ -55,10 +63,12 @@ type boxedInt struct {
 }
 
 func (l *lastInt) box(n int64) any {
-	if b := l.v.Load(); b != nil && b.n == n {
-		return b.arg
+	for i := range l.slots {
+		if b := l.slots[i].Load(); b != nil && b.n == n {
+			return b.arg
+		}
 	}
 	b := &boxedInt{n: n, arg: strconv.FormatInt(n, 10)}
-	l.v.Store(b)
+	l.slots[l.next.Add(1)%intSlots].Store(b)
 	return b.arg
 }

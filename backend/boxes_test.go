@@ -57,6 +57,16 @@ func TestBoxesReuseTheBoxOfARepeatedString(t *testing.T) {
 	if got := l.box(9000); got != "9000" {
 		t.Errorf("lastInt.box(9000) after 8000 = %#v", got)
 	}
+	// Handles with different leases on one backend take turns: a few
+	// values in turn are each boxed once.
+	leases := []int64{30000, 10000, 31000, 60000}
+	for _, n := range leases {
+		l.box(n)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(100, func() { l.box(leases[i%len(leases)]); i++ }); n != 0 {
+		t.Errorf("boxing %d int64 values in turn allocates %v times a call, want 0", len(leases), n)
+	}
 }
 
 func TestBoxesConcurrentUse(t *testing.T) {
