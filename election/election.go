@@ -148,9 +148,9 @@ func New(b backend.Backend, name string, opts ...Option) *Election {
 		Hint:        hint,
 	}
 	e.release = core.ReleaseSpec{Script: releaseScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
-		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}
+		Args: []any{core.MsArg(e.h.Cfg.FenceTTL), e.observe}}
 	e.force = core.ForceSpec{Script: forceScript, Keys: e.keys, Channel: e.wake, EntryTTL: e.h.Cfg.WaiterTimeout,
-		Args: []any{core.Ms(e.h.Cfg.FenceTTL), e.observe}}
+		Args: []any{core.MsArg(e.h.Cfg.FenceTTL), e.observe}}
 	return e
 }
 
