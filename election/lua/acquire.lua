@@ -74,7 +74,7 @@ if a.entry ~= '' then
       s.token = last
     end
   end
-  enqueue(k.queue, k.expiry, a.entry, now_ms, a.entry_ttl)
+  enqueue(k.queue, k.expiry, a.entry, now_ms, a.entry_ttl, not a.registered)
   local ok = redis.pcall('HSET', k.values, a.entry, ARGV[14])
   if type(ok) == 'table' and ok.err then
     return unexpected(k.values, ok.err)

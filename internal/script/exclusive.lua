@@ -150,7 +150,7 @@ end
 -- returns the failed attempt's reply.
 local function queue_behind(lock, s, a, queue, expiry, now_ms)
   if a.entry ~= '' then
-    enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
+    enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl, not a.registered)
     if a.turn then
       keep_turn(lock, s, a.entry_ttl, now_ms)
     elseif s.owner then

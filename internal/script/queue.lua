@@ -14,9 +14,12 @@
 -- reaches the head. Both keys live as long as their longest-lived entry.
 
 -- enqueue adds entry at the tail if it is not queued yet, and makes it
--- expire ttl ms after now_ms either way.
-local function enqueue(queue, expiry, entry, now_ms, ttl)
-  if not redis.call('ZSCORE', queue, entry) then
+-- expire ttl ms after now_ms either way. fresh says that entry cannot be
+-- queued yet, which spares the look for it: the first attempt of an
+-- acquisition (not registered, see the header in codec.lua) registers a
+-- waiter id of its own, the acquisition's operation id.
+local function enqueue(queue, expiry, entry, now_ms, ttl, fresh)
+  if fresh or not redis.call('ZSCORE', queue, entry) then
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
     local at = now_ms
     if last[2] and tonumber(last[2]) >= at then

@@ -47,10 +47,10 @@ if s.kind == 'write' or s.kind == 'read' then
   if entry ~= '' then
     if s.kind == 'read' then
       rw_unfold(s, now_ms)
-      enqueue(WQ, WX, entry, now_ms, a.entry_ttl)
+      enqueue(WQ, WX, entry, now_ms, a.entry_ttl, not registered)
       rw_settle(s.token, now_ms, now_us)
     else
-      enqueue(WQ, WX, entry, now_ms, a.entry_ttl)
+      enqueue(WQ, WX, entry, now_ms, a.entry_ttl, not registered)
       rw_keep(s, a.entry_ttl, now_ms, now_us)
     end
   end
@@ -71,7 +71,7 @@ if not readers then
 end
 local token = s.token or '0'
 if entry ~= '' then
-  enqueue(WQ, WX, entry, now_ms, a.entry_ttl)
+  enqueue(WQ, WX, entry, now_ms, a.entry_ttl, not registered)
   token = rw_keep(s, a.entry_ttl, now_ms, now_us)
 elseif s.kind == 'missing' then
   token = rw_settle(s.token, now_ms, now_us)

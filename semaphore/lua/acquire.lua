@@ -130,7 +130,7 @@ if h then
   return {1, h.permits, st.grant or '1', h.id, till - now_ms}
 end
 if entry ~= '' then
-  enqueue(k.queue, k.expiry, entry, now_ms, a.entry_ttl)
+  enqueue(k.queue, k.expiry, entry, now_ms, a.entry_ttl, not registered)
   st.queued = true
 end
 sem_save(k, st, now_ms)

@@ -3,11 +3,8 @@ package script_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/gomodule/redigo/redis"
 
 	"github.com/dsyncgo/dsync/internal/script"
 	"github.com/dsyncgo/dsync/internal/testserver"
@@ -44,11 +41,11 @@ func TestScriptReadsTheClockOncePerCall(t *testing.T) {
 	// ($DSYNC_REDIS_ADDR), their scripts may add to it, never take from
 	// it, so one round of exactly one TIME per call proves the point, and
 	// a script that read the clock twice could show none.
-	const calls, rounds = 3, 5
+	const evals, rounds = 3, 5
 	var counts []int64
 	for range rounds {
-		before := timeCalls(t, srv)
-		for range calls {
+		before := calls(t, srv, "time")
+		for range evals {
 			v, err := b.Eval(ctx, clockTwice, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -63,32 +60,11 @@ func TestScriptReadsTheClockOncePerCall(t *testing.T) {
 				t.Fatalf("tokens seeded in one call: %v then %v; want the second one more than the first", r[2], r[3])
 			}
 		}
-		n := timeCalls(t, srv) - before
-		if n == calls {
+		n := calls(t, srv, "time") - before
+		if n == evals {
 			return
 		}
 		counts = append(counts, n)
 	}
-	t.Errorf("%d calls of the script ran TIME %v times in %d rounds; want once per call", calls, counts, rounds)
-}
-
-// timeCalls returns how many TIME commands the server ran, scripts' calls
-// included.
-func timeCalls(t *testing.T, srv *testserver.Server) int64 {
-	t.Helper()
-	v, err := redis.String(srv.Do(context.Background(), "INFO", "commandstats"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(v, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_time:calls="); ok {
-			n, _, _ := strings.Cut(rest, ",")
-			c, err := strconv.ParseInt(n, 10, 64)
-			if err != nil {
-				t.Fatalf("commandstats line %q", line)
-			}
-			return c
-		}
-	}
-	return 0
+	t.Errorf("%d calls of the script ran TIME %v times in %d rounds; want once per call", evals, counts, rounds)
 }
