@@ -17,7 +17,10 @@
 -- expire ttl ms after now_ms either way. fresh says that entry cannot be
 -- queued yet, which spares the look for it: the first attempt of an
 -- acquisition (not registered, see the header in codec.lua) registers a
--- waiter id of its own, the acquisition's operation id.
+-- waiter id of its own, the acquisition's operation id. (A first attempt
+-- that reached the server only after its retry, its bytes held up on a
+-- connection the client gave up, would move the entry to the tail; such
+-- a late attempt could as well take a free primitive.)
 local function enqueue(queue, expiry, entry, now_ms, ttl, fresh)
   if fresh or not redis.call('ZSCORE', queue, entry) then
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
