@@ -65,8 +65,9 @@ func (s *Semaphore) ReleasePermit(ctx context.Context, id string) error {
 	if err := s.permitID("release permit", id); err != nil {
 		return err
 	}
-	args := []any{id, core.ReleaseOp(), id, codec.PlainValue(id, id, role, 1, s.capacity), "0", s.channel, s.h.HubID(), "",
-		core.Ms(s.h.Cfg.WaiterTimeout), "0", "0", 1, s.capArg}
+	hd := codec.Header{Owner: id, Op: core.ReleaseOp(), HoldID: id, Plain: codec.PlainValue(id, id, role, 1, s.capacity),
+		Channel: s.channel, Hub: s.h.HubID(), EntryTTL: core.Ms(s.h.Cfg.WaiterTimeout)}
+	args := append(hd.Append(nil), 1, s.capArg)
 	start := time.Now()
 	for i := 1; ; i++ {
 		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)

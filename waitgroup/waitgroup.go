@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/codec"
 	"github.com/dsyncgo/dsync/internal/core"
 	"github.com/dsyncgo/dsync/internal/lease"
 	"github.com/dsyncgo/dsync/internal/options"
@@ -140,7 +141,9 @@ func (g *WaitGroup) Owner() string { return g.owner }
 // header returns the argument header (see package codec) of a script g
 // runs itself, for the operation op and the waiter entry.
 func (g *WaitGroup) header(op any, entry string) []any {
-	return []any{g.owner, op, "", "", core.Ms(g.h.Cfg.Lease), g.channel, g.h.HubID(), entry, core.Ms(g.h.Cfg.WaiterTimeout), "0", "0"}
+	hd := codec.Header{Owner: g.owner, Op: op, Lease: core.Ms(g.h.Cfg.Lease), Channel: g.channel, Hub: g.h.HubID(), Entry: entry,
+		EntryTTL: core.Ms(g.h.Cfg.WaiterTimeout)}
+	return hd.Append(make([]any, 0, codec.HeaderLen+3))
 }
 
 // MaxUnits is the most units a group counts: the greatest integer that

@@ -35,6 +35,48 @@ const (
 	HeaderLen         // the first of the primitive's own arguments
 )
 
+// Header is the argument header in Go: what a script for an owner takes
+// first, ARGV[1] to ARGV[HeaderLen] (see header in codec.lua, which
+// documents each field). Every call of such a script builds its arguments
+// with Append, so that the order lives here only.
+//
+// Each field is an argument as backend.Backend.Eval takes it: a string, an
+// integer, or a value boxed once and kept by its caller (a string put in
+// an interface once, for calls that repeat it, costs none of them an
+// allocation). A nil field is sent as its format's empty value: "" for an
+// id, value, channel or entry, "0" for a number of milliseconds.
+type Header struct {
+	Owner      any  // owner id
+	Op         any  // operation id
+	HoldID     any  // id of the hold a release names
+	Plain      any  // the hold's plain value (see PlainValue)
+	Lease      any  // ms: asked by an attempt, restored by a partial release
+	Channel    any  // the primitive's wake channel base
+	Hub        any  // the caller's hub id
+	Entry      any  // waiter entry
+	EntryTTL   any  // ms the waiter entry lives without an attempt
+	Registered bool // an earlier attempt may have registered the waiter
+	FenceTTL   any  // ms the fence key keeps the last token; nil: no fence key
+}
+
+// Append appends the header's HeaderLen arguments to buf, in order.
+func (h *Header) Append(buf []any) []any {
+	registered := any("0")
+	if h.Registered {
+		registered = "1"
+	}
+	return append(buf, or(h.Owner, ""), or(h.Op, ""), or(h.HoldID, ""), or(h.Plain, ""), or(h.Lease, "0"),
+		or(h.Channel, ""), or(h.Hub, ""), or(h.Entry, ""), or(h.EntryTTL, "0"), registered, or(h.FenceTTL, "0"))
+}
+
+// or returns v, or empty if v is nil.
+func or(v, empty any) any {
+	if v == nil {
+		return empty
+	}
+	return v
+}
+
 // PlainValue returns what a plain acquisition (one SET NX) stores at a
 // primitive's main key for the hold id of owner in role: the plain form
 // of the exclusive state; for role "r", the read-write lock's read hold,

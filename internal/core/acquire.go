@@ -312,8 +312,9 @@ func (h *Handle) setter(s *LockSpec) (backend.Setter, bool) {
 // header appends the argument header of an attempt to buf.
 func (a *acquisition) header(buf []any, registered bool) []any {
 	h := a.h
-	return append(buf, a.ownerArg, a.opArg, "", a.plainArg, h.leaseArg, h.channelArg(a.s.Channel), h.HubID(),
-		a.entryArg(), h.durationArg(a.s.EntryTTL), FlagArg(registered), h.fenceArg(a.s.Fence))
+	hd := codec.Header{Owner: a.ownerArg, Op: a.opArg, Plain: a.plainArg, Lease: h.leaseArg, Channel: h.channelArg(a.s.Channel),
+		Hub: h.HubID(), Entry: a.entryArg(), EntryTTL: h.durationArg(a.s.EntryTTL), Registered: registered, FenceTTL: h.fenceArg(a.s.Fence)}
+	return hd.Append(buf)
 }
 
 // reentry reports whether owner holds in role through h's session: its

@@ -167,15 +167,13 @@ func (h *Handle) Observer() *observe.Observer {
 // codec.FenceTTL): h's, for a script whose keys end with the fence key.
 func (h *Handle) fenceArg(fence bool) any {
 	if !fence {
-		return zeroArg
+		return nil // the header's "0"
 	}
 	if h.fenceTTLArg == nil {
 		return Ms(h.Cfg.FenceTTL)
 	}
 	return h.fenceTTLArg
 }
-
-var zeroArg any = "0"
 
 // channelArg returns channel as a script argument: the one made once for
 // the usual wake channel.
@@ -201,9 +199,8 @@ func (h *Handle) durationArg(d time.Duration) any {
 // token of a plain hold, so that the state it reports names the hold by
 // its token (see ForceUnlockToken).
 func (h *Handle) QueryArgs(owner string, args ...any) []any {
-	a := make([]any, 0, codec.HeaderLen+len(args))
-	a = append(a, owner, "", "", "", "0", "", "", "", "0", "0", h.fenceArg(true))
-	return append(a, args...)
+	hd := codec.Header{Owner: owner, FenceTTL: h.fenceArg(true)}
+	return append(hd.Append(make([]any, 0, codec.HeaderLen+len(args))), args...)
 }
 
 // Companion returns the key of the companion suffix of the main key.
@@ -438,8 +435,9 @@ func (h *Handle) ForceUnlock(ctx context.Context, token int64, f *ForceSpec) (bo
 	if token > 0 {
 		cond = strconv.FormatInt(token, 10)
 	}
-	args := make([]any, 0, codec.HeaderLen+1+len(f.Args))
-	args = append(args, "", "", "", "", "0", h.channelArg(f.Channel), h.HubID(), "", h.durationArg(f.EntryTTL), "0", h.fenceArg(f.Fence), cond)
+	hd := codec.Header{Channel: h.channelArg(f.Channel), Hub: h.HubID(), EntryTTL: h.durationArg(f.EntryTTL), FenceTTL: h.fenceArg(f.Fence)}
+	args := hd.Append(make([]any, 0, codec.HeaderLen+1+len(f.Args)))
+	args = append(args, cond)
 	args = append(args, f.Args...)
 	r, err := h.HandOff(ctx, f.Channel, f.Script, f.Keys, args...)
 	if err != nil {
@@ -515,7 +513,8 @@ func (h *Handle) LeaseToken(ctx context.Context, l *lease.Lease, hs *HoldSpec) (
 		return 0, h.Wrap("token", err)
 	}
 	owner, id, plain := l.Args()
-	reply, err := h.B.Eval(ctx, hs.Token, hs.TokenKeys, owner, "", id, plain, "0", "", "", "", "0", "0", h.fenceArg(true))
+	hd := codec.Header{Owner: owner, HoldID: id, Plain: plain, FenceTTL: h.fenceArg(true)}
+	reply, err := h.B.Eval(ctx, hs.Token, hs.TokenKeys, hd.Append(nil)...)
 	if err != nil {
 		return 0, h.Wrap("token", err)
 	}
@@ -561,16 +560,6 @@ func Flag(b bool) string {
 	}
 	return "0"
 }
-
-// FlagArg returns Flag(b) as a script argument, made once.
-func FlagArg(b bool) any {
-	if b {
-		return flagTrue
-	}
-	return flagFalse
-}
-
-var flagTrue, flagFalse any = "1", "0"
 
 // ctxError makes err, which ended an operation after ctx was done, match
 // ctx's error, with err's text.

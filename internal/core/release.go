@@ -323,8 +323,9 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	if rs.Units {
 		plain = codec.PlainValue(l.Owner(), l.ID(), l.Role(), append([]int64{units}, rs.PlainFields...)...)
 	}
-	r.args = append(r.buf[:0], owner, ReleaseOp(), id, plain, h.RestoredLeaseArg(l), h.channelArg(rs.Channel), h.HubID(),
-		"", h.durationArg(rs.EntryTTL), zeroArg, h.fenceArg(rs.Fence))
+	hd := codec.Header{Owner: owner, Op: ReleaseOp(), HoldID: id, Plain: plain, Lease: h.RestoredLeaseArg(l),
+		Channel: h.channelArg(rs.Channel), Hub: h.HubID(), EntryTTL: h.durationArg(rs.EntryTTL), FenceTTL: h.fenceArg(rs.Fence)}
+	r.args = hd.Append(r.buf[:0])
 	if rs.Units {
 		r.args = append(r.args, units)
 	}
