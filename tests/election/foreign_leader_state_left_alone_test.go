@@ -9,6 +9,7 @@ import (
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/election"
+	"github.com/dsyncgo/dsync/observe"
 )
 
 // setForeign writes ARGV[1] at KEYS[1], without an expiry.
@@ -33,7 +34,21 @@ func TestForeignLeaderStateLeftAloneByRenewals(t *testing.T) {
 			if _, err := b.Eval(ctx, setForeign, []string{leader}, "not dsync's"); err != nil {
 				t.Fatal(err)
 			}
-			e := election.New(b, "foreign-leader", election.WithPrefix(p), election.WithWatchdog(300*time.Millisecond), election.WithLogger(nil))
+			// The renewals are counted as they come, so that the check
+			// waits for them, not for a time they may overrun on a busy
+			// machine: a watchdog of 1.5s renews every 500ms, and loses
+			// the term only to a renewal a second late.
+			renewed := make(chan struct{}, 16)
+			observe.Set(b, &observe.Observer{Renewed: func(r observe.Renewal) {
+				if !r.Failed {
+					select {
+					case renewed <- struct{}{}:
+					default:
+					}
+				}
+			}})
+			defer observe.Set(b, nil)
+			e := election.New(b, "foreign-leader", election.WithPrefix(p), election.WithWatchdog(1500*time.Millisecond), election.WithLogger(nil))
 			term, err := e.Campaign(ctx, "v")
 			if err != nil {
 				t.Fatal(err)
@@ -41,25 +56,32 @@ func TestForeignLeaderStateLeftAloneByRenewals(t *testing.T) {
 			if _, err := term.Token(ctx); !errors.Is(err, dsync.ErrUnexpectedReply) {
 				t.Errorf("Token over a foreign leader state: %v; want ErrUnexpectedReply", err)
 			}
-			time.Sleep(400 * time.Millisecond) // a few renewals (every 100ms)
-			v, err := b.Eval(ctx, foreignState, []string{leader})
-			if err != nil {
-				t.Fatal(err)
+			for i := range 2 {
+				select {
+				case <-renewed:
+				case <-term.Done():
+					t.Fatalf("the term ended after %d renewals", i)
+				case <-ctx.Done():
+					t.Fatalf("%d renewals in a minute; want 2", i)
+				}
 			}
-			r, _ := v.([]any)
-			if len(r) != 2 || r[0] != "not dsync's" || r[1] != int64(-1) {
-				t.Errorf("foreign leader key after the term's renewals: %v; want it as written, with no expiry (PTTL -1)", v)
+			// An expiry that a renewal set would show as a PTTL (and, once
+			// renewals stop, delete the key).
+			want := func(when string) {
+				t.Helper()
+				v, err := b.Eval(ctx, foreignState, []string{leader})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r, _ := v.([]any); len(r) != 2 || r[0] != "not dsync's" || r[1] != int64(-1) {
+					t.Errorf("foreign leader key %s: %v; want it as written, with no expiry (PTTL -1)", when, v)
+				}
 			}
+			want("after the term's renewals")
 			if err := term.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}
-			// Once renewals stop, an expiry they set deletes the key.
-			time.Sleep(400 * time.Millisecond)
-			if v, err := b.Eval(ctx, foreignState, []string{leader}); err != nil {
-				t.Fatal(err)
-			} else if r, _ := v.([]any); len(r) != 2 || r[0] != "not dsync's" {
-				t.Errorf("foreign leader key after Resign: %v; want it as written", v)
-			}
+			want("after Resign")
 		})
 	}
 }
