@@ -280,76 +280,120 @@ func (s *Scheduler) applyLocked(leases []*Lease, reply any, err error, sent time
 	if err == nil {
 		results, err = backend.Ints(reply, len(leases))
 	}
-	crossSlot := isCrossSlot(err)
-	logged := map[*slog.Logger]bool{}
+	f := renewalFailure{err: err, crossSlot: isCrossSlot(err), batch: len(leases)}
 	now := time.Now()
 	for i, l := range leases {
 		if !l.waitingLocked() {
 			continue // released, or re-acquired and rescheduled, meanwhile
 		}
-		transient := err != nil && !errors.Is(err, dsync.ErrClosed) && !crossSlot
 		if stale && !l.checking {
 			l.checking, l.rechecks = true, 0
 		}
-		switch {
-		case l.checking && transient && l.rechecks < maxRechecks:
-			l.rechecks++
-			l.next = now.Add(recheckDelay)
-			if l.next.After(l.deadline) {
-				l.next = l.deadline // lost then, as a renewal's retries are
+		var queue bool
+		if err == nil {
+			var lost bool
+			queue, lost = s.repliedLocked(l, results[i] == 1, sent, now, stale)
+			if lost {
+				gone++
 			}
-		case l.spec.Fixed && (err == nil && results[i] == 1 || transient):
-			// A fixed lease checked: it stays as it was, to expire at
-			// its deadline. A check that kept failing is left; the next
-			// reconnection checks again.
-			l.checking = false
-			l.next = l.deadline
-			if stale {
-				l.checking, l.next = true, now
-			}
-		case err == nil && results[i] == 1:
-			l.checking = false
-			// An Extend while the call was in flight may have moved the
-			// deadline further than this renewal does: it stays.
-			l.renewedLocked(sent, l.spec.TTL)
-			if stale {
-				l.checking, l.next = true, now
-			}
-		case err == nil && l.releasing > 0:
-			// A final release got there first, which is not a loss; if
-			// the release turns out partial, Settle reports the loss.
-			l.gone = true
-			continue
-		case err == nil:
-			gone++
-			s.loseLocked(l, "hold no longer on the server", nil)
-			continue
-		case errors.Is(err, dsync.ErrClosed):
-			s.loseLocked(l, "backend closed", err)
-			continue
-		case crossSlot:
-			// Retrying sends the same keys: the batch can never succeed.
-			if log := l.spec.Logger; log != nil && !logged[log] {
-				logged[log] = true
-				log.Error("dsync: lease renewal refused: one call named keys of several Redis Cluster hash slots (CROSSSLOT); a backend over a cluster must implement backend.Sharded",
-					"name", l.spec.Name, "backend", fmt.Sprintf("%T", s.b), "leases", len(leases), "error", err)
-			}
-			s.loseLocked(l, "renewal batch spans hash slots (CROSSSLOT)", err)
-			continue
-		default:
-			if log := l.spec.Logger; log != nil && i == 0 {
-				log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", err)
-			}
-			retry := max(min(l.spec.TTL/10, time.Second), 10*time.Millisecond)
-			l.retrying, l.checking = true, false
-			l.next = now.Add(retry)
-			if l.next.After(l.deadline) {
-				l.next = l.deadline
-			}
+		} else {
+			queue = s.failedLocked(l, &f, now, stale, i == 0)
 		}
-		heap.Push(&s.queue, l)
+		if queue {
+			heap.Push(&s.queue, l)
+		}
 	}
 	return gone
+}
+
+// repliedLocked applies the server's reply to l's renewal, sent at sent:
+// on reports that the hold was still on (and, unless l is fixed, now
+// renewed). It reports whether l is to be queued again, and whether l was
+// lost with the reply.
+func (s *Scheduler) repliedLocked(l *Lease, on bool, sent, now time.Time, stale bool) (queue, lost bool) {
+	switch {
+	case on && l.spec.Fixed:
+		// A fixed lease checked: it stays as it was, to expire at its
+		// deadline.
+		l.checking, l.next = false, l.deadline
+	case on:
+		// An Extend while the call was in flight may have moved the
+		// deadline further than this renewal does: it stays.
+		l.checking = false
+		l.renewedLocked(sent, l.spec.TTL)
+	case l.releasing > 0:
+		// A final release got there first, which is not a loss; if the
+		// release turns out partial, Settle reports the loss.
+		l.gone = true
+		return false, false
+	default:
+		s.loseLocked(l, "hold no longer on the server", nil)
+		return false, true
+	}
+	if stale {
+		l.checking, l.next = true, now
+	}
+	return true, false
+}
+
+// renewalFailure is what a failed renewal call tells each of its leases.
+type renewalFailure struct {
+	err       error
+	crossSlot bool                  // refused for keys of several hash slots
+	batch     int                   // leases in the call
+	logged    map[*slog.Logger]bool // loggers told of crossSlot
+}
+
+// failedLocked applies f, the failure of l's renewal call, to l: a
+// transient failure is retried (soon, while a check after a reconnection
+// lasts); a closed backend or a call that can never succeed loses l. first
+// says l is the first of its call, which logs a retry for the call. It
+// reports whether l is to be queued again.
+func (s *Scheduler) failedLocked(l *Lease, f *renewalFailure, now time.Time, stale, first bool) (queue bool) {
+	closed := errors.Is(f.err, dsync.ErrClosed)
+	transient := !closed && !f.crossSlot
+	switch {
+	case l.checking && transient && l.rechecks < maxRechecks:
+		l.rechecks++
+		l.next = l.noLaterThanDeadline(now.Add(recheckDelay)) // lost then, as a renewal's retries are
+	case l.spec.Fixed && transient:
+		// A check that kept failing is left; the next reconnection checks
+		// again.
+		l.checking, l.next = false, l.deadline
+		if stale {
+			l.checking, l.next = true, now
+		}
+	case closed:
+		s.loseLocked(l, "backend closed", f.err)
+		return false
+	case f.crossSlot:
+		// Retrying sends the same keys: the batch can never succeed.
+		if log := l.spec.Logger; log != nil && !f.logged[log] {
+			if f.logged == nil {
+				f.logged = make(map[*slog.Logger]bool)
+			}
+			f.logged[log] = true
+			log.Error("dsync: lease renewal refused: one call named keys of several Redis Cluster hash slots (CROSSSLOT); a backend over a cluster must implement backend.Sharded",
+				"name", l.spec.Name, "backend", fmt.Sprintf("%T", s.b), "leases", f.batch, "error", f.err)
+		}
+		s.loseLocked(l, "renewal batch spans hash slots (CROSSSLOT)", f.err)
+		return false
+	default:
+		if log := l.spec.Logger; log != nil && first {
+			log.Debug("dsync: lease renewal failed; retrying", "name", l.spec.Name, "error", f.err)
+		}
+		l.retrying, l.checking = true, false
+		l.next = l.noLaterThanDeadline(now.Add(max(min(l.spec.TTL/10, time.Second), 10*time.Millisecond)))
+	}
+	return true
+}
+
+// noLaterThanDeadline returns t, or l's deadline if that comes first.
+func (l *Lease) noLaterThanDeadline(t time.Time) time.Time {
+	if t.After(l.deadline) {
+		return l.deadline
+	}
+	return t
 }
 
 // isCrossSlot reports whether err is a cluster's refusal of a call whose
