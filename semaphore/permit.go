@@ -65,8 +65,8 @@ func (s *Semaphore) ReleasePermit(ctx context.Context, id string) error {
 	if err := s.permitID("release permit", id); err != nil {
 		return err
 	}
-	hd := codec.Header{Owner: id, Op: core.ReleaseOp(), HoldID: id, Plain: codec.PlainValue(id, id, role, 1, s.capacity),
-		Channel: s.channel, Hub: s.h.HubID(), EntryTTL: core.Ms(s.h.Cfg.WaiterTimeout)}
+	hd := s.h.Header(s.channel)
+	hd.Owner, hd.Op, hd.HoldID, hd.Plain = id, core.ReleaseOp(), id, codec.PlainValue(id, id, role, 1, s.capacity)
 	args := append(hd.Append(nil), 1, s.capArg)
 	start := time.Now()
 	for i := 1; ; i++ {

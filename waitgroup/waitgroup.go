@@ -141,8 +141,8 @@ func (g *WaitGroup) Owner() string { return g.owner }
 // header returns the argument header (see package codec) of a script g
 // runs itself, for the operation op and the waiter entry.
 func (g *WaitGroup) header(op any, entry string) []any {
-	hd := codec.Header{Owner: g.owner, Op: op, Lease: core.Ms(g.h.Cfg.Lease), Channel: g.channel, Hub: g.h.HubID(), Entry: entry,
-		EntryTTL: core.Ms(g.h.Cfg.WaiterTimeout)}
+	hd := g.h.Header(g.channel)
+	hd.Owner, hd.Op, hd.Lease, hd.Entry = g.owner, op, core.Ms(g.h.Cfg.Lease), entry
 	return hd.Append(make([]any, 0, codec.HeaderLen+3))
 }
 

@@ -480,6 +480,14 @@ func (h *Handle) QueueLocally(role, channel string, handed time.Duration) {
 	}
 }
 
+// Header returns the argument header (see codec.Header) of a script that
+// h's primitive calls itself, for waiters on channel: the channel, the hub
+// id of h's session and the waiter timeout filled in. The primitive fills
+// in what is its own: the owner, the operation, the hold, the entry.
+func (h *Handle) Header(channel string) codec.Header {
+	return codec.Header{Channel: h.channelArg(channel), Hub: h.HubID(), EntryTTL: h.waiterTOArg}
+}
+
 // HubID returns the id of the hub of h's session, as a script argument,
 // which a script that may hand the primitive to waiters is told: it leaves
 // the wake-ups of that hub's waiters to its caller.
