@@ -67,7 +67,7 @@ func (s *Semaphore) ReleasePermit(ctx context.Context, id string) error {
 	}
 	hd := s.h.Header(s.channel)
 	hd.Owner, hd.Op, hd.HoldID, hd.Plain = id, core.ReleaseOp(), id, codec.PlainValue(id, id, role, 1, s.capacity)
-	args := append(hd.Append(nil), 1, s.capArg)
+	args := append(hd.Append(make([]any, 0, codec.HeaderLen+2)), 1, s.capArg)
 	start := time.Now()
 	for i := 1; ; i++ {
 		r, err := s.h.HandOff(ctx, s.channel, releaseScript, s.keys, args...)
