@@ -71,8 +71,8 @@ func permitToken(id string) int64 {
 }
 
 // soakPermits is a client of the permits group. Events: acq (token: the
-// permit's; value 1 for a portable permit, 0 for an owner's), fail,
-// extend, rel? and rel (the release, by whichever client; of a portable
+// permit's; value 1 for a portable permit, 0 for an owner's), expires (a
+// portable permit's Permit.Expires, as call), fail, extend, rel? and rel (the release, by whichever client; of a portable
 // permit, value 1 if an attempt of it failed, see attemptNoting).
 func soakPermits(c *soakEnv) error {
 	s := semaphore.New(c.b[0], "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
@@ -92,6 +92,9 @@ func soakPermits(c *soakEnv) error {
 			}
 			token := permitToken(p.ID)
 			c.say(soakEvent{kind: "acq", token: token, call: call, ret: c.now(), value: 1})
+			// The lease counts from the attempt that was granted, which a
+			// waiter sends long after its first.
+			c.say(soakEvent{kind: "expires", token: token, call: p.Expires.UnixNano()})
 			if c.rng.IntN(3) == 0 {
 				time.Sleep(time.Duration(c.rng.IntN(int(c.lease/time.Millisecond)/2)) * time.Millisecond)
 				ecall := c.now()
@@ -132,8 +135,9 @@ func soakPermits(c *soakEnv) error {
 // checkPermitsGroup checks the permits group: never more than capacity
 // permits lease-valid at once. A permit is lease-valid from its
 // acquisition's reply until the first release of it was sent, or its
-// lease less the margin ran out, counted from when its acquisition (or its
-// last extension that said so) was sent, or an eviction of the keys that
+// lease less the margin ran out, counted from when its acquisition's
+// granted attempt (Permit.Expires, logged as an expires event; else the
+// acquisition's call) or its last extension that said so was sent, or an eviction of the keys that
 // carry it began, unless a release later released it (it was there all
 // along). An eviction whose window ends after the acquisition was sent
 // may have taken the permit, granted inside the window, before its reply
@@ -148,8 +152,15 @@ func checkPermitsGroup(events []soakEvent, lease time.Duration, capacity int64) 
 	ps := map[int64]*permit{}
 	var failed, extended, released, notHeld int
 	for _, e := range events {
-		if e.kind == "acq" {
+		switch p := ps[e.token]; {
+		case e.kind == "acq":
 			ps[e.token] = &permit{call: e.call, from: e.ret, until: e.call + int64(lease) - margin, rel: never, portable: e.value == 1}
+		case e.kind == "expires" && p != nil:
+			// Permit.Expires (its acq comes first): the lease counts
+			// from the attempt that was granted, not from the
+			// acquisition's first call. Here, before the extensions,
+			// which its stamp may sort it after.
+			p.until = e.call - margin
 		}
 		failed += boolInt(e.kind == "fail")
 	}
@@ -298,6 +309,19 @@ func TestSoakCheckerPermits(t *testing.T) {
 	after[4].ok = false
 	if r := checkPermitsGroup(after, lease, 3); r.overlaps == 0 {
 		t.Errorf("permits acquired after an eviction, one too many, not caught: %v", r)
+	}
+	// A portable permit's lease counts from the attempt that was granted
+	// (its expires event): permit 1, whose acquisition waited from 0 to
+	// 1500ms, granted on an attempt sent at 1400ms, is valid until about
+	// 2400ms, where its first call would say 1000ms. 2 and 3 come at
+	// 1600ms, and a fourth at 2000ms is one too many.
+	waited := []soakEvent{
+		{kind: "acq", client: 1, token: 1, call: 0, ret: 1500 * msec, value: 1},
+		{kind: "expires", client: 1, token: 1, call: 2400 * msec},
+		acq(2, 1600*msec, true), acq(3, 1600*msec, true), acq(4, 2000*msec, true),
+	}
+	if r := checkPermitsGroup(waited, lease, 3); r.overlaps == 0 {
+		t.Errorf("a fourth permit while one granted late was valid, not caught: %v", r)
 	}
 	// Permit 2, never released, lapses a lease after its acquisition was
 	// sent, unless extended, as 1 and 3 are.
