@@ -72,8 +72,9 @@ func permitToken(id string) int64 {
 
 // soakPermits is a client of the permits group. Events: acq (token: the
 // permit's; value 1 for a portable permit, 0 for an owner's), expires (a
-// portable permit's Permit.Expires, as call), fail, extend, rel? and rel (the release, by whichever client; of a portable
-// permit, value 1 if an attempt of it failed, see attemptNoting).
+// portable permit's Permit.Expires, as call), fail, extend, rel? and rel
+// (the release, by whichever client; of a portable permit, value 1 if an
+// attempt of it failed, see attemptNoting).
 func soakPermits(c *soakEnv) error {
 	s := semaphore.New(c.b[0], "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
 	// Portable permits are released by id through a handle of their own,
@@ -135,13 +136,14 @@ func soakPermits(c *soakEnv) error {
 // checkPermitsGroup checks the permits group: never more than capacity
 // permits lease-valid at once. A permit is lease-valid from its
 // acquisition's reply until the first release of it was sent, or its
-// lease less the margin ran out, counted from when its acquisition's
-// granted attempt (Permit.Expires, logged as an expires event; else the
-// acquisition's call) or its last extension that said so was sent, or an eviction of the keys that
-// carry it began, unless a release later released it (it was there all
-// along). An eviction whose window ends after the acquisition was sent
-// may have taken the permit, granted inside the window, before its reply
-// came.
+// lease less the margin ran out, or an eviction of the keys that carry it
+// began, unless a release later released it (it was there all along).
+// The lease counts from when the attempt that was granted was sent (a
+// portable permit's Permit.Expires, logged as an expires event; an
+// owner's permit, from its acquisition's call), or from the last
+// extension that said so. An eviction whose window ends after the
+// acquisition was sent may have taken the permit, granted inside the
+// window, before its reply came.
 func checkPermitsGroup(events []soakEvent, lease time.Duration, capacity int64) soakReport {
 	var r soakReport
 	type permit struct {
@@ -156,10 +158,10 @@ func checkPermitsGroup(events []soakEvent, lease time.Duration, capacity int64) 
 		case e.kind == "acq":
 			ps[e.token] = &permit{call: e.call, from: e.ret, until: e.call + int64(lease) - margin, rel: never, portable: e.value == 1}
 		case e.kind == "expires" && p != nil:
-			// Permit.Expires (its acq comes first): the lease counts
-			// from the attempt that was granted, not from the
-			// acquisition's first call. Here, before the extensions,
-			// which its stamp may sort it after.
+			// Permit.Expires, said by the client right after its acq:
+			// the lease counts from the attempt that was granted, not
+			// from the acquisition's first call. Extensions (below)
+			// may only lengthen it.
 			p.until = e.call - margin
 		}
 		failed += boolInt(e.kind == "fail")
