@@ -30,8 +30,10 @@ type Permit struct {
 	// nobody can guess it.
 	ID string
 	// Expires is when the permit's lease ends, by this process's clock,
-	// counted from when its acquisition was sent: the server ends it no
-	// sooner, but for clock drift.
+	// counted from when the acquisition's attempt that took it was sent
+	// (for a permit handed to the waiting acquisition, its latest attempt
+	// before the hand-off): the server ends it no sooner, but for clock
+	// drift.
 	Expires time.Time
 }
 
