@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,10 +63,10 @@ type PipelineConfig struct {
 	Timeout time.Duration
 
 	// Conns is how many round trips may be in flight at once: calls sent
-	// on their callers' goroutines and batches. The default, 1, keeps the
-	// calls in order (see Pipeline); more let a batch be written while the
-	// replies of another are read, which a slow link may want, and give
-	// up the order.
+	// on their callers' goroutines and batches. The default, 1, sends the
+	// calls in the order they queued; more let a batch be written while
+	// the replies of another are read, which a slow link may want, and
+	// keep only the order of calls made one after another (see Pipeline).
 	Conns int
 
 	// Off turns sharing off: every call is sent on its own, on its
@@ -103,13 +104,16 @@ const maxBatch = 512
 // Pipeline, which lives while there is a queue and exits when there is
 // none.
 //
-// One round trip at a time also keeps the calls in order, which a pool
-// of connections does not: the server runs them in the order they were
-// queued, and a call made after another's caller returned runs after that
-// one, if it runs at all (it is not sent if its caller left before it
-// was). dsync relies on it where a caller that gives up withdraws what its
-// abandoned call may have done: the withdrawal cannot overtake the call.
-// (On a cluster, the order holds per node. Conns above 1 gives it up.)
+// The Pipeline also keeps calls made one after another in order, which a
+// pool of connections does not: a call made after another's caller
+// returned runs after that one, if it runs at all (it is not sent if its
+// caller left before it was). dsync relies on it where a caller that gives
+// up withdraws what its abandoned call may have done: the withdrawal
+// cannot overtake the call. With one round trip at a time (Conns 1, the
+// default) the server runs the calls in the order they queued. With more,
+// calls in flight together may run in any order, and a caller that leaves
+// a call on the wire holds back every call made after it, until that
+// round trip has returned. (On a cluster, the order holds per node.)
 //
 // What the Pipeline keeps of the package's rules (7, 8 and 10):
 //
@@ -141,6 +145,19 @@ type Pipeline struct {
 	busy   int        // round trips in flight, at most cfg.Conns
 	queue  []*pending // calls waiting for a batch
 
+	// The order of calls made one after another, which more than one
+	// round trip in flight (Conns) could break where a caller leaves a
+	// call on the wire: each batch is numbered when taken (seq), flying
+	// holds the numbers of those on the wire, and a caller that leaves a
+	// call on the wire raises barrier to its batch's number. While a
+	// batch numbered up to barrier flies, no batch is taken and no call
+	// is sent on its caller's goroutine (see blocked); landed is
+	// signalled when such a batch lands.
+	seq     uint64
+	flying  []uint64
+	barrier uint64
+	landed  sync.Cond
+
 	goroutines sync.WaitGroup
 
 	// pendings reuses the calls' records, each with its channel and
@@ -171,6 +188,7 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		cfg.Conns = 1
 	}
 	p := &Pipeline{cfg: cfg, boxes: newBoxes()}
+	p.landed.L = &p.mu
 	p.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	p.pairs.New = func() any { return new(setPublish) }
 	return p
@@ -182,6 +200,7 @@ type pending struct {
 	call     Call
 	batch    []Call    // instead of call, for EvalBatch and SetNXPublish
 	deadline time.Time // the caller's, or zero
+	seq      uint64    // the number of the batch that took it, 0 while queued
 	gone     atomic.Bool
 	done     chan struct{} // receives once the reply is in
 	timer    *time.Timer   // for a deadline without Done, made once
@@ -225,7 +244,7 @@ func (p *Pipeline) submit(ctx context.Context, c Call, calls []Call) (any, []Res
 		p.mu.Unlock()
 		return nil, nil, ErrClosed
 	}
-	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0) {
+	if direct && (p.cfg.Off || p.busy < p.cfg.Conns && len(p.queue) == 0 && !p.blockedLocked()) {
 		if !p.cfg.Off {
 			p.busy++
 		}
@@ -244,7 +263,7 @@ func (p *Pipeline) submit(ctx context.Context, c Call, calls []Call) (any, []Res
 		return reply, results, p.wrap(ctx, err)
 	}
 	pd := p.pendings.Get().(*pending)
-	pd.call, pd.batch = c, calls
+	pd.call, pd.batch, pd.seq = c, calls, 0
 	pd.deadline, _ = ctx.Deadline()
 	if p.cfg.Off {
 		p.goroutines.Add(1)
@@ -389,11 +408,48 @@ func (p *Pipeline) await(ctx context.Context, pd *pending) error {
 	case <-pd.done:
 		return nil
 	case <-ctx.Done():
-		pd.gone.Store(true)
+		p.leave(pd)
 		return ctx.Err()
 	case <-expired:
-		pd.gone.Store(true)
+		p.leave(pd)
 		return context.DeadlineExceeded
+	}
+}
+
+// leave marks pd gone, its caller having left: not to be sent if it was
+// not yet. If it is on the wire, the calls made from now on wait for its
+// round trip to return (see barrier), so that none overtakes it.
+func (p *Pipeline) leave(pd *pending) {
+	p.mu.Lock()
+	pd.gone.Store(true)
+	if pd.seq != 0 && slices.Contains(p.flying, pd.seq) {
+		p.barrier = max(p.barrier, pd.seq)
+	}
+	p.mu.Unlock()
+}
+
+// blockedLocked reports whether a batch that a caller left a call in is
+// still on the wire (see barrier).
+func (p *Pipeline) blockedLocked() bool {
+	if p.barrier == 0 {
+		return false
+	}
+	for _, seq := range p.flying {
+		if seq <= p.barrier {
+			return true
+		}
+	}
+	p.barrier = 0
+	return false
+}
+
+// landLocked removes the batch numbered seq from those on the wire.
+func (p *Pipeline) landLocked(seq uint64) {
+	if i := slices.Index(p.flying, seq); i >= 0 {
+		p.flying = slices.Delete(p.flying, i, i+1)
+	}
+	if p.barrier != 0 {
+		p.landed.Broadcast()
 	}
 }
 
@@ -441,8 +497,15 @@ func (p *Pipeline) run() {
 	var one [1]*pending // a lone call's batch, without an allocation
 	batch := one[:0]
 	var calls []Call
+	var seq uint64 // of the batch this goroutine sent last
 	for {
 		p.mu.Lock()
+		if seq != 0 {
+			p.landLocked(seq)
+		}
+		for p.blockedLocked() {
+			p.landed.Wait()
+		}
 		n := min(len(p.queue), maxBatch)
 		if n == 0 {
 			p.busy--
@@ -453,6 +516,12 @@ func (p *Pipeline) run() {
 		rest := copy(p.queue, p.queue[n:])
 		clear(p.queue[rest:])
 		p.queue = p.queue[:rest]
+		p.seq++
+		seq = p.seq
+		p.flying = append(p.flying, seq)
+		for _, pd := range batch {
+			pd.seq = seq
+		}
 		p.mu.Unlock()
 		calls = p.send(batch, calls)
 		clear(batch)

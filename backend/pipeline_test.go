@@ -385,6 +385,47 @@ func TestPipelineKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestPipelineKeepsOrderWithTwoConns: with two round trips allowed in
+// flight, a call made after another's caller left, while that one is on
+// the wire, still waits for that round trip to return, though a second
+// one could go out beside it; and calls go out beside each other again
+// once it has.
+func TestPipelineKeepsOrderWithTwoConns(t *testing.T) {
+	c := newEchoClient(true)
+	p := c.pipeline(t, backend.PipelineConfig{Conns: 2})
+	bg := context.Background()
+	mid, cancel := context.WithCancel(bg)
+	abandoned := leave(p, mid, "abandoned")
+	c.began(t) // on the wire
+	cancel()
+	recv(t, abandoned)
+	after := leave(p, bg, "after")
+	awaitQueued(t, p, 1)
+	time.Sleep(20 * time.Millisecond) // time is what is tested: nothing else goes out meanwhile
+	if n := len(c.entered); n != 0 || backend.Queued(p) != 1 {
+		t.Fatalf("a call made after another's caller left was sent while that one was on the wire (%d round trips began)", n)
+	}
+	c.end(t)  // the abandoned call
+	c.step(t) // the one after
+	if o := recv(t, after); o.err != nil {
+		t.Error(o.err)
+	}
+	// Nobody left a call on the wire: two round trips fly at once.
+	one, two := leave(p, bg, "one"), leave(p, bg, "two")
+	c.began(t)
+	c.began(t)
+	c.end(t)
+	c.end(t)
+	for _, o := range []chan outcome{one, two} {
+		if o := recv(t, o); o.err != nil {
+			t.Error(o.err)
+		}
+	}
+	if sends, batches := c.counts(); sends != 4 || batches != 0 {
+		t.Errorf("%d calls sent alone, batches %v; want four alone", sends, c.batches)
+	}
+}
+
 // TestPipelineBatchFails: a batch that fails as a whole fails each of its
 // calls with the client's error, wrapped for its caller: no context error
 // while the caller's context lives. The next calls go through.
