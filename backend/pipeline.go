@@ -136,7 +136,8 @@ const maxBatch = 512
 //
 // Off turns the sharing off: each call then goes alone, on its caller's
 // goroutine or on one of its own (which is what the shipped adapters did
-// before, and what Calls does).
+// before, and what Calls does), and the order of calls made one after
+// another is given up with it, as a pool of connections gives it up.
 type Pipeline struct {
 	cfg PipelineConfig
 
@@ -151,8 +152,9 @@ type Pipeline struct {
 	// holds the numbers of those on the wire, and a caller that leaves a
 	// call on the wire raises barrier to its batch's number. While a
 	// batch numbered up to barrier flies, no batch is taken and no call
-	// is sent on its caller's goroutine (see blocked); landed is
-	// signalled when such a batch lands.
+	// is sent on its caller's goroutine (see blockedLocked); landed is
+	// broadcast when a batch lands while a barrier stands. An EvalBatch
+	// sent on a goroutine of its own is numbered as a batch is (runOne).
 	seq     uint64
 	flying  []uint64
 	barrier uint64
@@ -267,7 +269,7 @@ func (p *Pipeline) submit(ctx context.Context, c Call, calls []Call) (any, []Res
 	pd.deadline, _ = ctx.Deadline()
 	if p.cfg.Off {
 		p.goroutines.Add(1)
-		go p.runOne(pd)
+		go p.runOne(pd, false)
 	} else {
 		p.queue = append(p.queue, pd)
 		if p.busy < p.cfg.Conns {
@@ -354,7 +356,11 @@ type setPublish struct {
 
 // EvalBatch implements Batcher.EvalBatch for an adapter over a Pipeline:
 // the calls go out as one batch of their own (PipelineBatch over
-// cfg.Batch), bounded by ctx as Do's calls are.
+// cfg.Batch), bounded by ctx as Do's calls are, beside the Pipeline's
+// round trips (it takes no place of Conns) but in the order of calls made
+// one after another (see Pipeline): a caller that leaves it on the wire
+// holds back the calls made after it, and it waits for a call left on the
+// wire before it.
 func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error) {
 	if err := p.check(ctx); err != nil {
 		return nil, err
@@ -365,7 +371,7 @@ func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error
 		return nil, ErrClosed
 	}
 	cctx, direct := p.callContext(ctx)
-	if direct {
+	if direct && (p.cfg.Off || !p.blockedLocked()) {
 		p.mu.Unlock()
 		results, err := PipelineBatch(cctx, calls, p.cfg.Batch)
 		return results, p.wrap(ctx, err)
@@ -374,7 +380,7 @@ func (p *Pipeline) EvalBatch(ctx context.Context, calls []Call) ([]Result, error
 	pd.deadline, _ = ctx.Deadline()
 	p.goroutines.Add(1)
 	p.mu.Unlock()
-	go p.runOne(pd)
+	go p.runOne(pd, !p.cfg.Off)
 	if err := p.await(ctx, pd); err != nil {
 		return nil, err
 	}
@@ -598,9 +604,28 @@ func (p *Pipeline) send(batch []*pending, calls []Call) []Call {
 
 // runOne sends pd's call, or its batch, alone: a call or a SetNXPublish
 // with sharing off, or an EvalBatch, that cannot run on its caller's
-// goroutine.
-func (p *Pipeline) runOne(pd *pending) {
+// goroutine. An ordered one (an EvalBatch, sharing on) keeps the order of
+// calls made one after another as a batch of the queue does: it waits
+// while a call left on the wire flies, and is numbered (seq) so that its
+// caller, leaving it on the wire, holds back the calls made after.
+func (p *Pipeline) runOne(pd *pending, ordered bool) {
 	defer p.goroutines.Done()
+	if ordered {
+		p.mu.Lock()
+		for p.blockedLocked() {
+			p.landed.Wait()
+		}
+		p.seq++
+		seq := p.seq
+		pd.seq = seq
+		p.flying = append(p.flying, seq)
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			p.landLocked(seq)
+			p.mu.Unlock()
+		}()
+	}
 	if pd.gone.Load() {
 		return // its caller left before it could be sent
 	}
