@@ -130,12 +130,14 @@ func soakGroups() []soakGroup {
 		waitGroupSoakGroup(),
 
 		// Broken builds, which the soak must catch (TestSoakCatchesBrokenBuilds):
-		// a semaphore that lets more than its capacity in; a mutex that
-		// excludes nobody; read holds that do not keep writers out.
+		// a semaphore that lets more than its capacity in, and portable
+		// permits that do; a mutex that excludes nobody; an election that
+		// lets several lead; read holds that do not keep writers out.
 		{name: "semaphore-nocap", clients: 4, broken: true, check: checkSemaphore, free: freeSemaphore,
 			carries: []string{"dsync:semaphore:{soak}", "dsync:semaphore:{soak}:holders"},
 			run:     func(c *soakEnv) error { return soakSemaphore(c, true) },
 		},
+		permitsGroup("permits-nocap", true),
 		{name: "mutex-nolock", clients: 3, register: true, broken: true, check: checkExclusive("mutex-nolock", holdOpts{}),
 			carries: []string{"dsync:mutex:{soak-nolock-*"},
 			run: func(c *soakEnv) error {
@@ -440,19 +442,27 @@ func (c *soakEnv) readOnce(m *rwlock.RWMutex) {
 func soakSemaphore(c *soakEnv, broken bool) error {
 	s := semaphore.New(c.b[0], "soak", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
 	if broken {
-		for c.now() < c.end {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := s.SetCapacity(ctx, 3*soakCapacity)
-			cancel()
-			if err == nil {
-				break
-			}
-		}
+		c.raiseCapacity(s)
 	}
 	for c.now() < c.end {
 		c.permitsOnce(s)
 	}
 	return nil
+}
+
+// raiseCapacity sets s's capacity on the server to three times
+// soakCapacity, the capacity its group's checker holds it to, trying
+// until it is set or c.end: a broken build that lets in more than its
+// capacity.
+func (c *soakEnv) raiseCapacity(s *semaphore.Semaphore) {
+	for c.now() < c.end {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.SetCapacity(ctx, 3*soakCapacity)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
 }
 
 func (c *soakEnv) permitsOnce(s *semaphore.Semaphore) {

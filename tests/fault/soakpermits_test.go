@@ -27,14 +27,23 @@ import (
 // acquisition in four is an owner's ordinary Acquire(1) and Release(1),
 // which share the capacity. Checked: never more than 3 lease-valid
 // permits, of both kinds, at once.
-func permitsSoakGroup() soakGroup {
-	return soakGroup{name: "permits", clients: 4, carries: []string{"dsync:semaphore:{soak-permits}", "dsync:semaphore:{soak-permits}:holders"},
+func permitsSoakGroup() soakGroup { return permitsGroup("permits", false) }
+
+// permitsGroup is the permits group called name, on the semaphore
+// "soak-"+name. With broken, its clients raise the semaphore's capacity
+// on the server to three times what the checker holds it to (see
+// soakPermits): a build of portable permits that lets in more than the
+// capacity, which the soak must catch (TestSoakCatchesBrokenBuilds).
+func permitsGroup(name string, broken bool) soakGroup {
+	sem := "soak-" + name
+	return soakGroup{name: name, clients: 4, broken: broken,
+		carries: []string{"dsync:semaphore:{" + sem + "}", "dsync:semaphore:{" + sem + "}:holders"},
 		check: func(events []soakEvent, lease time.Duration, _, _ int64) soakReport {
 			return checkPermitsGroup(events, lease, soakCapacity)
 		},
-		run: soakPermits,
+		run: func(c *soakEnv) error { return soakPermits(c, sem, broken) },
 		free: func(ctx context.Context, b []backend.Backend) error {
-			s := semaphore.New(b[0], "soak-permits", soakCapacity, semaphore.WithLogger(nil))
+			s := semaphore.New(b[0], sem, soakCapacity, semaphore.WithLogger(nil))
 			ctx = dsync.WithOwner(ctx)
 			if err := s.Acquire(ctx, soakCapacity); err != nil {
 				return err
@@ -70,16 +79,24 @@ func permitToken(id string) int64 {
 	return t
 }
 
-// soakPermits is a client of the permits group. Events: acq (token: the
-// permit's; value 1 for a portable permit, 0 for an owner's), expires (a
-// portable permit's Permit.Expires, as call), fail, extend, rel? and rel
-// (the release, by whichever client; of a portable permit, value 1 if an
-// attempt of it failed, see attemptNoting).
-func soakPermits(c *soakEnv) error {
-	s := semaphore.New(c.b[0], "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
+// soakPermits is a client of the permits group, on the semaphore named
+// sem. Events: acq (token: the permit's; value 1 for a portable permit, 0
+// for an owner's), expires (a portable permit's Permit.Expires, as call),
+// fail, extend, rel? and rel (the release, by whichever client; of a
+// portable permit, value 1 if an attempt of it failed, see attemptNoting).
+// With broken, the semaphore's capacity is raised on the server
+// (SetCapacity) to three times what the checker is told before the loop,
+// which is otherwise the same: permits are still acquired with
+// AcquirePermit, extended with ExtendPermit and released by id, but more
+// of them than the capacity are lease-valid at once.
+func soakPermits(c *soakEnv, sem string, broken bool) error {
+	s := semaphore.New(c.b[0], sem, soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
+	if broken {
+		c.raiseCapacity(s)
+	}
 	// Portable permits are released by id through a handle of their own,
 	// whose backend tells a release answered at once from one retried.
-	byID := semaphore.New(&attemptNoting{c.b[0]}, "soak-permits", soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
+	byID := semaphore.New(&attemptNoting{c.b[0]}, sem, soakCapacity, semaphore.WithLease(c.lease), semaphore.WithLogger(nil))
 	list := "permits:" + c.group
 	for c.now() < c.end {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
