@@ -449,6 +449,17 @@ func (p *Pipeline) blockedLocked() bool {
 	return false
 }
 
+// flyLocked numbers a batch of pds, about to go on the wire, and counts it
+// among those there until landLocked.
+func (p *Pipeline) flyLocked(pds ...*pending) uint64 {
+	p.seq++
+	p.flying = append(p.flying, p.seq)
+	for _, pd := range pds {
+		pd.seq = p.seq
+	}
+	return p.seq
+}
+
 // landLocked removes the batch numbered seq from those on the wire.
 func (p *Pipeline) landLocked(seq uint64) {
 	if i := slices.Index(p.flying, seq); i >= 0 {
@@ -522,12 +533,7 @@ func (p *Pipeline) run() {
 		rest := copy(p.queue, p.queue[n:])
 		clear(p.queue[rest:])
 		p.queue = p.queue[:rest]
-		p.seq++
-		seq = p.seq
-		p.flying = append(p.flying, seq)
-		for _, pd := range batch {
-			pd.seq = seq
-		}
+		seq = p.flyLocked(batch...)
 		p.mu.Unlock()
 		calls = p.send(batch, calls)
 		clear(batch)
@@ -615,10 +621,7 @@ func (p *Pipeline) runOne(pd *pending, ordered bool) {
 		for p.blockedLocked() {
 			p.landed.Wait()
 		}
-		p.seq++
-		seq := p.seq
-		pd.seq = seq
-		p.flying = append(p.flying, seq)
+		seq := p.flyLocked(pd)
 		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
