@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsyncgo/dsync"
@@ -356,6 +357,10 @@ func TestPipelineCallerLeavesMidFlight(t *testing.T) {
 // returned, so that the server runs it after the abandoned one (as dsync's
 // withdrawal of an abandoned acquisition needs).
 func TestPipelineKeepsOrder(t *testing.T) {
+	synctest.Test(t, testPipelineKeepsOrder)
+}
+
+func testPipelineKeepsOrder(t *testing.T) {
 	c := newEchoClient(true)
 	p := c.pipeline(t, backend.PipelineConfig{})
 	bg := context.Background()
@@ -377,14 +382,14 @@ func TestPipelineKeepsOrder(t *testing.T) {
 
 // sendAfterAbandoned makes a call while a call whose caller left is on the
 // wire of c, the only round trip there, and checks that it is held back
-// until that round trip has returned, then sent.
+// until that round trip has returned, then sent. It runs in a
+// testing/synctest bubble: held back is what it finds once every
+// goroutine of the bubble is blocked (see quiet).
 func sendAfterAbandoned(t *testing.T, c *echoClient, p *backend.Pipeline) {
 	t.Helper()
 	after := leave(p, context.Background(), "after")
-	awaitQueued(t, p, 1)
-	time.Sleep(20 * time.Millisecond) // time is what is tested: nothing else goes out meanwhile
-	if n := len(c.entered); n != 0 || backend.Queued(p) != 1 {
-		t.Fatalf("a call made after another's caller left was sent while that one was on the wire (%d round trips began)", n)
+	if !quiet(c) || backend.Queued(p) != 1 {
+		t.Fatalf("a call made after another's caller left was sent while that one was on the wire (%d round trips began, %d calls queued)", len(c.entered), backend.Queued(p))
 	}
 	c.end(t)  // the abandoned call
 	c.step(t) // the one after
@@ -399,6 +404,10 @@ func sendAfterAbandoned(t *testing.T, c *echoClient, p *backend.Pipeline) {
 // one could go out beside it; and calls go out beside each other again
 // once it has.
 func TestPipelineKeepsOrderWithTwoConns(t *testing.T) {
+	synctest.Test(t, testPipelineKeepsOrderWithTwoConns)
+}
+
+func testPipelineKeepsOrderWithTwoConns(t *testing.T) {
 	c := newEchoClient(true)
 	p := c.pipeline(t, backend.PipelineConfig{Conns: 2})
 	bg := context.Background()
