@@ -65,8 +65,10 @@ type PipelineConfig struct {
 	// Conns is how many round trips may be in flight at once: calls sent
 	// on their callers' goroutines and batches. The default, 1, sends the
 	// calls in the order they queued; more let a batch be written while
-	// the replies of another are read, which a slow link may want, and
-	// keep only the order of calls made one after another (see Pipeline).
+	// the replies of another are read (each on a connection of its own,
+	// as the redigo adapter sends two over a pool that keeps them idle,
+	// which gains under load), and keep only the order of calls made one
+	// after another (see Pipeline).
 	Conns int
 
 	// Off turns sharing off: every call is sent on its own, on its
