@@ -17,11 +17,15 @@
 // connection (Send, Flush, then one Receive per call) as soon as one
 // returns. Two round trips may be in flight, each on a connection of its
 // own, where the pool keeps at least two connections idle (MaxIdle 2 or
-// more) and lends more than one (MaxActive 0, or 2 or more): one batch is
-// written while the replies of the other are read. Over any other pool one
-// is, so that a pool sized for one connection is never asked for a second,
-// and a pool that keeps fewer than two idle does not dial one for every
-// batch. Either way, calls made one after another reach the server in order
+// more) and a second borrow cannot fail for want of a connection (MaxActive
+// 0, or 2 or more with Wait): one batch is written while the replies of the
+// other are read. Over any other pool one is: a pool sized for one
+// connection is never asked for a second; a pool that fails a borrow beyond
+// MaxActive (Wait false), which the application may share with its own
+// code or with other Backends, is asked for one at a time, as before, not
+// for a second that would fail a call with ErrPoolExhausted; and a pool
+// that keeps fewer than two idle does not dial one for every batch. Either
+// way, calls made one after another reach the server in order
 // (see backend.Pipeline); calls in flight together may run in either order.
 // A call made while nothing is queued and a round trip is free, whose
 // context can never be cancelled (context.Background, or a deadline without
@@ -159,12 +163,17 @@ func New(pool *redis.Pool, opts ...Option) *Backend {
 
 // roundTrips returns how many round trips the Pipeline keeps in flight over
 // pool, each on a connection of its own: two where the pool keeps two
-// connections idle and lends two at once, so that one batch is written
-// while the replies of the other are read; one otherwise, so that a pool
-// sized for one connection is never asked for a second, and a pool that
-// keeps fewer than two idle does not dial one for every batch.
+// connections idle and a second borrow cannot fail for want of one (no
+// MaxActive, or one of 2 or more that Wait waits under), so that one batch
+// is written while the replies of the other are read; one otherwise. A
+// pool sized for one connection is never asked for a second; a pool that
+// fails a borrow beyond MaxActive is the application's, shared with its own
+// code or other Backends, which counted on the one connection a Backend
+// took at a time, and a second could fail a call (a TryLock, a renewal)
+// with ErrPoolExhausted; and a pool that keeps fewer than two idle would
+// dial one for every batch.
 func roundTrips(pool *redis.Pool) int {
-	if pool == nil || pool.MaxIdle < 2 || pool.MaxActive == 1 {
+	if pool == nil || pool.MaxIdle < 2 || pool.MaxActive == 1 || pool.MaxActive > 0 && !pool.Wait {
 		return 1
 	}
 	return 2
