@@ -162,16 +162,11 @@ func New(pool *redis.Pool, opts ...Option) *Backend {
 }
 
 // roundTrips returns how many round trips the Pipeline keeps in flight over
-// pool, each on a connection of its own: two where the pool keeps two
-// connections idle and a second borrow cannot fail for want of one (no
-// MaxActive, or one of 2 or more that Wait waits under), so that one batch
-// is written while the replies of the other are read; one otherwise. A
-// pool sized for one connection is never asked for a second; a pool that
-// fails a borrow beyond MaxActive is the application's, shared with its own
-// code or other Backends, which counted on the one connection a Backend
-// took at a time, and a second could fail a call (a TryLock, a renewal)
-// with ErrPoolExhausted; and a pool that keeps fewer than two idle would
-// dial one for every batch.
+// pool, each on a connection of its own (see Pipelining in the package
+// documentation): two only where a second borrow neither dials a
+// connection for every batch (MaxIdle below 2) nor can fail for want of
+// one (MaxActive 1, or a MaxActive without Wait: the application's pool,
+// which it may share, counted on one connection at a time).
 func roundTrips(pool *redis.Pool) int {
 	if pool == nil || pool.MaxIdle < 2 || pool.MaxActive == 1 || pool.MaxActive > 0 && !pool.Wait {
 		return 1
