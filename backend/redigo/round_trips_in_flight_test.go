@@ -3,96 +3,26 @@ package redigo_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance/harness"
 )
-
-// stalledFirst is a pool's dialer whose first connection reads nothing
-// until release is called: a round trip on it stays in flight.
-type stalledFirst struct {
-	addr    string
-	dials   atomic.Int32
-	reading chan struct{} // closed when the first connection starts to read
-	gate    chan struct{}
-	once    sync.Once
-}
-
-func newStalledFirst(addr string) *stalledFirst {
-	return &stalledFirst{addr: addr, reading: make(chan struct{}), gate: make(chan struct{})}
-}
-
-func (d *stalledFirst) dial() (redis.Conn, error) {
-	nc, err := net.Dial("tcp", d.addr)
-	if err != nil {
-		return nil, err
-	}
-	if d.dials.Add(1) == 1 {
-		nc = &stalledConn{Conn: nc, d: d}
-	}
-	return redis.NewConn(nc, 0, 0), nil
-}
-
-func (d *stalledFirst) release() { d.once.Do(func() { close(d.gate) }) }
-
-type stalledConn struct {
-	net.Conn
-	d       *stalledFirst
-	started sync.Once
-}
-
-func (c *stalledConn) Read(p []byte) (int, error) {
-	c.started.Do(func() { close(c.d.reading) })
-	<-c.d.gate
-	return c.Conn.Read(p)
-}
-
-var (
-	first  = backend.NewScript("return 1")
-	second = backend.NewScript("return 2")
-)
-
-// stallFirstCall starts a call on b whose round trip stays on the wire
-// (the first connection d dials) until d.release, and returns its result.
-func stallFirstCall(t *testing.T, b *redigo.Backend, d *stalledFirst) <-chan error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		r, err := b.Eval(context.Background(), first, nil)
-		if err == nil && r != int64(1) {
-			err = errors.New("first call: wrong reply")
-		}
-		done <- err
-	}()
-	select {
-	case <-d.reading:
-	case err := <-done:
-		t.Fatalf("the first call returned before its round trip stalled: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first call never reached the server")
-	}
-	return done
-}
 
 // TestTwoRoundTripsInFlight: over a pool that keeps connections idle, a
 // call made while another's round trip is on the wire goes out on a
 // second connection and returns, instead of waiting for the first.
 func TestTwoRoundTripsInFlight(t *testing.T) {
 	srv := harness.Standalone(t)
-	d := newStalledFirst(srv.Addr())
+	d := newGatedDialer(srv.Addr(), 1)
 	pool := &redis.Pool{MaxIdle: 4, Dial: d.dial}
 	b := redigo.New(pool)
-	defer func() { d.release(); b.Close(); pool.Close() }()
+	defer func() { d.open(); b.Close(); pool.Close() }()
 
-	done := stallFirstCall(t, b, d)
+	done := stalledCall(t, b, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := b.Eval(ctx, second, nil)
@@ -107,7 +37,7 @@ func TestTwoRoundTripsInFlight(t *testing.T) {
 	if n := d.dials.Load(); n != 2 {
 		t.Errorf("%d connections dialed, want 2", n)
 	}
-	d.release()
+	d.open()
 	if err := <-done; err != nil {
 		t.Fatalf("the first call: %v", err)
 	}
@@ -136,12 +66,12 @@ func TestOneRoundTripOverASmallPool(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newStalledFirst(srv.Addr())
+			d := newGatedDialer(srv.Addr(), 1)
 			pool := tc.pool(d.dial)
 			b := redigo.New(pool)
-			defer func() { d.release(); b.Close(); pool.Close() }()
+			defer func() { d.open(); b.Close(); pool.Close() }()
 
-			done := stallFirstCall(t, b, d)
+			done := stalledCall(t, b, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			r, err := b.Eval(ctx, second, nil)
@@ -151,7 +81,7 @@ func TestOneRoundTripOverASmallPool(t *testing.T) {
 			if n := d.dials.Load(); n != 1 {
 				t.Errorf("%d connections dialed, want 1", n)
 			}
-			d.release()
+			d.open()
 			if err := <-done; err != nil {
 				t.Fatalf("the first call: %v", err)
 			}
