@@ -37,26 +37,9 @@ func TestTryLockOverABoundedSharedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The application's own use of the pool: a blocking command,
-	// answered once the goroutines are done.
-	busy, idle := make(chan struct{}), make(chan struct{})
-	list := "nothing-" + dsync.NewID()
-	go func() {
-		defer close(idle)
-		c := pool.Get()
-		defer c.Close()
-		close(busy)
-		redis.DoWithTimeout(c, 20*time.Second, "BLPOP", list, 10)
-	}()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := srv.Do(ctx, "LPUSH", list, "done"); err != nil {
-			t.Error(err)
-		}
-		<-idle
-	}()
-	<-busy
+	// The application's own use of the pool, until the goroutines are
+	// done.
+	defer occupyConnection(t, srv, pool)()
 
 	const goroutines = 8
 	var (
@@ -103,5 +86,30 @@ func TestTryLockOverABoundedSharedPool(t *testing.T) {
 	}
 	if err := kept.UnlockContext(kctx); err != nil {
 		t.Errorf("unlock of the kept hold: %v", err)
+	}
+}
+
+// occupyConnection takes one of pool's connections for the application's
+// own use, a BLPOP that blocks until the function it returns answers it,
+// and returns once the connection is taken.
+func occupyConnection(t *testing.T, srv *testserver.Server, pool *redis.Pool) (done func()) {
+	t.Helper()
+	busy, idle := make(chan struct{}), make(chan struct{})
+	list := "nothing-" + dsync.NewID()
+	go func() {
+		defer close(idle)
+		c := pool.Get()
+		defer c.Close()
+		close(busy)
+		redis.DoWithTimeout(c, 20*time.Second, "BLPOP", list, 12)
+	}()
+	<-busy
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := srv.Do(ctx, "LPUSH", list, "done"); err != nil {
+			t.Error(err)
+		}
+		<-idle
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/dsyncgo/dsync/internal/testserver"
 	"github.com/dsyncgo/dsync/mutex"
 	"github.com/dsyncgo/dsync/tests/fake"
-	"github.com/gomodule/redigo/redis"
 )
 
 // Where the comment above a test describes a defect, the test pins its
@@ -159,26 +158,9 @@ func TestUnlockBoundedOnBusyPool(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// The application's own use of the pool: a blocking command,
-			// answered once the release has returned.
-			busy, idle := make(chan struct{}), make(chan struct{})
-			list := "nothing-" + dsync.NewID()
-			go func() {
-				defer close(idle)
-				c := pool.Get()
-				defer c.Close()
-				close(busy)
-				redis.DoWithTimeout(c, 20*time.Second, "BLPOP", list, 12)
-			}()
-			defer func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if _, err := srv.Do(ctx, "LPUSH", list, "done"); err != nil {
-					t.Error(err)
-				}
-				<-idle
-			}()
-			<-busy
+			// The application's own use of the pool, until the release
+			// has returned.
+			defer occupyConnection(t, srv, pool)()
 			start := time.Now()
 			if ctx == nil {
 				m.Unlock()
