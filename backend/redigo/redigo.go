@@ -56,7 +56,10 @@
 // deadline per pair and 17,684 against 14,774 with context.Background()
 // at 64 goroutines, 30,597 against 27,531 at 256; faster in 7 of the 8
 // rounds each time, for the same Redis CPU per pair (within 0.7µs of
-// 16-25µs).
+// 16-25µs). At 16 goroutines the batches are small and the machine is
+// left partly idle: there the default ran about 0.8x redsync's pairs a
+// second on the same pool, and WithPipelining(false) about 1.0x (see
+// bench/README.md).
 //
 // A lone caller's time is the same within the noise of a shared machine
 // (package backend's BenchmarkPipelineLoneCaller isolates what the
