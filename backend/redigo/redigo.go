@@ -16,25 +16,23 @@
 // meanwhile queue, and go out together as one batch on one pooled
 // connection (Send, Flush, then one Receive per call) as soon as one
 // returns. Two round trips may be in flight, each on a connection of its
-// own, where the pool keeps at least two connections idle (MaxIdle 2 or
-// more) and a second borrow cannot fail for want of a connection (MaxActive
-// 0, or 2 or more with Wait): one batch is written while the replies of the
-// other are read. Over any other pool one is: a pool sized for one
-// connection is never asked for a second; a pool that fails a borrow beyond
-// MaxActive (Wait false), which the application may share with its own
-// code or with other Backends, is asked for one at a time, as before, not
-// for a second that would fail a call with ErrPoolExhausted; and a pool
-// that keeps fewer than two idle does not dial one for every batch. Either
-// way, calls made one after another reach the server in order
-// (see backend.Pipeline); calls in flight together may run in either order.
-// A call made while nothing is queued and a round trip is free, whose
-// context can never be cancelled (context.Background, or a deadline without
-// Done, as dsync's primitives pass), is sent on the caller's goroutine with
-// a read deadline (see WithTimeout), as without pipelining: the Pipeline
-// adds about 50ns and no allocation to it. A call whose context can be
-// cancelled is sent by a goroutine of the Pipeline (redigo gives up a call
-// mid-way only on a goroutine of its own), and its caller returns as soon
-// as the context ends.
+// own, so that one batch is written while the replies of the other are
+// read, where the pool keeps at least two connections idle (MaxIdle 2 or
+// more) and a second borrow cannot fail (MaxActive 0, or 2 or more with
+// Wait). Over any other pool one is, as before: a pool that keeps fewer
+// than two idle would dial one for every batch, and a bounded pool without
+// Wait, which the application may share with its own code or with other
+// Backends, would fail a call with ErrPoolExhausted. Either way, calls made
+// one after another reach the server in order (see backend.Pipeline); calls
+// in flight together may run in either order. A call made while nothing is
+// queued and a round trip is free, whose context can never be cancelled
+// (context.Background, or a deadline without Done, as dsync's primitives
+// pass), is sent on the caller's goroutine with a read deadline (see
+// WithTimeout), as without pipelining: the Pipeline adds about 50ns and no
+// allocation to it. A call whose context can be cancelled is sent by a
+// goroutine of the Pipeline (redigo gives up a call mid-way only on a
+// goroutine of its own), and its caller returns as soon as the context
+// ends.
 //
 // Measured with go test -bench Pipelining ./backend/redigo/ (a script
 // returning 1, a context with a deadline and no Done, one local
@@ -58,7 +56,7 @@
 // rounds each time, for the same Redis CPU per pair (within 0.7µs of
 // 16-25µs). At 16 goroutines the batches are small and the machine is
 // left partly idle: there the default ran about 0.8x redsync's pairs a
-// second on the same pool, and WithPipelining(false) about 1.0x (see
+// second on the same pool, and WithPipelining(false) 0.83-1.15x (see
 // bench/README.md).
 //
 // A lone caller's time is the same within the noise of a shared machine
