@@ -24,28 +24,28 @@ type stallKind struct {
 	name string
 	// hold takes the primitive through b for ctx's owner, and returns
 	// its release.
-	hold func(t *testing.T, b backend.Backend, name string, ctx context.Context) func() error
+	hold func(ctx context.Context, t *testing.T, b backend.Backend, name string) func() error
 	// acquire waits for the primitive through b (the i-th waiter).
-	acquire func(b backend.Backend, name string, i int, ctx context.Context) error
+	acquire func(ctx context.Context, b backend.Backend, name string, i int) error
 	// left describes what is left on the server: "" if nothing is held
 	// or queued.
-	left func(b backend.Backend, name string, ctx context.Context) (string, error)
+	left func(ctx context.Context, b backend.Backend, name string) (string, error)
 }
 
 func stallKinds() []stallKind {
 	return []stallKind{
 		{"mutex",
-			func(t *testing.T, b backend.Backend, name string, ctx context.Context) func() error {
+			func(ctx context.Context, t *testing.T, b backend.Backend, name string) func() error {
 				m := mutex.New(b, name, mutex.WithLogger(nil))
 				if err := m.LockContext(ctx); err != nil {
 					t.Fatal(err)
 				}
 				return func() error { return m.UnlockContext(ctx) }
 			},
-			func(b backend.Backend, name string, i int, ctx context.Context) error {
+			func(ctx context.Context, b backend.Backend, name string, i int) error {
 				return mutex.New(b, name, mutex.WithLogger(nil)).LockContext(ctx)
 			},
-			func(b backend.Backend, name string, ctx context.Context) (string, error) {
+			func(ctx context.Context, b backend.Backend, name string) (string, error) {
 				s, err := mutex.New(b, name, mutex.WithLogger(nil)).State(ctx)
 				if err != nil || !s.Locked && s.Waiters == 0 {
 					return "", err
@@ -53,17 +53,17 @@ func stallKinds() []stallKind {
 				return fmt.Sprintf("%+v", s), nil
 			}},
 		{"fairlock",
-			func(t *testing.T, b backend.Backend, name string, ctx context.Context) func() error {
+			func(ctx context.Context, t *testing.T, b backend.Backend, name string) func() error {
 				m := fairlock.New(b, name, fairlock.WithLogger(nil))
 				if err := m.LockContext(ctx); err != nil {
 					t.Fatal(err)
 				}
 				return func() error { return m.UnlockContext(ctx) }
 			},
-			func(b backend.Backend, name string, i int, ctx context.Context) error {
+			func(ctx context.Context, b backend.Backend, name string, i int) error {
 				return fairlock.New(b, name, fairlock.WithLogger(nil)).LockContext(ctx)
 			},
-			func(b backend.Backend, name string, ctx context.Context) (string, error) {
+			func(ctx context.Context, b backend.Backend, name string) (string, error) {
 				s, err := fairlock.New(b, name, fairlock.WithLogger(nil)).State(ctx)
 				if err != nil || !s.Locked && s.Queued == 0 {
 					return "", err
@@ -71,17 +71,17 @@ func stallKinds() []stallKind {
 				return fmt.Sprintf("%+v", s), nil
 			}},
 		{"semaphore",
-			func(t *testing.T, b backend.Backend, name string, ctx context.Context) func() error {
+			func(ctx context.Context, t *testing.T, b backend.Backend, name string) func() error {
 				s := semaphore.New(b, name, 1, semaphore.WithLogger(nil))
 				if err := s.Acquire(ctx, 1); err != nil {
 					t.Fatal(err)
 				}
 				return func() error { return s.Release(ctx, 1) }
 			},
-			func(b backend.Backend, name string, i int, ctx context.Context) error {
+			func(ctx context.Context, b backend.Backend, name string, i int) error {
 				return semaphore.New(b, name, 1, semaphore.WithLogger(nil)).Acquire(ctx, 1)
 			},
-			func(b backend.Backend, name string, ctx context.Context) (string, error) {
+			func(ctx context.Context, b backend.Backend, name string) (string, error) {
 				s, err := semaphore.New(b, name, 1, semaphore.WithLogger(nil)).State(ctx)
 				if err != nil || s.Held == 0 && s.Queued == 0 {
 					return "", err
@@ -89,21 +89,21 @@ func stallKinds() []stallKind {
 				return fmt.Sprintf("%+v", s), nil
 			}},
 		{"rwlock",
-			func(t *testing.T, b backend.Backend, name string, ctx context.Context) func() error {
+			func(ctx context.Context, t *testing.T, b backend.Backend, name string) func() error {
 				m := rwlock.New(b, name, rwlock.WithLogger(nil))
 				if err := m.LockContext(ctx); err != nil {
 					t.Fatal(err)
 				}
 				return func() error { return m.UnlockContext(ctx) }
 			},
-			func(b backend.Backend, name string, i int, ctx context.Context) error {
+			func(ctx context.Context, b backend.Backend, name string, i int) error {
 				m := rwlock.New(b, name, rwlock.WithLogger(nil))
 				if i%2 == 0 {
 					return m.RLockContext(ctx)
 				}
 				return m.LockContext(ctx)
 			},
-			func(b backend.Backend, name string, ctx context.Context) (string, error) {
+			func(ctx context.Context, b backend.Backend, name string) (string, error) {
 				s, err := rwlock.New(b, name, rwlock.WithLogger(nil)).State(ctx)
 				if err != nil || s.Writer == "" && s.Readers == 0 && s.WaitingWriters == 0 && s.WaitingReaders == 0 {
 					return "", err
@@ -130,7 +130,7 @@ func TestGiveUpsDuringStallLeaveNothing(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			name := "stalled-give-ups:" + k.name
 			hctx := dsync.WithOwner(context.Background())
-			release := k.hold(t, holderB, name, hctx)
+			release := k.hold(hctx, t, holderB, name)
 			end := pauseServer(t, srv, "DEBUG SLEEP", 1500*time.Millisecond)
 			const waiters = 16
 			var wg sync.WaitGroup
@@ -148,7 +148,7 @@ func TestGiveUpsDuringStallLeaveNothing(t *testing.T) {
 						ctx, cancel = context.WithTimeout(ctx, time.Duration(20+rand.IntN(500))*time.Millisecond)
 					}
 					defer cancel()
-					errs[i] = k.acquire(waiterBs[i%2], name, i, ctx)
+					errs[i] = k.acquire(ctx, waiterBs[i%2], name, i)
 				})
 			}
 			wg.Wait()
@@ -161,13 +161,13 @@ func TestGiveUpsDuringStallLeaveNothing(t *testing.T) {
 			wait.Settle()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if left, err := k.left(holderB, name, hctx); err != nil || left == "" {
+			if left, err := k.left(hctx, holderB, name); err != nil || left == "" {
 				t.Errorf("before the release, nothing seen held: %q, %v", left, err)
 			}
 			if err := release(); err != nil {
 				t.Fatalf("release: %v", err)
 			}
-			if left, err := k.left(holderB, name, ctx); err != nil || left != "" {
+			if left, err := k.left(ctx, holderB, name); err != nil || left != "" {
 				t.Errorf("after the waiters gave up and the hold was released: %s, %v; want the primitive free with nobody queued", left, err)
 			}
 		})
