@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,7 +91,8 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 // adapter's name and the operation), so that it matches ctx.Err() when
 // the context is what ended the call: clients turn a deadline into a
 // socket deadline, whose i/o timeout can fire just before the context's
-// own timer. The result wraps err too.
+// own timer. The result wraps err too; an err whose text already starts
+// with prefix, as a client's own errors may, is not prefixed again.
 //
 // ctx is the context the call was given, not one the adapter derived from
 // it. A context error in err that ctx did not cause (ctx is not done, nor
@@ -108,6 +110,8 @@ func TransportError(ctx context.Context, prefix string, err error) error {
 		return fmt.Errorf("%s: %w (%w)", prefix, cerr, err)
 	case cerr == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		return fmt.Errorf("%s: %v, the call's context not ended", prefix, err)
+	case strings.HasPrefix(err.Error(), prefix+": "):
+		return err // the client named itself, as redigo does
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
 }

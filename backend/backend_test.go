@@ -293,6 +293,26 @@ func TestTransportError(t *testing.T) {
 	}
 }
 
+// A client whose errors already name it (redigo's read "redigo: ...") is
+// not named twice.
+func TestTransportErrorNamesTheClientOnce(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	exhausted := errors.New("redigo: connection pool exhausted")
+	for _, c := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{context.Background(), "redigo: connection pool exhausted"},
+		{cancelled, "redigo: context canceled (redigo: connection pool exhausted)"},
+	} {
+		err := backend.TransportError(c.ctx, "redigo", exhausted)
+		if err.Error() != c.want || !errors.Is(err, exhausted) {
+			t.Errorf("TransportError(%v) = %q; want %q, matching the cause", c.ctx, err, c.want)
+		}
+	}
+}
+
 // An array reply is normalized in place and comes back as the value it
 // came as: a script's array reply costs no allocation of its own.
 func TestNormalizeReplyArrayInPlace(t *testing.T) {
