@@ -73,9 +73,10 @@ func WithPrefix(p string) Option {
 }
 
 // WithLogger sets where background events are logged: a term lost (Warn),
-// a server that cannot be reached while campaigning or observing (Warn),
-// lease renewals retried (Debug). The default is slog.Default(); nil
-// discards them.
+// a server that cannot be reached while campaigning or observing (Warn;
+// an observer's failure that goes on is logged again when its cause
+// changes and about every 45s, and its end at Info), lease renewals
+// retried (Debug). The default is slog.Default(); nil discards them.
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *options.Common) { c.SetLogger(l) }}
 }

@@ -92,6 +92,7 @@ type feed struct {
 	// Owned by run.
 	ver     int64     // of the latest state accepted; -1 before the first
 	expires time.Time // when the current term runs out, if it does
+	failing error     // the failure last logged (see unreachable), until a call succeeds
 }
 
 // join adds o to the feed of e's election on e's backend, started if
@@ -220,6 +221,7 @@ func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 		cancel()
 		switch {
 		case err == nil:
+			f.reached()
 			return sub
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
 			return nil
@@ -251,6 +253,7 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 		var refused *backend.ServerError
 		switch {
 		case err == nil:
+			f.reached()
 			f.apply(o, reset)
 			return
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
@@ -266,18 +269,37 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 	}
 }
 
+// remindEvery is how often, in failed attempts in a row, a failure to
+// observe that goes on is logged again: about once every 45s, at the
+// retries' pace of one a second at most.
+const remindEvery = 60
+
 // unreachable logs the n-th failure in a row to reach the server, or the
-// server's refusal, once.
+// server's refusal, where it tells something new: the first of a run, one
+// that reads otherwise than the one last logged (another cause), and
+// every remindEvery-th, so that a failure that does not pass (a refusal
+// for good, say) keeps showing in the log. reached logs the run's end.
 func (f *feed) unreachable(n int, err error) {
-	if n != 1 {
+	if f.failing != nil && n%remindEvery != 0 && err.Error() == f.failing.Error() {
 		return
 	}
+	f.failing = err
 	msg := "dsync: cannot reach the server to observe the election; retrying"
 	var refused *backend.ServerError
 	if errors.As(err, &refused) {
 		msg = "dsync: the server refused a call to observe the election; retrying"
 	}
-	f.e.h.Cfg.Logger.Warn(msg, "name", f.e.h.Name, "error", err)
+	f.e.h.Cfg.Logger.Warn(msg, "name", f.e.h.Name, "error", err, "attempts", n)
+}
+
+// reached logs, after unreachable logged a failure, that a call succeeded:
+// the feed observes the election again.
+func (f *feed) reached() {
+	if f.failing == nil {
+		return
+	}
+	f.failing = nil
+	f.e.h.Cfg.Logger.Info("dsync: observing the election again", "name", f.e.h.Name)
 }
 
 // apply makes o the current state if it is newer than the one the feed

@@ -1,0 +1,184 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsyncgo/dsync"
+	"github.com/dsyncgo/dsync/conformance/harness"
+	"github.com/dsyncgo/dsync/election"
+)
+
+// An observer whose reads the server refuses logs the refusal once, not at
+// every retry, and logs when it observes again: an operator who saw the
+// warning can tell a failure that goes on from one that passed.
+func TestObserverLogsARefusalOnceAndItsEnd(t *testing.T) {
+	srv := harness.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const password = "read-only"
+	user := "ro-" + dsync.NewID()[:8]
+	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
+		t.Fatal(err)
+	}
+	logs := &records{added: make(chan struct{}, 1)}
+	p := prefix()
+	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
+	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
+	term, err := w.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	refused0 := refusals(t, ctx, srv)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	observed := r.Observe(octx) // its read of the unread term is refused
+
+	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
+	// Let it retry a few times: the server counts each refusal.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; refusals(t, ctx, srv) < refused0+4; i++ {
+		if i == 1000 || time.Now().After(deadline) {
+			t.Fatalf("the observer did not retry its refused read 4 times within 10s (logged:%s)", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tok := mustToken(t, term) // converts the term: the next read passes
+	expectLeader(t, observed, "v", tok, 5*time.Second, "the observer, once the term was read")
+	recs := logs.await(t, "the end of the refusals", 5*time.Second, func(recs []string) bool {
+		return strings.Contains(recs[len(recs)-1], "observing the election again")
+	})
+	if len(recs) != 2 || !strings.HasPrefix(recs[0], "WARN dsync: the server refused a call to observe the election") ||
+		!strings.Contains(recs[0], "attempts=1") || !strings.HasPrefix(recs[1], "INFO") {
+		t.Fatalf("logged:%s\nwant one warning of the refusal, at its first attempt, then that it observes again", logs)
+	}
+}
+
+// refusals returns how many errors the server replied with so far.
+func refusals(t *testing.T, ctx context.Context, srv *harness.Server) int {
+	t.Helper()
+	v, err := srv.Node().Do(ctx, "INFO", "errorstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := v.([]byte)
+	n := 0
+	for _, line := range strings.Split(string(text), "\n") {
+		if _, count, ok := strings.Cut(line, ":count="); ok && strings.HasPrefix(line, "errorstat_") {
+			c, _ := strconv.Atoi(strings.TrimSpace(count))
+			n += c
+		}
+	}
+	return n
+}
+
+// records is a slog.Handler that keeps each record as its level, message
+// and attributes in a line.
+type records struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{} // receives after a record is added
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %s", r.Level, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	h.lines = append(h.lines, b.String())
+	h.mu.Unlock()
+	select {
+	case h.added <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *records) WithGroup(string) slog.Handler      { return h }
+
+func (h *records) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return "\n\t" + strings.Join(h.lines, "\n\t")
+}
+
+// await returns the records once done reports true of them, or fails t
+// after d.
+func (h *records) await(t *testing.T, what string, d time.Duration, done func([]string) bool) []string {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		recs := append([]string(nil), h.lines...)
+		h.mu.Unlock()
+		if len(recs) > 0 && done(recs) {
+			return recs
+		}
+		select {
+		case <-h.added:
+		case <-timer.C:
+			t.Fatalf("%s: not logged within %v (logged:%s)", what, d, h)
+		}
+	}
+}
+
+// A refusal that goes on is logged again when its cause changes: here the
+// user's password changes under the observer, whose connections are
+// killed, so that its retries fail to authenticate.
+func TestObserverLogsAChangedCause(t *testing.T) {
+	srv := harness.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const password = "read-only"
+	user := "ro-" + dsync.NewID()[:8]
+	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
+		t.Fatal(err)
+	}
+	logs := &records{added: make(chan struct{}, 1)}
+	p := prefix()
+	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
+	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
+	term, err := w.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	r.Observe(octx)
+	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
+
+	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "resetpass", ">another"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Node().Do(ctx, "CLIENT", "KILL", "USER", user); err != nil {
+		t.Fatal(err)
+	}
+	recs := logs.await(t, "the new cause", 5*time.Second, func(recs []string) bool {
+		return strings.Contains(recs[len(recs)-1], "WRONGPASS")
+	})
+	// The refusal, perhaps the killed connection, then the failed logins:
+	// each cause once, however many retries.
+	for _, rec := range recs {
+		if !strings.HasPrefix(rec, "WARN") {
+			t.Fatalf("logged:%s\nwant warnings only", logs)
+		}
+	}
+	if len(recs) > 3 {
+		t.Fatalf("logged:%s\nwant each cause once", logs)
+	}
+}
