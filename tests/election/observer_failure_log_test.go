@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
+
 	"github.com/dsyncgo/dsync"
+	bredigo "github.com/dsyncgo/dsync/backend/redigo"
 	"github.com/dsyncgo/dsync/conformance/harness"
 	"github.com/dsyncgo/dsync/election"
 )
@@ -180,5 +183,59 @@ func TestObserverLogsAChangedCause(t *testing.T) {
 	}
 	if len(recs) > 3 {
 		t.Fatalf("logged:%s\nwant each cause once", logs)
+	}
+}
+
+// A server that stops answering fails each of the observer's retries with
+// the same cause, an i/o timeout, whose text names the retry's own
+// connection (read tcp 127.0.0.1:<port>->...): a new port each time, as a
+// timed-out connection is not reused. That is one cause, logged once, not
+// a warning at every retry.
+func TestObserverLogsAStalledServerOnce(t *testing.T) {
+	const pause = 2 * time.Second
+	srv := harness.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := &records{added: make(chan struct{}, 1)}
+	p := prefix()
+	w := election.New(userBackend(t, srv.Addr(), "default", ""), "stall", election.WithPrefix(p),
+		election.WithWatchdog(300*time.Millisecond), election.WithLogger(nil))
+	pool := &redis.Pool{MaxIdle: 4, DialContext: func(ctx context.Context) (redis.Conn, error) {
+		return redis.DialContext(ctx, "tcp", srv.Addr())
+	}}
+	// A short timeout, so that the retries fail fast: their pace is the
+	// backoff's, as it is against a server that refuses connections.
+	b := bredigo.New(pool, bredigo.WithTimeout(100*time.Millisecond))
+	t.Cleanup(func() {
+		b.Close()
+		pool.Close()
+	})
+	r := election.New(b, "stall", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
+	term, err := w.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	observed := r.Observe(octx)
+	receive(t, observed, 5*time.Second, "the observer's first state")
+
+	// The observer reads the state again when the term's lease, 300ms at
+	// most, runs out: within the pause, which its retries then meet.
+	if _, err := srv.Node().Do(ctx, "DEBUG", "SLEEP", pause.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	recs := logs.await(t, "the end of the stall", 5*time.Second, func(recs []string) bool {
+		return strings.Contains(recs[len(recs)-1], "observing the election again")
+	})
+	warnings := 0
+	for _, rec := range recs {
+		if strings.HasPrefix(rec, "WARN") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("logged:%s\nwant one warning of the stalled server, then that it observes again", logs)
 	}
 }
