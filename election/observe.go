@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -280,7 +281,7 @@ const remindEvery = 60
 // every remindEvery-th, so that a failure that does not pass (a refusal
 // for good, say) keeps showing in the log. reached logs the run's end.
 func (f *feed) unreachable(n int, err error) {
-	if f.failing != nil && n%remindEvery != 0 && err.Error() == f.failing.Error() {
+	if f.failing != nil && n%remindEvery != 0 && cause(err) == cause(f.failing) {
 		return
 	}
 	f.failing = err
@@ -290,6 +291,20 @@ func (f *feed) unreachable(n int, err error) {
 		msg = "dsync: the server refused a call to observe the election; retrying"
 	}
 	f.e.h.Cfg.Logger.Warn(msg, "name", f.e.h.Name, "error", err, "attempts", n)
+}
+
+// cause is what tells one failure from another: err's text, less the
+// local address of a connection's error ("read tcp 127.0.0.1:41086->..."),
+// which changes with every connection a retry opens, as after a timeout.
+func cause(err error) string {
+	text := err.Error()
+	var op *net.OpError
+	if errors.As(err, &op) && op.Source != nil {
+		remote := *op
+		remote.Source = nil
+		text = strings.Replace(text, op.Error(), remote.Error(), 1)
+	}
+	return text
 }
 
 // reached logs, after unreachable logged a failure, that a call succeeded:
