@@ -239,3 +239,65 @@ func TestObserverLogsAStalledServerOnce(t *testing.T) {
 		t.Fatalf("logged:%s\nwant one warning of the stalled server, then that it observes again", logs)
 	}
 }
+
+// A failure the observer does not retry (a foreign key) ends the run of
+// failures it interrupts: the refusal that comes back afterwards is logged
+// again, however it reads like the one logged before.
+func TestObserverLogsARefusalAgainAfterAnotherFailure(t *testing.T) {
+	srv := harness.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const password = "read-only"
+	user := "ro-" + dsync.NewID()[:8]
+	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
+		t.Fatal(err)
+	}
+	logs := &records{added: make(chan struct{}, 1)}
+	p := prefix()
+	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
+	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
+	term, err := w.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	observed := r.Observe(octx) // its read of the unread term is refused
+	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
+
+	// The term's lock key swapped for a foreign one, then put back.
+	lock, saved := p+":election:{log}", p+":saved"
+	if _, err := srv.Node().Do(ctx, "EVAL", "redis.call('RENAME', KEYS[1], KEYS[2]) return redis.call('HSET', KEYS[1], 'not', 'dsync')", 2, lock, saved); err != nil {
+		t.Fatal(err)
+	}
+	logs.await(t, "the foreign key", 5*time.Second, func(recs []string) bool {
+		return strings.Contains(recs[len(recs)-1], "cannot read the election's leader")
+	})
+	if _, err := srv.Node().Do(ctx, "RENAME", saved, lock); err != nil {
+		t.Fatal(err)
+	}
+	// A gap, its pub/sub connection killed, has the observer read again:
+	// refused again, as at first.
+	refused0 := refusals(t, ctx, srv)
+	if _, err := srv.Node().Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub", "USER", user); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; refusals(t, ctx, srv) < refused0+2; i++ {
+		if i == 1000 || time.Now().After(deadline) {
+			t.Fatalf("the observer's read after the gap was not refused twice within 10s (logged:%s)", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tok := mustToken(t, term) // converts the term: the next read passes
+	expectLeader(t, observed, "v", tok, 5*time.Second, "the observer, once the term was read")
+	recs := logs.await(t, "the end of the refusals", 5*time.Second, func(recs []string) bool {
+		return strings.HasPrefix(recs[len(recs)-1], "INFO")
+	})
+	refused := "WARN dsync: the server refused a call to observe the election"
+	if len(recs) != 4 || !strings.HasPrefix(recs[0], refused) || !strings.Contains(recs[1], "cannot read the election's leader") ||
+		!strings.HasPrefix(recs[2], refused) || !strings.Contains(recs[2], "attempts=1") {
+		t.Fatalf("logged:%s\nwant the refusal, the foreign key, the refusal again, then that it observes again", logs)
+	}
+}
