@@ -93,7 +93,7 @@ type feed struct {
 	// Owned by run.
 	ver     int64     // of the latest state accepted; -1 before the first
 	expires time.Time // when the current term runs out, if it does
-	failing error     // the failure last logged (see unreachable), until a call succeeds
+	failing error     // the failure last logged (see unreachable), until a call succeeds or refresh gives up
 }
 
 // join adds o to the feed of e's election on e's backend, started if
@@ -260,6 +260,9 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
 			return
 		case !wait.Transient(err) && (!errors.As(err, &refused) || core.Foreign(err)):
+			// The end of the failures retried: what comes next, even the
+			// same failure again, is logged anew.
+			f.failing = nil
 			f.e.h.Cfg.Logger.Warn("dsync: cannot read the election's leader", "name", f.e.h.Name, "error", err)
 			return
 		}
