@@ -313,6 +313,25 @@ func TestTransportErrorNamesTheClientOnce(t *testing.T) {
 	}
 }
 
+// A nil err, a round trip that did not fail, is no error, whatever ctx:
+// an adapter may pass on what its client returned.
+func TestTransportErrorNil(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, ctx := range []context.Context{context.Background(), cancelled} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("TransportError(%v, nil) panicked: %v", ctx, p)
+				}
+			}()
+			if err := backend.TransportError(ctx, "redigo", nil); err != nil {
+				t.Errorf("TransportError(%v, nil) = %q; want nil", ctx, err)
+			}
+		}()
+	}
+}
+
 // An array reply is normalized in place and comes back as the value it
 // came as: a script's array reply costs no allocation of its own.
 func TestNormalizeReplyArrayInPlace(t *testing.T) {
