@@ -92,7 +92,8 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 // the context is what ended the call: clients turn a deadline into a
 // socket deadline, whose i/o timeout can fire just before the context's
 // own timer. The result wraps err too; an err whose text already starts
-// with prefix, as a client's own errors may, is not prefixed again.
+// with prefix, as a client's own errors may, is not prefixed again. A nil
+// err gives nil.
 //
 // ctx is the context the call was given, not one the adapter derived from
 // it. A context error in err that ctx did not cause (ctx is not done, nor
@@ -101,6 +102,9 @@ func NormalizeReply(v any, serverError func(v any) (string, bool)) (any, error) 
 // matches no context error, and dsync retries it as a transport error
 // (rule 10).
 func TransportError(ctx context.Context, prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
 	cerr := ctx.Err()
 	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
 		cerr = context.DeadlineExceeded
