@@ -75,7 +75,7 @@ func WithPrefix(p string) Option {
 // WithLogger sets where background events are logged: a term lost (Warn),
 // a server that cannot be reached while campaigning or observing (Warn;
 // an observer's failure that goes on is logged again when its cause
-// changes and about every 45s, and its end at Info), lease renewals
+// changes and once a minute, and its end at Info), lease renewals
 // retried (Debug). The default is slog.Default(); nil discards them.
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *options.Common) { c.SetLogger(l) }}

@@ -91,9 +91,10 @@ type feed struct {
 	cur       Leader // the latest state, as observers were told
 
 	// Owned by run.
-	ver     int64     // of the latest state accepted; -1 before the first
-	expires time.Time // when the current term runs out, if it does
-	failing error     // the failure last logged (see unreachable), until a call succeeds or refresh gives up
+	ver      int64     // of the latest state accepted; -1 before the first
+	expires  time.Time // when the current term runs out, if it does
+	failing  error     // the failure last logged (see unreachable), until a call succeeds or refresh gives up
+	loggedAt time.Time // when it was
 }
 
 // join adds o to the feed of e's election on e's backend, started if
@@ -273,21 +274,22 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 	}
 }
 
-// remindEvery is how often, in failed attempts in a row, a failure to
-// observe that goes on is logged again: about once every 45s, at the
-// retries' pace of one a second at most.
-const remindEvery = 60
+// remindAfter is how long after it was last logged a failure to observe
+// that goes on is logged again.
+const remindAfter = time.Minute
 
 // unreachable logs the n-th failure in a row to reach the server, or the
 // server's refusal, where it tells something new: the first of a run, one
-// that reads otherwise than the one last logged (another cause), and
-// every remindEvery-th, so that a failure that does not pass (a refusal
-// for good, say) keeps showing in the log. reached logs the run's end.
+// of another cause than the one last logged, and one that comes
+// remindAfter or more after the last logged, so that a failure that does
+// not pass (a refusal for good, say) keeps showing in the log, however
+// long each attempt takes. reached logs the run's end.
 func (f *feed) unreachable(n int, err error) {
-	if f.failing != nil && n%remindEvery != 0 && cause(err) == cause(f.failing) {
+	now := time.Now()
+	if f.failing != nil && cause(err) == cause(f.failing) && now.Sub(f.loggedAt) < remindAfter {
 		return
 	}
-	f.failing = err
+	f.failing, f.loggedAt = err, now
 	msg := "dsync: cannot reach the server to observe the election; retrying"
 	var refused *backend.ServerError
 	if errors.As(err, &refused) {
