@@ -22,45 +22,74 @@ import (
 // every retry, and logs when it observes again: an operator who saw the
 // warning can tell a failure that goes on from one that passed.
 func TestObserverLogsARefusalOnceAndItsEnd(t *testing.T) {
-	srv := harness.Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const password = "read-only"
-	user := "ro-" + dsync.NewID()[:8]
-	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
-		t.Fatal(err)
-	}
-	logs := &records{added: make(chan struct{}, 1)}
-	p := prefix()
-	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
-	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
-	term, err := w.Campaign(ctx, "v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer term.Resign(ctx)
-	refused0 := refusals(t, ctx, srv)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	observed := r.Observe(octx) // its read of the unread term is refused
-
-	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
-	// Let it retry a few times: the server counts each refusal.
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; refusals(t, ctx, srv) < refused0+4; i++ {
-		if i == 1000 || time.Now().After(deadline) {
-			t.Fatalf("the observer did not retry its refused read 4 times within 10s (logged:%s)", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tok := mustToken(t, term) // converts the term: the next read passes
-	expectLeader(t, observed, "v", tok, 5*time.Second, "the observer, once the term was read")
+	o := observeRefused(t, ctx)
+	// Let it retry a few times, counted from before it observed.
+	o.awaitRefusals(t, ctx, 4, "the observer's retries of its refused read")
+	tok := mustToken(t, o.term) // converts the term: the next read passes
+	expectLeader(t, o.observed, "v", tok, 5*time.Second, "the observer, once the term was read")
+	logs := o.logs
 	recs := logs.await(t, "the end of the refusals", 5*time.Second, func(recs []string) bool {
 		return strings.Contains(recs[len(recs)-1], "observing the election again")
 	})
 	if len(recs) != 2 || !strings.HasPrefix(recs[0], "WARN dsync: the server refused a call to observe the election") ||
 		!strings.Contains(recs[0], "attempts=1") || !strings.HasPrefix(recs[1], "INFO") {
 		t.Fatalf("logged:%s\nwant one warning of the refusal, at its first attempt, then that it observes again", logs)
+	}
+}
+
+// refusedObserver is an election whose term nothing has read yet, and an
+// observer of it through a user that may not write: its reads of the term
+// are refused until something that may write converts it (see
+// TestUnreadTermReadsThroughReadOnlyUser).
+type refusedObserver struct {
+	srv      *harness.Server
+	user     string
+	prefix   string
+	term     *election.Term
+	observed <-chan election.Leader
+	logs     *records // the observer's log
+	refused0 int      // the server's error replies before it observed
+}
+
+// observeRefused starts a refusedObserver and returns once the observer
+// logged its first refusal.
+func observeRefused(t *testing.T, ctx context.Context) *refusedObserver {
+	t.Helper()
+	o := &refusedObserver{srv: harness.Standalone(t), user: "ro-" + dsync.NewID()[:8], prefix: prefix(),
+		logs: &records{added: make(chan struct{}, 1)}}
+	const password = "read-only"
+	if _, err := o.srv.Node().Do(ctx, "ACL", "SETUSER", o.user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
+		t.Fatal(err)
+	}
+	w := election.New(userBackend(t, o.srv.Addr(), "default", ""), "log", election.WithPrefix(o.prefix))
+	r := election.New(userBackend(t, o.srv.Addr(), o.user, password), "log", election.WithPrefix(o.prefix),
+		election.WithLogger(slog.New(o.logs)))
+	term, err := w.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.term = term
+	t.Cleanup(func() { term.Resign(context.Background()) })
+	o.refused0 = refusals(t, ctx, o.srv)
+	octx, ocancel := context.WithCancel(ctx)
+	t.Cleanup(ocancel)
+	o.observed = r.Observe(octx) // its read of the unread term is refused
+	o.logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
+	return o
+}
+
+// awaitRefusals waits until the server replied with n more errors than
+// refused0, as each of the observer's refused reads makes it.
+func (o *refusedObserver) awaitRefusals(t *testing.T, ctx context.Context, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; refusals(t, ctx, o.srv) < o.refused0+n; i++ {
+		if i == 1000 || time.Now().After(deadline) {
+			t.Fatalf("%s: not refused %d times within 10s (logged:%s)", what, n, o.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -143,28 +172,10 @@ func (h *records) await(t *testing.T, what string, d time.Duration, done func([]
 // user's password changes under the observer, whose connections are
 // killed, so that its retries fail to authenticate.
 func TestObserverLogsAChangedCause(t *testing.T) {
-	srv := harness.Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const password = "read-only"
-	user := "ro-" + dsync.NewID()[:8]
-	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
-		t.Fatal(err)
-	}
-	logs := &records{added: make(chan struct{}, 1)}
-	p := prefix()
-	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
-	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
-	term, err := w.Campaign(ctx, "v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer term.Resign(ctx)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	r.Observe(octx)
-	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
-
+	o := observeRefused(t, ctx)
+	srv, user, logs := o.srv, o.user, o.logs
 	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "resetpass", ">another"); err != nil {
 		t.Fatal(err)
 	}
@@ -244,27 +255,10 @@ func TestObserverLogsAStalledServerOnce(t *testing.T) {
 // failures it interrupts: the refusal that comes back afterwards is logged
 // again, however it reads like the one logged before.
 func TestObserverLogsARefusalAgainAfterAnotherFailure(t *testing.T) {
-	srv := harness.Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const password = "read-only"
-	user := "ro-" + dsync.NewID()[:8]
-	if _, err := srv.Node().Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "&*", "+@all", "-@write"); err != nil {
-		t.Fatal(err)
-	}
-	logs := &records{added: make(chan struct{}, 1)}
-	p := prefix()
-	w := election.New(userBackend(t, srv.Addr(), "default", ""), "log", election.WithPrefix(p))
-	r := election.New(userBackend(t, srv.Addr(), user, password), "log", election.WithPrefix(p), election.WithLogger(slog.New(logs)))
-	term, err := w.Campaign(ctx, "v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer term.Resign(ctx)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	observed := r.Observe(octx) // its read of the unread term is refused
-	logs.await(t, "the first refusal", 5*time.Second, func(recs []string) bool { return len(recs) > 0 })
+	o := observeRefused(t, ctx)
+	srv, user, p, logs := o.srv, o.user, o.prefix, o.logs
 
 	// The term's lock key swapped for a foreign one, then put back.
 	lock, saved := p+":election:{log}", p+":saved"
@@ -279,19 +273,13 @@ func TestObserverLogsARefusalAgainAfterAnotherFailure(t *testing.T) {
 	}
 	// A gap, its pub/sub connection killed, has the observer read again:
 	// refused again, as at first.
-	refused0 := refusals(t, ctx, srv)
+	o.refused0 = refusals(t, ctx, srv)
 	if _, err := srv.Node().Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub", "USER", user); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; refusals(t, ctx, srv) < refused0+2; i++ {
-		if i == 1000 || time.Now().After(deadline) {
-			t.Fatalf("the observer's read after the gap was not refused twice within 10s (logged:%s)", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tok := mustToken(t, term) // converts the term: the next read passes
-	expectLeader(t, observed, "v", tok, 5*time.Second, "the observer, once the term was read")
+	o.awaitRefusals(t, ctx, 2, "the observer's read after the gap")
+	tok := mustToken(t, o.term) // converts the term: the next read passes
+	expectLeader(t, o.observed, "v", tok, 5*time.Second, "the observer, once the term was read")
 	recs := logs.await(t, "the end of the refusals", 5*time.Second, func(recs []string) bool {
 		return strings.HasPrefix(recs[len(recs)-1], "INFO")
 	})
