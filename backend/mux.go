@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -89,8 +90,9 @@ func NewMux(d PubSubDriver, opts MuxOptions) *Mux {
 }
 
 // Subscribe subscribes to the channel name and returns once the server confirmed
-// it. It fails with ctx's error when ctx ends first, and with ErrClosed
-// after Close.
+// it. It fails with ctx's error when ctx ends first (while the Mux cannot
+// dial its connection, an error that wraps ctx's and names the last
+// dial's), and with ErrClosed after Close.
 func (m *Mux) Subscribe(ctx context.Context, name string) (Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -154,6 +156,7 @@ type shard struct {
 	chans   map[string]*channel
 	started bool
 	closed  bool
+	dialErr error         // the last dial's error, until a dial succeeds
 	closing chan struct{} // closed by close
 	done    chan struct{} // closed when the reader goroutine exits
 	ping    *time.Timer
@@ -222,6 +225,13 @@ func (sh *shard) subscribe(ctx context.Context, name string) (Subscription, erro
 		return sub, nil
 	case <-ctx.Done():
 		sub.Close()
+		sh.mu.Lock()
+		dialErr := sh.dialErr
+		sh.mu.Unlock()
+		if dialErr != nil {
+			// Say why: the caller logs a deadline otherwise.
+			return nil, fmt.Errorf("%w (the pub/sub connection: %v)", ctx.Err(), dialErr)
+		}
 		return nil, ctx.Err()
 	case <-sh.closing:
 		sub.Close()
@@ -311,6 +321,9 @@ func (sh *shard) run() {
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 		conn, err := sh.mux.driver.DialPubSub(ctx, sh.route)
 		cancel()
+		sh.mu.Lock()
+		sh.dialErr = err
+		sh.mu.Unlock()
 		if err != nil {
 			continue
 		}
