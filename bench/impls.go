@@ -38,6 +38,14 @@ type Impl struct {
 	Name string
 	Note string // its configuration, for the report
 	New  func(addr, name string, c *counter) Client
+
+	// Shared, if set, is how contenders that are goroutines of one
+	// process contend, as a service's goroutines do: through one client
+	// (one connection pool; for dsync one backend) that Shared opens, each
+	// with a lock of its own on name from newClient, whose Close leaves
+	// the shared client open; closeAll closes it. Contended uses it for
+	// goroutines; processes always have a client each.
+	Shared func(addr string, c *counter) (newClient func(name string) Client, closeAll func())
 }
 
 // peerExpiry is the peers' lock TTL: redsync's default.
@@ -63,11 +71,19 @@ func Impls() []Impl {
 
 // GoroutineImpls returns the implementations whose contended rows also run
 // with the contenders as goroutines of one process (see
-// Config.GoroutineRows): the mutex in both modes, and redsync.
+// Config.GoroutineRows): the mutex in both modes, and redsync, each with
+// its goroutines sharing one client (see Impl.Shared), where dsync's
+// goroutines of one process queue locally (DESIGN.md §4).
 func GoroutineImpls() []Impl {
+	shared := map[string]func(addr string, c *counter) (func(string) Client, func()){
+		"dsync":         sharedDsync(),
+		"dsync-handoff": sharedDsync(mutex.WithHandoffAfter(0)),
+		"redsync":       sharedRedsync(nil),
+	}
 	var is []Impl
 	for _, name := range []string{"dsync", "dsync-handoff", "redsync"} {
 		i, _ := lookupImpl(name)
+		i.Shared = shared[name]
 		is = append(is, i)
 	}
 	return is
@@ -169,9 +185,32 @@ func newDsyncMutex(addr, name string, c *counter, opts ...mutex.Option) Client {
 	return &dsyncClient{pool: pool, b: b, m: mutex.New(b, name, opts...)}
 }
 
-func (d *dsyncClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
-func (d *dsyncClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
-func (d *dsyncClient) Close()                           { observe.Set(d.b, nil); d.b.Close(); d.pool.Close() }
+func (d *dsyncClient) Lock(ctx context.Context) error { return d.m.LockContext(ctx) }
+func (d *dsyncClient) Unlock(ctx context.Context) error {
+	return d.m.UnlockContext(ctx)
+}
+
+// Close closes the client's backend and pool, unless it shares them (see
+// sharedDsync).
+func (d *dsyncClient) Close() {
+	if d.pool != nil {
+		observe.Set(d.b, nil)
+		d.b.Close()
+		d.pool.Close()
+	}
+}
+
+// sharedDsync returns the Impl.Shared of the mutex with opts: one backend
+// over one pool, whose hand-offs count into c.
+func sharedDsync(opts ...mutex.Option) func(addr string, c *counter) (func(string) Client, func()) {
+	return func(addr string, c *counter) (func(string) Client, func()) {
+		pool := redigoPool(addr, c)
+		b := bredigo.New(pool)
+		observe.Set(b, handOffObserver(c))
+		return func(name string) Client { return &dsyncClient{m: mutex.New(b, name, opts...)} },
+			func() { observe.Set(b, nil); b.Close(); pool.Close() }
+	}
+}
 
 type dsyncFairClient struct {
 	pool *redis.Pool
@@ -209,6 +248,17 @@ func newRedsync(opts []redsync.Option) func(addr, name string, c *counter) Clien
 		}
 		r.m = redsync.New(ps...).NewMutex(name, opts...)
 		return r
+	}
+}
+
+// sharedRedsync returns the Impl.Shared of redsync with opts over one
+// pool.
+func sharedRedsync(opts []redsync.Option) func(addr string, c *counter) (func(string) Client, func()) {
+	return func(addr string, c *counter) (func(string) Client, func()) {
+		pool := redigoPool(addr, c)
+		rs := redsync.New(rsredigo.NewPool(pool))
+		return func(name string) Client { return &redsyncClient{m: rs.NewMutex(name, opts...)} },
+			func() { pool.Close() }
 	}
 }
 

@@ -65,8 +65,9 @@ type Config struct {
 	// this process.
 	Spawn Spawn
 	// GoroutineRows, with Spawn set, also runs the contended scenarios of
-	// GoroutineImpls, and the semaphore scenario, with the contenders as
-	// goroutines of this process, each with a client of its own.
+	// GoroutineImpls, with the contenders as goroutines of this process
+	// sharing one client per implementation, and the semaphore scenario
+	// with the contenders as goroutines, each with a client of its own.
 	GoroutineRows bool
 
 	// The service-shape table (see RunShape): ShapeRounds interleaved
@@ -271,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					slices.Reverse(order)
 				}
 				for _, impl := range order {
-					if err := step(fmt.Sprintf("%d contenders as goroutines, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name)); err != nil {
+					if err := step(fmt.Sprintf("%d contenders as goroutines sharing a client, %v hold, round %d of %d: %s", cfg.Contenders, sc.hold, i+1, rounds, impl.Name)); err != nil {
 						return rep, err
 					}
 					r, err := Contended(ctx, cfg.Addr, impl, cfg.Contenders, sc.hold, cfg.Duration/rounds, 0, nil)
@@ -472,7 +473,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintln(w, "  observe does not report a hand-off that a newcomer's attempt makes to a head waiter past the threshold, which is not counted)")
 	fmt.Fprintln(w)
 	if len(r.GoCont0) > 0 {
-		fmt.Fprintf(w, "contended, goroutines: %d contenders as goroutines of this process, each with its own client (pool and backend), %v per implementation in 5 interleaved rounds\n\n", c.Contenders, c.Duration)
+		fmt.Fprintf(w, "contended, goroutines: %d contenders as goroutines of this process sharing one client (a pool; for dsync one backend on it), %v per implementation in 5 interleaved rounds\n\n", c.Contenders, c.Duration)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		writeContended(tw, GoroutineImpls(), fmt.Sprintf("%d goroutines, no hold", c.Contenders), r.GoCont0)
 		writeContended(tw, GoroutineImpls(), fmt.Sprintf("%d goroutines, %v hold", c.Contenders, c.Hold), r.GoContHold)
@@ -680,7 +681,7 @@ func (r *Report) writeTargets(w io.Writer) {
 	}
 	r.contendedTargets(w, check, how, r.Cont0, r.ContHold, r.Config.Spawn != nil)
 	if len(r.GoCont0) > 0 {
-		r.contendedTargets(w, check, "as goroutines", r.GoCont0, r.GoContHold, false)
+		r.contendedTargets(w, check, "as goroutines sharing a client", r.GoCont0, r.GoContHold, false)
 	}
 	d := r.ContHold["dsync"]
 	// A handoff starts from idle: the holder held for 20ms, the waiter was

@@ -141,16 +141,22 @@ func cycle(ctx context.Context, cl Client, hold time.Duration) error {
 // up counts as a give-up and the contender tries again. With spawn nil the
 // contenders are goroutines of this process; otherwise each runs in a
 // process of its own that spawn starts (see Worker), and limit applies to
-// each.
+// each. Goroutines share one client where impl has Impl.Shared.
 func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
 	if spawn != nil {
 		return contendedProcs(ctx, addr, impl, contenders, hold, duration, limit, spawn)
 	}
 	var c counter
 	lockName := name("contended")
+	newClient := func(name string) Client { return impl.New(addr, name, &c) }
+	if impl.Shared != nil {
+		var closeAll func()
+		newClient, closeAll = impl.Shared(addr, &c)
+		defer closeAll() // after the clients' Close, deferred below
+	}
 	clients := make([]Client, contenders)
 	for i := range clients {
-		clients[i] = impl.New(addr, lockName, &c)
+		clients[i] = newClient(lockName)
 		defer clients[i].Close()
 		if err := cycle(ctx, clients[i], 0); err != nil { // warm up
 			return Result{}, err

@@ -28,8 +28,9 @@ DESIGN.md §7: uncontended lock+unlock; the service shape, G goroutines
 sharing one client (redigo, go-redis, rueidis), each locking a name of its
 own, beside two PINGs per pair (-shape runs that table alone); contended
 runs with each contender in a process of its own, and for the mutex (in
-both of its modes), redsync and the semaphore with the contenders as
-goroutines of one process; the hand-off from a release to a waiter; and
+both of its modes) and redsync with the contenders as goroutines of one
+process sharing one client, and for the semaphore as goroutines each with
+a client of its own; the hand-off from a release to a waiter; and
 for dsync a semaphore of capacity 4 beside the mutex, an election's
 Campaign+Resign and hand-over beside the mutex's, many waiters on one
 lock, many locks held at once, and multilock.RedLock against redsync's
@@ -59,7 +60,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.SemContenders, "sem-contenders", cfg.SemContenders, "contenders for a dsync semaphore of capacity 4 and for the mutex beside it, holding for -hold (0 to skip)")
 	redlockServers := fs.Int("redlock-servers", 5, "private redis-servers for the RedLock scenario (0 to skip)")
 	inProcess := fs.Bool("inprocess", false, "run the contenders as goroutines of this process instead of a process each")
-	fs.BoolVar(&cfg.GoroutineRows, "goroutines", cfg.GoroutineRows, "with contenders in processes, also run the mutex's contended rows (dsync, dsync-handoff, redsync) and the semaphore scenario with the contenders as goroutines of this process")
+	fs.BoolVar(&cfg.GoroutineRows, "goroutines", cfg.GoroutineRows, "with contenders in processes, also run the mutex's contended rows (dsync, dsync-handoff, redsync) with the contenders as goroutines of this process sharing one client, and the semaphore scenario with the contenders as goroutines")
 	shapeOnly := fs.Bool("shape", false, "run only the service-shape table")
 	fs.DurationVar(&cfg.ShapeDuration, "shape-duration", cfg.ShapeDuration, "length of each cell of the service-shape table (a row at one number of goroutines) per round")
 	fs.IntVar(&cfg.ShapeRounds, "shape-rounds", cfg.ShapeRounds, "interleaved rounds of the service-shape table (0 to skip it)")
