@@ -185,10 +185,8 @@ func newDsyncMutex(addr, name string, c *counter, opts ...mutex.Option) Client {
 	return &dsyncClient{pool: pool, b: b, m: mutex.New(b, name, opts...)}
 }
 
-func (d *dsyncClient) Lock(ctx context.Context) error { return d.m.LockContext(ctx) }
-func (d *dsyncClient) Unlock(ctx context.Context) error {
-	return d.m.UnlockContext(ctx)
-}
+func (d *dsyncClient) Lock(ctx context.Context) error   { return d.m.LockContext(ctx) }
+func (d *dsyncClient) Unlock(ctx context.Context) error { return d.m.UnlockContext(ctx) }
 
 // Close closes the client's backend and pool, unless it shares them (see
 // sharedDsync).
