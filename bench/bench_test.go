@@ -113,8 +113,9 @@ func spawnFor(procs int) Spawn {
 
 // BenchmarkContended runs 8 contenders, each in a process of its own
 // (procs=8), as in `dsync bench`, or as goroutines of this one (procs=1),
-// where dsync's queueing within a process applies. With processes, b.N is
-// each contender's number of acquisitions.
+// each with a client of its own as a process has (the goroutine rows of
+// `dsync bench` share one client instead; see GoroutineImpls). With
+// processes, b.N is each contender's number of acquisitions.
 func BenchmarkContended(b *testing.B) {
 	a := addr(b)
 	for _, procs := range []int{8, 1} {

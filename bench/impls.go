@@ -25,8 +25,9 @@ import (
 // a skip.
 var ErrGaveUp = errors.New("gave up")
 
-// Client is one simulated process of one implementation: its own
-// connections, and a lock on one name.
+// Client is one contender of one implementation: a lock on one name, over
+// connections of its own, as a process has, or over a client that it
+// shares with the other goroutines of its process (see Impl.Shared).
 type Client interface {
 	Lock(ctx context.Context) error
 	Unlock(ctx context.Context) error
@@ -39,14 +40,17 @@ type Impl struct {
 	Note string // its configuration, for the report
 	New  func(addr, name string, c *counter) Client
 
-	// Shared, if set, is how contenders that are goroutines of one
-	// process contend, as a service's goroutines do: through one client
-	// (one connection pool; for dsync one backend) that Shared opens, each
-	// with a lock of its own on name from newClient, whose Close leaves
-	// the shared client open; closeAll closes it. Contended uses it for
-	// goroutines; processes always have a client each.
-	Shared func(addr string, c *counter) (newClient func(name string) Client, closeAll func())
+	// Shared, if set, opens one client (one connection pool; for dsync
+	// one backend on it) for contenders that are goroutines of one
+	// process, as a service's goroutines share theirs. Each contender
+	// gets its lock from newClient; its Close leaves the shared client
+	// open, and closeAll closes it. Contended uses it for goroutines;
+	// processes always have a client each.
+	Shared sharedFunc
 }
+
+// sharedFunc is the type of Impl.Shared.
+type sharedFunc func(addr string, c *counter) (newClient func(lock string) Client, closeAll func())
 
 // peerExpiry is the peers' lock TTL: redsync's default.
 const peerExpiry = 8 * time.Second
@@ -75,7 +79,7 @@ func Impls() []Impl {
 // its goroutines sharing one client (see Impl.Shared), where dsync's
 // goroutines of one process queue locally (DESIGN.md §4).
 func GoroutineImpls() []Impl {
-	shared := map[string]func(addr string, c *counter) (func(string) Client, func()){
+	shared := map[string]sharedFunc{
 		"dsync":         sharedDsync(),
 		"dsync-handoff": sharedDsync(mutex.WithHandoffAfter(0)),
 		"redsync":       sharedRedsync(nil),
@@ -200,12 +204,12 @@ func (d *dsyncClient) Close() {
 
 // sharedDsync returns the Impl.Shared of the mutex with opts: one backend
 // over one pool, whose hand-offs count into c.
-func sharedDsync(opts ...mutex.Option) func(addr string, c *counter) (func(string) Client, func()) {
+func sharedDsync(opts ...mutex.Option) sharedFunc {
 	return func(addr string, c *counter) (func(string) Client, func()) {
 		pool := redigoPool(addr, c)
 		b := bredigo.New(pool)
 		observe.Set(b, handOffObserver(c))
-		return func(name string) Client { return &dsyncClient{m: mutex.New(b, name, opts...)} },
+		return func(lock string) Client { return &dsyncClient{m: mutex.New(b, lock, opts...)} },
 			func() { observe.Set(b, nil); b.Close(); pool.Close() }
 	}
 }
@@ -251,11 +255,11 @@ func newRedsync(opts []redsync.Option) func(addr, name string, c *counter) Clien
 
 // sharedRedsync returns the Impl.Shared of redsync with opts over one
 // pool.
-func sharedRedsync(opts []redsync.Option) func(addr string, c *counter) (func(string) Client, func()) {
+func sharedRedsync(opts []redsync.Option) sharedFunc {
 	return func(addr string, c *counter) (func(string) Client, func()) {
 		pool := redigoPool(addr, c)
 		rs := redsync.New(rsredigo.NewPool(pool))
-		return func(name string) Client { return &redsyncClient{m: rs.NewMutex(name, opts...)} },
+		return func(lock string) Client { return &redsyncClient{m: rs.NewMutex(lock, opts...)} },
 			func() { pool.Close() }
 	}
 }

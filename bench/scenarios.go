@@ -135,20 +135,20 @@ func cycle(ctx context.Context, cl Client, hold time.Duration) error {
 	return cl.Unlock(ctx)
 }
 
-// Contended has contenders, each a client of its own as separate processes
-// would have, lock, hold and unlock one name in a loop, until acquisitions
-// reach limit (if > 0) or duration has passed (if > 0). A Lock that gives
-// up counts as a give-up and the contender tries again. With spawn nil the
-// contenders are goroutines of this process; otherwise each runs in a
-// process of its own that spawn starts (see Worker), and limit applies to
-// each. Goroutines share one client where impl has Impl.Shared.
+// Contended has contenders lock, hold and unlock one name in a loop, until
+// acquisitions reach limit (if > 0) or duration has passed (if > 0). A
+// Lock that gives up counts as a give-up and the contender tries again.
+// With spawn nil the contenders are goroutines of this process, sharing
+// one client if impl has Impl.Shared and each with a client of its own
+// otherwise; else each runs in a process of its own that spawn starts
+// (see Worker), and limit applies to each.
 func Contended(ctx context.Context, addr string, impl Impl, contenders int, hold, duration time.Duration, limit int64, spawn Spawn) (Result, error) {
 	if spawn != nil {
 		return contendedProcs(ctx, addr, impl, contenders, hold, duration, limit, spawn)
 	}
 	var c counter
 	lockName := name("contended")
-	newClient := func(name string) Client { return impl.New(addr, name, &c) }
+	newClient := func(lock string) Client { return impl.New(addr, lock, &c) }
 	if impl.Shared != nil {
 		var closeAll func()
 		newClient, closeAll = impl.Shared(addr, &c)

@@ -147,8 +147,9 @@
 // Goroutines of one process that contend for a mutex held in the same
 // process queue in the process first (behind a hold taken through the
 // same backend value), and the release registers them on the server: a
-// waiter queued so sends no registering attempt of its own, which is why a
-// process's goroutines contend most cheaply through one backend value. A
+// waiter queued in the process sends no registering attempt of its own,
+// which is why a process's goroutines contend most cheaply through one
+// backend value. A
 // plain acquisition (one SET) does not look at the queue: after the lock
 // key was lost (deleted, evicted, a failover), a waiter registered behind
 // the lost hold finds the mutex at its next attempt, within its heartbeat.
