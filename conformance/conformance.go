@@ -29,6 +29,15 @@
 //			}))
 //	}
 //
+// Until dsync is tagged, an adapter in a module of its own requires it
+// through a checkout of the repository:
+//
+//	go mod edit -replace github.com/dsyncgo/dsync=../dsync
+//	go mod tidy
+//
+// A slow machine widens the suite's timing bounds with WithTimeScale or
+// $DSYNC_CONFORMANCE_TIMESCALE (see TimeScaleEnv).
+//
 // Every backend the function returns must talk to the same server: a test
 // simulates separate processes with separate backends. The function is
 // called from the goroutine of the test it is given, and the backend must be
