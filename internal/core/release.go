@@ -91,9 +91,9 @@ var ErrRefused = errors.New("release refused")
 // closes) when the owner holds nothing more through h's session, or when
 // the release failed, in which case the hold expires by itself on the
 // server. A retry made once l ended restores no lease (see RestoredLease).
-func (r *release) start(ctx context.Context) (int64, error) {
-	l := r.l
-	l.BeginRelease()
+// The release was recorded (lease.Lease.BeginRelease), which read l's
+// deadline.
+func (r *release) start(ctx context.Context, deadline time.Time) (int64, error) {
 	// Shortly past the lease's end the hold has expired on the server,
 	// released or not: waiting longer for the reply tells nobody
 	// anything. The grace lets a release sent just before the end, which
@@ -102,8 +102,8 @@ func (r *release) start(ctx context.Context) (int64, error) {
 	r.bound, r.first = now.Add(ReleaseTimeout), true
 	r.call = &r.firstCall
 	r.call.Context = ctx
-	if end := l.Deadline(); end.After(now) {
-		now = end
+	if deadline.After(now) {
+		now = deadline
 	}
 	if end := now.Add(wait.SettleGrace); end.Before(r.bound) {
 		r.bound = end
@@ -247,18 +247,19 @@ var noLease any = int64(0)
 // the server's expiry; see lease.Lease.Releasable): nobody renews the hold
 // any more and its holder was told it is lost, so the release leaves what
 // is left of it to expire when the server was to expire it, instead of
-// keeping it from everyone for one more lease.
-func RestoredLease(l *lease.Lease) int64 {
-	if l.Renewed() && !l.Ended() {
+// keeping it from everyone for one more lease. ended is whether l had
+// ended when the release began.
+func RestoredLease(l *lease.Lease, ended bool) int64 {
+	if l.Renewed() && !ended {
 		return Ms(l.TTL())
 	}
 	return 0
 }
 
-// RestoredLeaseArg returns RestoredLease(l) as a script argument, boxed
-// once per handle for the common case of the configured lease.
-func (h *Handle) RestoredLeaseArg(l *lease.Lease) any {
-	ms := RestoredLease(l)
+// restoredLeaseArg returns RestoredLease(l, ended) as a script argument,
+// boxed once per handle for the common case of the configured lease.
+func (h *Handle) restoredLeaseArg(l *lease.Lease, ended bool) any {
+	ms := RestoredLease(l, ended)
 	if ms == Ms(h.Cfg.Lease) {
 		return h.leaseArg
 	}
@@ -276,12 +277,12 @@ func (h *Handle) Unlock(ctx context.Context, role string, rs *ReleaseSpec) (err 
 	if l == nil {
 		return h.NotHeld("unlock", owner, role), true
 	}
-	if !l.Releasable() {
-		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
-	}
 	// A hold whose lease ran out less than the expiry margin ago may still
 	// be on the server: releasing it spares the others the wait.
-	_, err = h.ReleaseHold(ctx, l, 1, rs)
+	_, err, begun := h.releaseHold(ctx, l, 1, rs, true)
+	if !begun {
+		return h.Wrap("unlock", fmt.Errorf("%w: %w", dsync.ErrNotHeld, ErrLost)), false
+	}
 	return h.Wrap("unlock", err), false
 }
 
@@ -306,24 +307,31 @@ func (h *Handle) MustUnlock(role string, rs *ReleaseSpec) {
 // the server after it. With rs.Local, the waiters of the session queued
 // behind the hold are registered by its first attempt.
 func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, rs *ReleaseSpec) (left int64, err error) {
-	var queued []string
-	if rs.Local {
-		var mine bool
-		queued, mine = l.TakeQueued()
-		if mine {
-			defer func() {
-				if left > 0 {
-					l.Reopen()
-				}
-			}()
-		}
+	left, err, _ = h.releaseHold(ctx, l, units, rs, false)
+	return left, err
+}
+
+// releaseHold is ReleaseHold; with releasable, only of a lease still
+// releasable (see lease.Lease.Releasable): it reports whether it began,
+// and did nothing if not.
+func (h *Handle) releaseHold(ctx context.Context, l *lease.Lease, units int64, rs *ReleaseSpec, releasable bool) (left int64, err error, begun bool) {
+	b, ok := l.BeginRelease(lease.Begin{Releasable: releasable, TakeQueued: rs.Local})
+	if !ok {
+		return 0, nil, false
+	}
+	if b.Took {
+		defer func() {
+			if left > 0 {
+				l.Reopen()
+			}
+		}()
 	}
 	r := &release{h: h, rs: rs, l: l, units: units}
 	owner, id, plain := l.Args()
 	if rs.Units {
 		plain = codec.PlainValue(l.Owner(), l.ID(), l.Role(), append([]int64{units}, rs.PlainFields...)...)
 	}
-	hd := codec.Header{Owner: owner, Op: ReleaseOp(), HoldID: id, Plain: plain, Lease: h.RestoredLeaseArg(l),
+	hd := codec.Header{Owner: owner, Op: ReleaseOp(), HoldID: id, Plain: plain, Lease: h.restoredLeaseArg(l, b.Ended),
 		Channel: h.channelArg(rs.Channel), Hub: h.HubID(), EntryTTL: h.durationArg(rs.EntryTTL), FenceTTL: h.fenceArg(rs.Fence)}
 	r.args = hd.Append(r.buf[:0])
 	if rs.Units {
@@ -331,8 +339,9 @@ func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	}
 	r.args = append(r.args, rs.Args...)
 	r.fixed = len(r.args)
-	for _, e := range queued {
+	for _, e := range b.Queued {
 		r.args = append(r.args, e)
 	}
-	return r.start(ctx)
+	left, err = r.start(ctx, b.Deadline)
+	return left, err, true
 }

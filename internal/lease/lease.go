@@ -306,6 +306,10 @@ func (l *Lease) serverExpiryLocked() time.Time {
 func (l *Lease) Releasable() bool {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
+	return l.releasableLocked()
+}
+
+func (l *Lease) releasableLocked() bool {
 	return l.state == active || l.expired && time.Now().Before(l.serverExpiryLocked())
 }
 
@@ -346,6 +350,10 @@ func (l *Lease) Dequeue(entry string) <-chan struct{} {
 func (l *Lease) TakeQueued() (entries []string, ok bool) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
+	return l.takeQueuedLocked()
+}
+
+func (l *Lease) takeQueuedLocked() (entries []string, ok bool) {
 	if l.closed {
 		return nil, false
 	}

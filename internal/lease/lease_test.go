@@ -67,7 +67,7 @@ func TestReleaseCrossingGoneRenewal(t *testing.T) {
 		l := h.start(f, watchdog("cross:1", ttl), t0)
 		open := f.block()
 		sleepUntil(t0.Add(ttl / 3)) // renewal in flight
-		l.BeginRelease()
+		l.BeginRelease(Begin{})
 		f.drop("cross:1") // the release deletes the hold first
 		open()
 		synctest.Wait()
@@ -97,8 +97,8 @@ func TestKeptAfterGoneRenewalLoses(t *testing.T) {
 		l := h.start(f, watchdog("kept:gone", ttl), t0)
 		h.reenter(f, l, 2)
 		other := h.start(f, watchdog("kept:other", ttl), t0)
-		l.BeginRelease()
-		l.BeginRelease() // two releases under way
+		l.BeginRelease(Begin{})
+		l.BeginRelease(Begin{}) // two releases under way
 		f.drop("kept:gone")
 		sleepUntil(t0.Add(ttl / 3))
 		if isDone(l) {
@@ -124,7 +124,7 @@ func TestKeptAfterRenewedStaysActive(t *testing.T) {
 		t0 := time.Now()
 		l := h.start(f, watchdog("kept:ok", ttl), t0)
 		h.reenter(f, l, 1)
-		l.BeginRelease()
+		l.BeginRelease(Begin{})
 		sleepUntil(t0.Add(ttl / 3))
 		if ts := f.renewedAt("kept:ok"); len(ts) != 1 {
 			t.Fatalf("renewed %d times, want 1", len(ts))

@@ -34,7 +34,7 @@ type Scheduler struct {
 	b     backend.Backend
 	hooks Hooks
 
-	mu      sync.Mutex
+	mu      countingMutex
 	queue   leaseHeap
 	count   int         // leases not yet ended
 	timer   *time.Timer // runs tick
@@ -56,6 +56,28 @@ type Scheduler struct {
 
 	// Observed by tests and benchmarks.
 	calls int64
+}
+
+// countingMutex is the scheduler's lock. Every lock and unlock of the
+// session takes it, and under load its goroutines queue for it: it counts
+// how often it was taken, for the tests that bound that.
+type countingMutex struct {
+	sync.Mutex
+	taken uint64 // guarded by the mutex itself
+}
+
+func (m *countingMutex) Lock() {
+	m.Mutex.Lock()
+	m.taken++
+}
+
+// Taken reports how many times the scheduler's lock has been taken, the
+// takings of Taken excluded.
+func (s *Scheduler) Taken() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.taken--
+	return s.mu.taken
 }
 
 // NewScheduler returns the scheduler of a session on b.
@@ -148,13 +170,43 @@ func (l *Lease) Extend(sentAt time.Time, ttl time.Duration) {
 	s.armLocked()
 }
 
+// Begin says what BeginRelease does besides recording the release.
+type Begin struct {
+	// Releasable makes BeginRelease record nothing and report false
+	// unless the lease is releasable (see Releasable).
+	Releasable bool
+	// TakeQueued takes the entries queued behind the hold, as TakeQueued
+	// does, into Begun.
+	TakeQueued bool
+}
+
+// Begun is what a release learns of its lease as it begins, at one
+// instant.
+type Begun struct {
+	Queued   []string  // the entries taken (see TakeQueued)
+	Took     bool      // the queue was taken: TakeQueued's ok
+	Ended    bool      // see Ended
+	Deadline time.Time // see Deadline
+}
+
 // BeginRelease records that a release of the hold is being sent, so that
 // a renewal crossing a final release and finding the hold gone does not
-// report a loss. Each BeginRelease must be followed by Settle.
-func (l *Lease) BeginRelease() {
+// report a loss, and returns what the release needs to know of the lease,
+// read in the same step (one lock of the session's scheduler, which every
+// lock and unlock of the session shares, instead of one for each). Each
+// BeginRelease that reports true must be followed by Settle.
+func (l *Lease) BeginRelease(o Begin) (b Begun, ok bool) {
 	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if o.Releasable && !l.releasableLocked() {
+		return b, false
+	}
+	if o.TakeQueued {
+		b.Queued, b.Took = l.takeQueuedLocked()
+	}
+	b.Ended, b.Deadline = l.state != active, l.deadline
 	l.releasing++
-	l.s.mu.Unlock()
+	return b, true
 }
 
 // Settle records the outcome of a release of units that BeginRelease

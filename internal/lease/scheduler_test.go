@@ -131,7 +131,7 @@ func TestRetireAfterLoss(t *testing.T) {
 			sleepUntil(t0.Add(ttl / 3))
 		}},
 		{"kept after gone", func(f *fakeBackend, l *Lease, t0 time.Time) {
-			l.BeginRelease()
+			l.BeginRelease(Begin{})
 			f.drop(l.spec.Key)
 			sleepUntil(t0.Add(ttl / 3))
 			l.Settle(1, 1)
