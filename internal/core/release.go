@@ -303,7 +303,7 @@ func (h *Handle) MustUnlock(role string, rs *ReleaseSpec) {
 }
 
 // ReleaseHold releases units (1, or a semaphore's permits) of the hold l
-// with the release rs (see Release), and returns what the owner holds on
+// with the release rs (see ReleaseSpec), and returns what the owner holds on
 // the server after it. With rs.Local, the waiters of the session queued
 // behind the hold are registered by its first attempt.
 func (h *Handle) ReleaseHold(ctx context.Context, l *lease.Lease, units int64, rs *ReleaseSpec) (left int64, err error) {

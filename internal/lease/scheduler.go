@@ -71,9 +71,9 @@ func (m *countingMutex) Lock() {
 	m.taken++
 }
 
-// Taken reports how many times the scheduler's lock has been taken, the
-// takings of Taken excluded.
-func (s *Scheduler) Taken() uint64 {
+// LockCount reports how many times the scheduler's lock has been taken,
+// LockCount's own takings excluded.
+func (s *Scheduler) LockCount() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.taken--
