@@ -176,7 +176,10 @@ end
 --              free with a marker (see codec.lua) that keeps plain
 --              acquisitions out and the last token in, for the waiters'
 --              entry ttl (a.entry_ttl), and the head is woken to try:
---              whoever reaches the server first takes it.
+--              whoever reaches the server first takes it. Not a head of
+--              the caller's own hub (a.hub), which is handed off: the
+--              caller wakes it in its process, where a hand-off costs
+--              no trip and a wake-up would cost the head an attempt.
 --
 -- Without a live waiter the key is deleted, or left with only the last
 -- token for fence_ttl ms if given. A hold that no waiter registered behind
@@ -190,7 +193,7 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
     while w do
       local op, owner, ttl = parse_entry(w)
       if op then
-        if after and now_ms - math.floor(since) < after then
+        if after and now_ms - math.floor(since) < after and not local_to(w, a.hub) then
           mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
           return w, '', ''
         end
