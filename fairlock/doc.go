@@ -56,7 +56,9 @@
 // contention" in package mutex): a release frees it and a newcomer may
 // take it ahead of the woken waiter, until that waiter has waited past a
 // threshold (1ms by default), at the cost of order, with every waiter
-// still served within the threshold plus the holds queued before it.
+// still served within the threshold plus the holds queued before it
+// (goroutines that share the releaser's backend value are served in
+// turn, as here).
 // fairlock hands the lock over at every release, so between two holders it
 // sits idle for a wake-up, as the mutex does under sustained contention,
 // when its head waiter has always waited past the threshold.
