@@ -175,8 +175,8 @@ func TestPendingHoldIsQueuedBehindThenKept(t *testing.T) {
 		if leases, _ := s.Stats(); leases != 1 {
 			t.Errorf("Stats leases = %d, want 1", leases)
 		}
-		if q, ok := l.TakeQueued(); !ok || len(q) != 1 || q[0] != "hub/w|2000|someone" {
-			t.Errorf("TakeQueued = %v, %v; want the entry queued while pending", q, ok)
+		if b, ok := l.BeginRelease(Begin{TakeQueued: true}); !ok || !b.Took || len(b.Queued) != 1 || b.Queued[0] != "hub/w|2000|someone" {
+			t.Errorf("BeginRelease took %v (%v, %v); want the entry queued while pending", b.Queued, b.Took, ok)
 		}
 	})
 }

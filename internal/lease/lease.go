@@ -343,16 +343,11 @@ func (l *Lease) Dequeue(entry string) <-chan struct{} {
 	return l.inflight
 }
 
-// TakeQueued returns the entries queued behind the hold, in order, for the
-// first attempt of a release, and closes the queue until Reopen. It
-// returns ok false if another release of the hold is under way. When it
-// returns entries, the release must call Carried after its first attempt.
-func (l *Lease) TakeQueued() (entries []string, ok bool) {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.takeQueuedLocked()
-}
-
+// takeQueuedLocked returns the entries queued behind the hold, in order,
+// for the first attempt of a release, and closes the queue until Reopen
+// (see Begin.TakeQueued). It returns ok false if another release of the
+// hold is under way. When it returns entries, the release must call
+// Carried after its first attempt.
 func (l *Lease) takeQueuedLocked() (entries []string, ok bool) {
 	if l.closed {
 		return nil, false

@@ -175,16 +175,18 @@ type Begin struct {
 	// Releasable makes BeginRelease record nothing and report false
 	// unless the lease is releasable (see Releasable).
 	Releasable bool
-	// TakeQueued takes the entries queued behind the hold, as TakeQueued
-	// does, into Begun.
+	// TakeQueued takes the entries queued behind the hold, in order,
+	// into Begun, for the release's first attempt to register, and
+	// closes the queue until Reopen. A release that takes entries must
+	// call Carried after its first attempt.
 	TakeQueued bool
 }
 
 // Begun is what a release learns of its lease as it begins, at one
 // instant.
 type Begun struct {
-	Queued   []string  // the entries taken (see TakeQueued)
-	Took     bool      // the queue was taken: TakeQueued's ok
+	Queued   []string  // the entries taken (see Begin.TakeQueued)
+	Took     bool      // the queue was taken: no other release of the hold was under way
 	Ended    bool      // see Ended
 	Deadline time.Time // see Deadline
 }
