@@ -102,13 +102,12 @@
 // mutex's hand-off threshold (see "Two modes under contention" in package
 // mutex): the member is then handed to that waiter, a group's own
 // LockContext included. A head waiter that locks through the releasing
-// group's own backend value is handed the member at once. So a group
-// that releases and locks again in a loop keeps the lock busy, and no
-// group waits longer than a member's threshold plus the holds queued
-// before it. With fairlock members, each
-// member is handed over in turn at every release: strict order, at the
-// cost of an idle wake-up between holders. Give the members of one group
-// the same kind and options.
+// group's own backend value is handed the member at once. So a group that
+// releases and locks again in a loop keeps the lock busy, and no group
+// waits longer than a member's threshold plus the holds queued before it.
+// With fairlock members, each member is handed over in turn at every
+// release: strict order, at the cost of an idle wake-up between holders.
+// Give the members of one group the same kind and options.
 //
 // # Leases and the lost signal
 //

@@ -115,22 +115,22 @@
 // script, with its wake-up, and newcomers queue behind it; an acquisition
 // that finds the mutex free with such a waiter at the head hands it over
 // too. So no waiter waits longer than the threshold plus the holds of the
-// waiters before it and one hold of a newcomer. Under sustained
-// contention across processes the head has usually waited that long by
-// the next release, which then hands over. A longer threshold lets
-// newcomers in for longer, and each woken waiter's failed attempt costs
-// the server a script and its process a wake-up: bench/README.md measured
-// fewer acquisitions a second with 5ms than with 1ms when holds are
-// short. A head waiter that locks through the releaser's own Backend
-// value (a goroutine of the same process sharing it) is handed the mutex
-// whatever its wait: the release's reply wakes it in the process at no
-// cost, where a wake-up would cost it an attempt's round trip, so the
-// goroutines of a process that share a backend are served in turn,
-// without attempts of their own. WithHandoffAfter(0) hands over at every release: the strict
-// turn-taking of earlier versions. Each release wakes one waiter, never
-// the herd. Package fairlock hands over at every release and never lets a
-// newcomer in ahead of a waiter: pick it when the order of acquisitions
-// must be the order of arrival.
+// waiters before it and one hold of a newcomer. Under sustained contention
+// across processes the head has usually waited that long by the next
+// release, which then hands over. A longer threshold lets newcomers in for
+// longer, and each woken waiter's failed attempt costs the server a script
+// and its process a wake-up: bench/README.md measured fewer acquisitions a
+// second with 5ms than with 1ms when holds are short. A head waiter that
+// locks through the releaser's own Backend value (a goroutine of the same
+// process sharing it) is handed the mutex whatever its wait: the release's
+// reply wakes it in the process at no cost, where a wake-up would cost it
+// an attempt's round trip, so the goroutines of a process that share a
+// backend are served in turn, without attempts of their own.
+// WithHandoffAfter(0) hands over at every release: the strict turn-taking
+// of earlier versions. Each release wakes one waiter, never the herd.
+// Package fairlock hands over at every release and never lets a newcomer
+// in ahead of a waiter: pick it when the order of acquisitions must be the
+// order of arrival.
 //
 // # Waiting
 //
