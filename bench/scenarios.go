@@ -32,6 +32,10 @@ type Result struct {
 	PerOp        []time.Duration // sorted: time per cycle of each interleaved round
 	Rounds       []time.Duration // the same, in the order of the rounds
 	IdlePings    []time.Duration // sorted: a PING after the same idle time (handoff)
+	// WaitCycles are the waits in cycles of their own round (its Elapsed
+	// over its Acquisitions), sorted: measures of queueing that the
+	// machine's drift from round to round does not widen.
+	WaitCycles []float64
 }
 
 // add accumulates another round of the same scenario into r: counts add
@@ -54,6 +58,12 @@ func (r *Result) add(o Result) {
 		per := o.Elapsed / time.Duration(o.Acquisitions)
 		r.PerOp = sorted(append(r.PerOp, per))
 		r.Rounds = append(r.Rounds, per)
+		cycles := slices.Clone(r.WaitCycles)
+		for _, w := range o.Waits {
+			cycles = append(cycles, float64(w)/float64(per))
+		}
+		slices.Sort(cycles)
+		r.WaitCycles = cycles
 	}
 }
 

@@ -8,14 +8,29 @@ import (
 	"time"
 )
 
-// semResult is a result of the semaphore scenario: n acquisitions in a
-// second, each waiting wait.
+// semResult is a result of the semaphore scenario: one round of n
+// acquisitions in a second, each waiting wait.
 func semResult(n int, wait time.Duration) Result {
+	return rounds(roundOf(n, time.Second, wait))
+}
+
+// roundOf is one round's result: n acquisitions in elapsed, each waiting
+// wait.
+func roundOf(n int, elapsed, wait time.Duration) Result {
 	waits := make([]time.Duration, n)
 	for i := range waits {
 		waits[i] = wait
 	}
-	return Result{Acquisitions: int64(n), Elapsed: time.Second, Waits: waits}
+	return Result{Acquisitions: int64(n), Elapsed: elapsed, Waits: waits}
+}
+
+// rounds accumulates rounds as the report's runs do.
+func rounds(rs ...Result) Result {
+	var acc Result
+	for _, r := range rs {
+		acc.add(r)
+	}
+	return acc
 }
 
 // The semaphore's p99 target is checked with the contenders as goroutines,

@@ -11,8 +11,8 @@ func sorted(ds []time.Duration) []time.Duration {
 	return ds
 }
 
-// percentile of sorted durations, nearest rank; 0 for none.
-func percentile(ds []time.Duration, p float64) time.Duration {
+// percentile of sorted durations or figures, nearest rank; 0 for none.
+func percentile[T time.Duration | float64](ds []T, p float64) T {
 	if len(ds) == 0 {
 		return 0
 	}
