@@ -85,6 +85,8 @@ type feed struct {
 	sess   *session.Session // which keeps it
 	e      *Election        // the handle of the first observer, for reads
 	cancel context.CancelFunc
+	// callTimeout bounds each call it makes.
+	callTimeout time.Duration
 
 	mu        sync.Mutex
 	observers map[*observer]struct{}
@@ -105,7 +107,7 @@ func join(e *Election, o *observer) *feed {
 		sess := e.h.Session()
 		v, ok := sess.Attach(key, func() any {
 			ctx, cancel := context.WithCancel(context.Background())
-			f := &feed{key: key, sess: sess, e: e, cancel: cancel, observers: make(map[*observer]struct{}), ver: -1}
+			f := &feed{key: key, sess: sess, e: e, cancel: cancel, callTimeout: callTimeout, observers: make(map[*observer]struct{}), ver: -1}
 			go f.run(ctx)
 			return f
 		})
@@ -218,7 +220,7 @@ func (f *feed) run(ctx context.Context) {
 // closed.
 func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 	for n := 1; ; n++ {
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		sctx, cancel := context.WithTimeout(ctx, f.callTimeout)
 		sub, err := f.e.h.B.Subscribe(sctx, f.e.observe)
 		cancel()
 		switch {
@@ -235,21 +237,22 @@ func (f *feed) subscribe(ctx context.Context) backend.Subscription {
 	}
 }
 
-// callTimeout bounds each call a feed makes.
-const callTimeout = 10 * time.Second
+// callTimeout bounds each call a feed makes (a variable for the tests:
+// a feed keeps the value it started with).
+var callTimeout = 10 * time.Second
 
 // refresh reads the state and applies it (see apply for reset),
-// retrying errors that may pass with capped backoff until ctx ends. The
-// server's refusal of the read is retried so too: through a user that may
-// not write, or on a replica, a read of a term that nothing read yet is
-// refused (it would convert the term, see Keys in the package doc) until
-// something that may write has read it, such as its leader's Token or
-// first renewal, and then the read shows it. An error that cannot pass (a
-// key dsync did not write) is logged, and the next change or gap tries
-// again.
+// retrying errors that may pass with capped backoff until ctx ends: a
+// failure to reach the server, a read that ran past callTimeout, and the
+// server's refusal of the read. Through a user that may not write, or on
+// a replica, a read of a term that nothing read yet is refused (it would
+// convert the term, see Keys in the package doc) until something that may
+// write has read it, such as its leader's Token or first renewal, and
+// then the read shows it. An error that cannot pass (a key dsync did not
+// write) is logged, and the next change or gap tries again.
 func (f *feed) refresh(ctx context.Context, reset bool) {
 	for n := 1; ; n++ {
-		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		rctx, cancel := context.WithTimeout(ctx, f.callTimeout)
 		o, _, err := f.e.read(rctx, 0)
 		cancel()
 		var refused *backend.ServerError
@@ -260,6 +263,10 @@ func (f *feed) refresh(ctx context.Context, reset bool) {
 			return
 		case ctx.Err() != nil, errors.Is(err, dsync.ErrClosed):
 			return
+		case errors.Is(err, context.DeadlineExceeded):
+			// The read's own bound passed, not ctx: the server did not
+			// answer in time (stalled, or a client timeout no shorter
+			// than the bound), which passes as a broken connection does.
 		case !wait.Transient(err) && (!errors.As(err, &refused) || core.Foreign(err)):
 			// The end of the failures retried: what comes next, even the
 			// same failure again, is logged anew.
