@@ -30,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -661,6 +662,15 @@ func (r *Report) semIdeal(sem Result) time.Duration {
 	return time.Duration(float64(r.Config.SemContenders-SemaphoreCapacity) * float64(time.Second) / max(1, sem.Rate()))
 }
 
+// ofIdeal says how a wait compares to its FIFO ideal, x times it: one
+// in a round that acquired nothing (see Result.WaitCycles) to none.
+func ofIdeal(x float64) string {
+	if math.IsInf(x, 1) {
+		return "past any multiple of the FIFO ideal (a round acquired nothing)"
+	}
+	return fmt.Sprintf("%.2fx the FIFO ideal", x)
+}
+
 func (r *Report) writeTargets(w io.Writer) {
 	fmt.Fprintln(w, "\ntargets (DESIGN.md §7):")
 	check := func(ok bool, format string, args ...any) {
@@ -706,10 +716,10 @@ func (r *Report) writeTargets(w io.Writer) {
 		cycle := time.Duration(float64(time.Second) / f.Rate())
 		ideal := time.Duration(n * float64(cycle))
 		fp, fm := percentile(f.WaitCycles, 0.99)/n, percentile(f.WaitCycles, 1)/n
-		check(fp <= 1.3, "fairlock, %d contenders, %v hold: p99 wait %.2fx the FIFO ideal, %d cycles of its round (target <= 1.3x)",
-			r.Config.Contenders, r.Config.Hold, fp, r.Config.Contenders-1)
-		check(fm <= 2, "fairlock, %d contenders, %v hold: max wait %.2fx the FIFO ideal (target <= 2x)",
-			r.Config.Contenders, r.Config.Hold, fm)
+		check(fp <= 1.3, "fairlock, %d contenders, %v hold: p99 wait %s, %d cycles of its round (target <= 1.3x)",
+			r.Config.Contenders, r.Config.Hold, ofIdeal(fp), r.Config.Contenders-1)
+		check(fm <= 2, "fairlock, %d contenders, %v hold: max wait %s (target <= 2x)",
+			r.Config.Contenders, r.Config.Hold, ofIdeal(fm))
 		pp, pm := percentile(f.Waits, 0.99), percentile(f.Waits, 1)
 		info("fairlock, %d contenders, %v hold: pooled over the rounds, p99 wait %s and max %s = %.2fx and %.2fx the FIFO ideal %s (%d cycles of the run's mean %s)",
 			r.Config.Contenders, r.Config.Hold, us(pp), us(pm), float64(pp)/float64(ideal), float64(pm)/float64(ideal), us(ideal), r.Config.Contenders-1, us(cycle))
@@ -746,8 +756,8 @@ func (r *Report) writeTargets(w io.Writer) {
 			}
 			ratio := percentile(x.WaitCycles, 0.99) / ahead
 			pooled := percentile(x.Waits, 0.99)
-			return fmt.Sprintf("semaphore, capacity %d, %d contenders %s, %v hold: p99 wait %.2fx the FIFO ideal, %.0f cycles of its round (target <= 1.5x as goroutines; pooled over the rounds %s = %.2fx %s)",
-				SemaphoreCapacity, r.Config.SemContenders, how, r.Config.Hold, ratio, ahead, us(pooled), float64(pooled)/float64(max(1, r.semIdeal(x))), us(r.semIdeal(x))), ratio <= 1.5
+			return fmt.Sprintf("semaphore, capacity %d, %d contenders %s, %v hold: p99 wait %s, %.0f cycles of its round (target <= 1.5x as goroutines; pooled over the rounds %s = %.2fx %s)",
+				SemaphoreCapacity, r.Config.SemContenders, how, r.Config.Hold, ofIdeal(ratio), ahead, us(pooled), float64(pooled)/float64(max(1, r.semIdeal(x))), us(r.semIdeal(x))), ratio <= 1.5
 		}
 		// Without a goroutine placement (-goroutines=false), the target
 		// is checked on the processes' figure, the only one there is.

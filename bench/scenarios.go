@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -34,7 +35,8 @@ type Result struct {
 	IdlePings    []time.Duration // sorted: a PING after the same idle time (handoff)
 	// WaitCycles are the waits in cycles of their own round (its Elapsed
 	// over its Acquisitions), sorted: measures of queueing that the
-	// machine's drift from round to round does not widen.
+	// machine's drift from round to round does not widen. Those of a round
+	// that acquired nothing are +Inf.
 	WaitCycles []float64
 }
 
@@ -54,17 +56,23 @@ func (r *Result) add(o Result) {
 	r.IdlePings = sorted(append(r.IdlePings, o.IdlePings...))
 	r.PubSubConns = max(r.PubSubConns, o.PubSubConns)
 	r.Goroutines = max(r.Goroutines, o.Goroutines)
+	cycles := slices.Clone(r.WaitCycles)
 	if o.Acquisitions > 0 {
 		per := o.Elapsed / time.Duration(o.Acquisitions)
 		r.PerOp = sorted(append(r.PerOp, per))
 		r.Rounds = append(r.Rounds, per)
-		cycles := slices.Clone(r.WaitCycles)
 		for _, w := range o.Waits {
 			cycles = append(cycles, float64(w)/float64(per))
 		}
-		slices.Sort(cycles)
-		r.WaitCycles = cycles
+	} else {
+		// A round that acquired nothing has no cycle: its waits, cut at
+		// its end, are past any number of cycles, not left out.
+		for range o.Waits {
+			cycles = append(cycles, math.Inf(1))
+		}
 	}
+	slices.Sort(cycles)
+	r.WaitCycles = cycles
 }
 
 // pairedRatio returns the median, over the interleaved rounds both ran,
