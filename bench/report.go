@@ -712,17 +712,20 @@ func (r *Report) writeTargets(w io.Writer) {
 		// machine's speed of the moment, and the ideal of a slow round is
 		// longer. The waits pooled over every round, against the whole
 		// run's mean cycle, are printed beside it.
-		n := float64(r.Config.Contenders - 1)
-		cycle := time.Duration(float64(time.Second) / f.Rate())
-		ideal := time.Duration(n * float64(cycle))
-		fp, fm := percentile(f.WaitCycles, 0.99)/n, percentile(f.WaitCycles, 1)/n
-		check(fp <= 1.3, "fairlock, %d contenders, %v hold: p99 wait %s, %d cycles of its round (target <= 1.3x)",
-			r.Config.Contenders, r.Config.Hold, ofIdeal(fp), r.Config.Contenders-1)
-		check(fm <= 2, "fairlock, %d contenders, %v hold: max wait %s (target <= 2x)",
-			r.Config.Contenders, r.Config.Hold, ofIdeal(fm))
-		pp, pm := percentile(f.Waits, 0.99), percentile(f.Waits, 1)
-		info("fairlock, %d contenders, %v hold: pooled over the rounds, p99 wait %s and max %s = %.2fx and %.2fx the FIFO ideal %s (%d cycles of the run's mean %s)",
-			r.Config.Contenders, r.Config.Hold, us(pp), us(pm), float64(pp)/float64(ideal), float64(pm)/float64(ideal), us(ideal), r.Config.Contenders-1, us(cycle))
+		// With one contender nobody queues: there is no ideal to set the
+		// waits against.
+		if n := float64(r.Config.Contenders - 1); n > 0 {
+			cycle := time.Duration(float64(time.Second) / f.Rate())
+			ideal := time.Duration(n * float64(cycle))
+			fp, fm := percentile(f.WaitCycles, 0.99)/n, percentile(f.WaitCycles, 1)/n
+			check(fp <= 1.3, "fairlock, %d contenders, %v hold: p99 wait %s, %d cycles of its round (target <= 1.3x)",
+				r.Config.Contenders, r.Config.Hold, ofIdeal(fp), r.Config.Contenders-1)
+			check(fm <= 2, "fairlock, %d contenders, %v hold: max wait %s (target <= 2x)",
+				r.Config.Contenders, r.Config.Hold, ofIdeal(fm))
+			pp, pm := percentile(f.Waits, 0.99), percentile(f.Waits, 1)
+			info("fairlock, %d contenders, %v hold: pooled over the rounds, p99 wait %s and max %s = %.2fx and %.2fx the FIFO ideal %s (%d cycles of the run's mean %s)",
+				r.Config.Contenders, r.Config.Hold, us(pp), us(pm), float64(pp)/float64(ideal), float64(pm)/float64(ideal), us(ideal), r.Config.Contenders-1, us(cycle))
+		}
 		check(f.Rate() >= 0.95*d.Rate(), "fairlock, %d contenders, %v hold: throughput %.2fx the dsync mutex's (target >= 0.95x)",
 			r.Config.Contenders, r.Config.Hold, f.Rate()/max(1, d.Rate()))
 	}
