@@ -710,10 +710,11 @@ func (r *Report) writeTargets(w io.Writer) {
 		// contenders-1 cycles. A wait is counted in cycles of its own
 		// round (see Result.WaitCycles): rounds minutes apart run at the
 		// machine's speed of the moment, and the ideal of a slow round is
-		// longer. The waits pooled over every round, against the whole
-		// run's mean cycle, are printed beside it.
-		// With one contender nobody queues: there is no ideal to set the
-		// waits against.
+		// longer. A round that nearly stalled has a long cycle too, and
+		// its waits hide behind it here: the throughput line below, and
+		// the waits pooled over every round against the whole run's mean
+		// cycle, printed beside them, show it. With one contender nobody
+		// queues: there is no ideal to set the waits against.
 		if n := float64(r.Config.Contenders - 1); n > 0 {
 			cycle := time.Duration(float64(time.Second) / f.Rate())
 			ideal := time.Duration(n * float64(cycle))
