@@ -19,8 +19,10 @@ type MuxOptions struct {
 	// DefaultMailboxSize.
 	MailboxSize int
 	// MaxBackoff caps the delay between attempts to dial a lost
-	// connection again. The first attempt is immediate; the default cap
-	// is 500ms.
+	// connection again. The first attempt after the loss of a connection
+	// that lived a second or more is immediate; after a failed dial, or
+	// the loss of a connection soon after its dial, the delay doubles
+	// from 10-20ms up to the cap. The default cap is 500ms.
 	MaxBackoff time.Duration
 }
 
@@ -331,12 +333,21 @@ func (sh *shard) run() {
 			conn.Close()
 			return
 		}
-		attempt = 0
 		reconnect = true
+		attached := time.Now()
 		sh.read(conn)
 		sh.detach()
+		if time.Since(attached) >= servedFor {
+			// It served: the next dial is at once. One lost soon after
+			// its dial counts as a failed dial, and backs off further.
+			attempt = -1
+		}
 	}
 }
+
+// servedFor is how long a connection must have lived for its loss to be
+// dialled again at once (see MuxOptions.MaxBackoff).
+const servedFor = time.Second
 
 func (sh *shard) backoff(attempt int) time.Duration {
 	d := 10 * time.Millisecond << min(attempt, 10)

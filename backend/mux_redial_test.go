@@ -1,0 +1,73 @@
+package backend_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dsyncgo/dsync/backend"
+)
+
+// timedServer records when each dial came.
+type timedServer struct {
+	*fakeServer
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *timedServer) DialPubSub(ctx context.Context, route string) (backend.PubSubConn, error) {
+	s.mu.Lock()
+	s.times = append(s.times, time.Now())
+	s.mu.Unlock()
+	return s.fakeServer.DialPubSub(ctx, route)
+}
+
+// dialedAt returns when the n-th dial came (from 1).
+func (s *timedServer) dialedAt(t *testing.T, n int) time.Time {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.times) < n {
+		t.Fatalf("%d dials; want %d", len(s.times), n)
+	}
+	return s.times[n-1]
+}
+
+// A connection that served is dialled again at once when it is lost, as
+// after a server's restart; one lost soon after its dial backs off, as a
+// failed dial does, so that a server that drops every connection it
+// accepts is not dialled in a loop.
+func TestMuxRedialsALostConnectionAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &timedServer{fakeServer: &fakeServer{}}
+		m := backend.NewMux(s, backend.MuxOptions{HealthCheck: time.Hour})
+		defer m.Close()
+		sub, err := m.Subscribe(context.Background(), "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+
+		time.Sleep(2 * time.Second) // the connection serves
+		lost := time.Now()
+		s.current().Close()
+		if msg := receiveWithin(t, sub); !msg.Gap {
+			t.Fatalf("after the loss: %+v; want a gap", msg)
+		}
+		if d := s.dialedAt(t, 2).Sub(lost); d != 0 {
+			t.Errorf("a connection that served 2s was dialled again %v after its loss; want at once", d)
+		}
+
+		// Lost right after its dial: the next dial backs off.
+		lost = time.Now()
+		s.current().Close()
+		if msg := receiveWithin(t, sub); !msg.Gap {
+			t.Fatalf("after the second loss: %+v; want a gap", msg)
+		}
+		if d := s.dialedAt(t, 3).Sub(lost); d < 10*time.Millisecond {
+			t.Errorf("a connection lost at once was dialled again %v after; want a backoff of 10ms or more", d)
+		}
+	})
+}
