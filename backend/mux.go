@@ -58,9 +58,11 @@ const (
 //     it stays open, pinged every HealthCheck, while no channel is
 //     subscribed, so that the next Subscribe needs no dial.
 //   - A connection that fails, or shows nothing for three health-check
-//     intervals, is closed and dialed again with capped, jittered
-//     backoff; every wanted channel is subscribed again in batches, and
-//     each live subscription receives a gap once its channel is back.
+//     intervals, is closed and dialed again: at once if it served a
+//     second or more, else with capped, jittered backoff (see
+//     MuxOptions.MaxBackoff); every wanted channel is subscribed again in
+//     batches, and each live subscription receives a gap once its channel
+//     is back. A connection that Close ends is not dialed again.
 //   - Messages go into each subscription's Mailbox, so a slow receiver
 //     never stalls the reader or another subscription.
 //   - With a driver that implements SlotMaster, channels are placed on
@@ -319,6 +321,13 @@ func (sh *shard) run() {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && !sh.sleep(sh.backoff(attempt)) {
 			return
+		}
+		select {
+		case <-sh.closing:
+			// Close ended the connection: no dial, not even the
+			// immediate one after a connection that served.
+			return
+		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 		conn, err := sh.mux.driver.DialPubSub(ctx, sh.route)

@@ -126,7 +126,8 @@ func WithMailboxSize(n int) Option {
 }
 
 // WithMaxBackoff caps the delay between attempts to re-establish the pub/sub
-// connection. The first attempt is immediate; the default cap is 500ms.
+// connection. The first attempt is immediate if the lost connection served
+// a second or more (see backend.MuxOptions); the default cap is 500ms.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
 		o.mux.MaxBackoff = d
