@@ -20,9 +20,9 @@ type MuxOptions struct {
 	MailboxSize int
 	// MaxBackoff caps the delay between attempts to dial a lost
 	// connection again. The first attempt after the loss of a connection
-	// that lived a second or more is immediate; after a failed dial, or
-	// the loss of a connection soon after its dial, the delay doubles
-	// from 10-20ms up to the cap. The default cap is 500ms.
+	// that lived a second or more is immediate, after one lost sooner
+	// 10-20ms; the delay doubles with each failed dial, up to the cap.
+	// The default cap is 500ms.
 	MaxBackoff time.Duration
 }
 
@@ -342,13 +342,15 @@ func (sh *shard) run() {
 			conn.Close()
 			return
 		}
+		attempt = 0
 		reconnect = true
 		attached := time.Now()
 		sh.read(conn)
 		sh.detach()
 		if time.Since(attached) >= servedFor {
 			// It served: the next dial is at once. One lost soon after
-			// its dial counts as a failed dial, and backs off further.
+			// its dial waits the first backoff, so that a server that
+			// drops every connection is not dialled in a loop.
 			attempt = -1
 		}
 	}

@@ -36,9 +36,10 @@ func (s *timedServer) dialedAt(t *testing.T, n int) time.Time {
 }
 
 // A connection that served is dialled again at once when it is lost, as
-// after a server's restart; one lost soon after its dial backs off, as a
-// failed dial does, so that a server that drops every connection it
-// accepts is not dialled in a loop.
+// after a server's restart; one lost soon after its dial waits the first
+// backoff (10-20ms), as before, so that a server that drops every
+// connection it accepts is not dialled in a loop, and no more, so that
+// pub/sub comes back as soon after each of many quick losses.
 func TestMuxRedialsALostConnectionAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &timedServer{fakeServer: &fakeServer{}}
@@ -66,8 +67,18 @@ func TestMuxRedialsALostConnectionAtOnce(t *testing.T) {
 		if msg := receiveWithin(t, sub); !msg.Gap {
 			t.Fatalf("after the second loss: %+v; want a gap", msg)
 		}
-		if d := s.dialedAt(t, 3).Sub(lost); d < 10*time.Millisecond {
-			t.Errorf("a connection lost at once was dialled again %v after; want a backoff of 10ms or more", d)
+		if d := s.dialedAt(t, 3).Sub(lost); d < 10*time.Millisecond || d > 20*time.Millisecond {
+			t.Errorf("a connection lost at once was dialled again %v after; want the first backoff, 10-20ms", d)
+		}
+
+		// And again: the backoff does not grow with quick losses.
+		lost = time.Now()
+		s.current().Close()
+		if msg := receiveWithin(t, sub); !msg.Gap {
+			t.Fatalf("after the third loss: %+v; want a gap", msg)
+		}
+		if d := s.dialedAt(t, 4).Sub(lost); d < 10*time.Millisecond || d > 20*time.Millisecond {
+			t.Errorf("a connection lost at once, twice, was dialled again %v after; want the first backoff, 10-20ms", d)
 		}
 	})
 }
