@@ -524,8 +524,8 @@ func (s *suite) testKillPubSub(t *testing.T, ctx context.Context) {
 		defer sub.Close()
 		subs[i] = sub
 	}
-	// The publisher's first call dials and loads its script: before the
-	// window, which times the recovery. The window allows for stalls of
+	// The publisher's first call dials and loads its script (on one node
+	// of a cluster): before the window, which times the recovery. The window allows for stalls of
 	// the test's process (see stallMeter), as measured, and only for them.
 	_, err := publish(ctx, pub, p+":warm", "x")
 	must(t, err, "publish before the kill")
