@@ -51,34 +51,26 @@ func TestMuxRedialsALostConnectionAtOnce(t *testing.T) {
 		}
 		defer sub.Close()
 
-		time.Sleep(2 * time.Second) // the connection serves
-		lost := time.Now()
-		s.current().Close()
-		if msg := receiveWithin(t, sub); !msg.Gap {
-			t.Fatalf("after the loss: %+v; want a gap", msg)
+		// redial loses the current connection and returns how long after
+		// the loss the next dial, the n-th, came.
+		redial := func(n int) time.Duration {
+			t.Helper()
+			lost := time.Now()
+			s.current().Close()
+			if msg := receiveWithin(t, sub); !msg.Gap {
+				t.Fatalf("after loss %d: %+v; want a gap", n-1, msg)
+			}
+			return s.dialedAt(t, n).Sub(lost)
 		}
-		if d := s.dialedAt(t, 2).Sub(lost); d != 0 {
+		time.Sleep(2 * time.Second) // the connection serves
+		if d := redial(2); d != 0 {
 			t.Errorf("a connection that served 2s was dialled again %v after its loss; want at once", d)
 		}
-
-		// Lost right after its dial: the next dial backs off.
-		lost = time.Now()
-		s.current().Close()
-		if msg := receiveWithin(t, sub); !msg.Gap {
-			t.Fatalf("after the second loss: %+v; want a gap", msg)
-		}
-		if d := s.dialedAt(t, 3).Sub(lost); d < 10*time.Millisecond || d > 20*time.Millisecond {
-			t.Errorf("a connection lost at once was dialled again %v after; want the first backoff, 10-20ms", d)
-		}
-
-		// And again: the backoff does not grow with quick losses.
-		lost = time.Now()
-		s.current().Close()
-		if msg := receiveWithin(t, sub); !msg.Gap {
-			t.Fatalf("after the third loss: %+v; want a gap", msg)
-		}
-		if d := s.dialedAt(t, 4).Sub(lost); d < 10*time.Millisecond || d > 20*time.Millisecond {
-			t.Errorf("a connection lost at once, twice, was dialled again %v after; want the first backoff, 10-20ms", d)
+		// Lost right after their dial, twice: the first backoff each time.
+		for n := 3; n <= 4; n++ {
+			if d := redial(n); d < 10*time.Millisecond || d > 20*time.Millisecond {
+				t.Errorf("dial %d, after a connection lost at once: %v after the loss; want the first backoff, 10-20ms", n, d)
+			}
 		}
 	})
 }
