@@ -21,8 +21,9 @@ type MuxOptions struct {
 	// MaxBackoff caps the delay between attempts to dial a lost
 	// connection again. The first attempt after the loss of a connection
 	// that lived a second or more is immediate, after one lost sooner
-	// 10-20ms; the delay doubles with each failed dial, up to the cap.
-	// The default cap is 500ms.
+	// 10-20ms; the delay doubles with each failed dial, and each
+	// connection lost before it answered anything, up to the cap. The
+	// default cap is 500ms.
 	MaxBackoff time.Duration
 }
 
@@ -342,17 +343,23 @@ func (sh *shard) run() {
 			conn.Close()
 			return
 		}
-		attempt = 0
 		reconnect = true
 		attached := time.Now()
-		sh.read(conn)
+		answered := sh.read(conn)
 		sh.detach()
-		if time.Since(attached) >= servedFor {
-			// It served: the next dial is at once. One lost soon after
-			// its dial waits the first backoff, so that a server that
-			// drops every connection is not dialled in a loop.
+		switch {
+		case time.Since(attached) >= servedFor:
+			// It served: the next dial is at once.
 			attempt = -1
+		case answered:
+			// Lost soon after its dial: the first backoff, whatever
+			// came before, so that pub/sub is back as soon after each
+			// of many losses.
+			attempt = 0
 		}
+		// Lost before it answered anything (a server that drops what it
+		// accepts, a refused SUBSCRIBE): a failed dial, which backs off
+		// further.
 	}
 }
 
@@ -445,8 +452,9 @@ func (sh *shard) sendPing() {
 }
 
 // read dispatches what arrives on conn until it fails or stays silent for
-// three health-check intervals (the pings make it speak).
-func (sh *shard) read(conn PubSubConn) {
+// three health-check intervals (the pings make it speak), and reports
+// whether anything arrived.
+func (sh *shard) read(conn PubSubConn) (answered bool) {
 	silence := 3 * sh.mux.opts.HealthCheck
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), silence)
@@ -456,8 +464,9 @@ func (sh *shard) read(conn PubSubConn) {
 			// Close before detach takes sh.mu: a writer blocked on
 			// this connection while holding sh.mu fails at once.
 			conn.Close()
-			return
+			return answered
 		}
+		answered = true
 		switch ev.Kind {
 		case PubSubMessage:
 			sh.deliver(ev.Channel, ev.Payload)

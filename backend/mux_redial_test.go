@@ -2,6 +2,7 @@ package backend_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -71,6 +72,58 @@ func TestMuxRedialsALostConnectionAtOnce(t *testing.T) {
 			if d := redial(n); d < 10*time.Millisecond || d > 20*time.Millisecond {
 				t.Errorf("dial %d, after a connection lost at once: %v after the loss; want the first backoff, 10-20ms", n, d)
 			}
+		}
+	})
+}
+
+// droppingServer accepts every dial and drops the connection before it
+// answers anything, as a server that closes what it accepts does.
+type droppingServer struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+type droppedConn struct{}
+
+func (s *droppingServer) DialPubSub(context.Context, string) (backend.PubSubConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.times = append(s.times, time.Now())
+	return droppedConn{}, nil
+}
+
+func (droppedConn) Subscribe(context.Context, ...string) error   { return nil }
+func (droppedConn) Unsubscribe(context.Context, ...string) error { return nil }
+func (droppedConn) Ping(context.Context) error                   { return nil }
+func (droppedConn) Close() error                                 { return nil }
+func (droppedConn) Receive(context.Context) (backend.PubSubEvent, error) {
+	return backend.PubSubEvent{}, errors.New("connection reset by peer")
+}
+
+// A connection lost before it answered anything counts as a failed dial:
+// the delays grow, and a server that drops whatever it accepts is not
+// dialled every 10-20ms.
+func TestMuxBacksOffConnectionsLostBeforeAnswering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &droppingServer{}
+		m := backend.NewMux(s, backend.MuxOptions{HealthCheck: time.Hour})
+		defer m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := m.Subscribe(ctx, "ch"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Subscribe on a server that drops every connection: %v; want context.DeadlineExceeded", err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.times) < 5 {
+			t.Fatalf("%d dials in 1s; want 5 or more", len(s.times))
+		}
+		// The 5th dial follows the 4th failure: a backoff of 80-160ms.
+		if d := s.times[4].Sub(s.times[3]); d < 80*time.Millisecond {
+			t.Errorf("the 5th dial came %v after the 4th, after 4 connections lost unanswered; want 80ms or more", d)
+		}
+		if n := len(s.times); n > 12 {
+			t.Errorf("%d dials in 1s to a server that drops every connection; want the backoff to keep them under 12", n)
 		}
 	})
 }
