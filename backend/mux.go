@@ -21,9 +21,10 @@ type MuxOptions struct {
 	// MaxBackoff caps the delay between attempts to dial a lost
 	// connection again. The first attempt after the loss of a connection
 	// that lived a second or more is immediate, after one lost sooner
-	// 10-20ms; the delay doubles with each failed dial, and each
-	// connection lost before it answered anything, up to the cap. The
-	// default cap is 500ms.
+	// 10-20ms if it confirmed a subscription or delivered a message. A
+	// connection lost sooner before that (a PING's reply does not count)
+	// counts as a failed dial: the delay doubles with each, up to the
+	// cap. The default cap is 500ms.
 	MaxBackoff time.Duration
 }
 
@@ -357,8 +358,9 @@ func (sh *shard) run() {
 			// of many losses.
 			attempt = 0
 		}
-		// Lost before it answered anything (a server that drops what it
-		// accepts, a refused SUBSCRIBE): a failed dial, which backs off
+		// Lost before it confirmed or delivered anything (a server that
+		// drops what it accepts, a refused SUBSCRIBE, even after the
+		// PONG of a driver's dial): a failed dial, which backs off
 		// further.
 	}
 }
@@ -453,7 +455,10 @@ func (sh *shard) sendPing() {
 
 // read dispatches what arrives on conn until it fails or stays silent for
 // three health-check intervals (the pings make it speak), and reports
-// whether anything arrived.
+// whether the server answered a subscription on it: a confirmation or a
+// message. A PING's reply is no such answer: a driver that dials lazily
+// sends one at dial (see PubSubDriver), which a server that then refuses
+// SUBSCRIBE answers too.
 func (sh *shard) read(conn PubSubConn) (answered bool) {
 	silence := 3 * sh.mux.opts.HealthCheck
 	for {
@@ -466,7 +471,7 @@ func (sh *shard) read(conn PubSubConn) (answered bool) {
 			conn.Close()
 			return answered
 		}
-		answered = true
+		answered = answered || ev.Kind != PubSubOther
 		switch ev.Kind {
 		case PubSubMessage:
 			sh.deliver(ev.Channel, ev.Payload)

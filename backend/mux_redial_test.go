@@ -127,3 +127,53 @@ func TestMuxBacksOffConnectionsLostBeforeAnswering(t *testing.T) {
 		}
 	})
 }
+
+// pongThenRefuseServer answers the PING that a lazily dialling driver
+// sends at dial (see PubSubDriver), then refuses SUBSCRIBE, as a server
+// whose ACL allows no channel does behind go-redis.
+type pongThenRefuseServer struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+type pongThenRefuseConn struct{ ponged *bool }
+
+func (s *pongThenRefuseServer) DialPubSub(context.Context, string) (backend.PubSubConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.times = append(s.times, time.Now())
+	return pongThenRefuseConn{new(bool)}, nil
+}
+
+func (pongThenRefuseConn) Subscribe(context.Context, ...string) error   { return nil }
+func (pongThenRefuseConn) Unsubscribe(context.Context, ...string) error { return nil }
+func (pongThenRefuseConn) Ping(context.Context) error                   { return nil }
+func (pongThenRefuseConn) Close() error                                 { return nil }
+func (c pongThenRefuseConn) Receive(context.Context) (backend.PubSubEvent, error) {
+	if !*c.ponged {
+		*c.ponged = true
+		return backend.PubSubEvent{Kind: backend.PubSubOther}, nil // the dial's PONG
+	}
+	return backend.PubSubEvent{}, errors.New("NOPERM User has no permissions to access the 'ch' channel")
+}
+
+// The reply to the PING of a driver's dial is no answer to the Mux: a
+// connection whose SUBSCRIBE is refused after it is lost like one that
+// answered nothing, and the backoff grows.
+func TestMuxBacksOffRefusedSubscribeAfterTheDialsPong(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &pongThenRefuseServer{}
+		m := backend.NewMux(s, backend.MuxOptions{HealthCheck: time.Hour})
+		defer m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := m.Subscribe(ctx, "ch"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Subscribe refused by the server: %v; want context.DeadlineExceeded", err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n := len(s.times); n > 12 {
+			t.Errorf("%d dials in 1s to a server that refuses SUBSCRIBE; want the backoff to keep them under 12", n)
+		}
+	})
+}
