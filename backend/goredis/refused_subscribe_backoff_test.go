@@ -20,13 +20,11 @@ import (
 // redialled with a growing backoff, not every 10-20ms.
 func TestRefusedSubscribeBacksOff(t *testing.T) {
 	srv := harness.Standalone(t)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer admin.Close()
 	user := "nochan-" + dsync.NewID()[:8]
-	if err := admin.Do(context.Background(), "ACL", "SETUSER", user, "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+	if _, err := srv.Node().Do(context.Background(), "ACL", "SETUSER", user, "on", ">pw", "~*", "resetchannels", "+@all"); err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Do(context.Background(), "ACL", "DELUSER", user)
+	defer srv.Node().Do(context.Background(), "ACL", "DELUSER", user)
 	var dials atomic.Int64
 	c := redis.NewClient(&redis.Options{
 		Addr: srv.Addr(), Username: user, Password: "pw",
