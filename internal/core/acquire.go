@@ -201,6 +201,13 @@ func (a *acquisition) Try(ctx context.Context, t wait.Try) (wait.Result, error) 
 					// reason: the entry reaches the server with that
 					// release, and any grant for it is newer.
 					a.behind = l
+					// The release registers the entry on the server:
+					// the next attempt must be the script's, which
+					// takes it out of the queue. A plain SET NX, on a
+					// mutex a release left free, would take it and
+					// leave the entry queued, for a later release to
+					// hand the mutex to an acquisition that is over.
+					a.sent = true
 					return wait.Result{RetryIn: max(0, time.Until(l.Deadline())), Token: max(token, 1)}, nil
 				}
 			}
