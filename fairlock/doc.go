@@ -54,9 +54,11 @@
 // and locks again in a loop must never get the lock ahead of one that
 // waits. The mutex works as Go's sync.Mutex does (see "Two modes under
 // contention" in package mutex): a release frees it and a newcomer may
-// take it ahead of the woken waiter, until that waiter has waited past a
-// threshold (1ms by default), at the cost of order, with every waiter
-// still served within the threshold plus the holds queued before it
+// take it ahead of the woken waiter, until that waiter is due (past a
+// threshold, 1ms by default, or 4 thresholds after its wake-up while holds
+// are shorter than the threshold), at the cost of order, with every
+// waiter still served within about 5 thresholds plus the holds queued
+// before it
 // (goroutines that share the releaser's backend value are served in
 // turn, as here).
 // fairlock hands the lock over at every release, so between two holders it

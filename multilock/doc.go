@@ -98,13 +98,15 @@
 //
 // Under contention a group behaves as its members do. With mutexes, a
 // release frees a member and wakes its head waiter, and a group that asks
-// again at once may take it first, until the head has waited past the
-// mutex's hand-off threshold (see "Two modes under contention" in package
-// mutex): the member is then handed to that waiter, a group's own
-// LockContext included. A head waiter that locks through the releasing
-// group's own backend value is handed the member at once. So a group that
-// releases and locks again in a loop keeps the lock busy, and no group
-// waits longer than a member's threshold plus the holds queued before it.
+// again at once may take it first, until the head is due (see "Two modes
+// under contention" in package mutex: past the hand-off threshold, or,
+// while the member's holds are shorter than the threshold, 4 thresholds
+// after its wake-up): the member is then handed to that waiter, a
+// group's own LockContext included. A head waiter that locks through the
+// releasing group's own backend value is handed the member at once. So a
+// group that releases and locks again in a loop keeps the lock busy, and
+// no group waits longer than about 5 of a member's thresholds plus the
+// holds queued before it.
 // With fairlock members, each member is handed over in turn at every
 // release: strict order, at the cost of an idle wake-up between holders.
 // Give the members of one group the same kind and options.

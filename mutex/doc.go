@@ -107,20 +107,31 @@
 // mode a release frees the mutex and wakes the waiter at the head of the
 // queue, and whichever attempt reaches the server first takes it: a
 // newcomer, or the releaser's own next Lock, may get there before the
-// woken waiter, which then keeps its place at the head. While waits are
-// short, that spares the next holder a wake-up's trip. Once the head
-// waiter has waited longer than the hand-off threshold (WithHandoffAfter;
-// by default DefaultHandoffAfter, 1ms, Go's threshold), the mutex is in
-// hand-off mode: the next release hands it to that waiter in the same
-// script, with its wake-up, and newcomers queue behind it; an acquisition
-// that finds the mutex free with such a waiter at the head hands it over
-// too. So no waiter waits longer than the threshold plus the holds of the
-// waiters before it and one hold of a newcomer. Under sustained contention
-// across processes the head has usually waited that long by the next
-// release, which then hands over. A longer threshold lets newcomers in for
-// longer, and each woken waiter's failed attempt costs the server a script
-// and its process a wake-up: bench/README.md measured fewer acquisitions a
-// second with 5ms than with 1ms when holds are short. A head waiter that
+// woken waiter, which then keeps its place at the head. That spares the
+// next holder a wake-up's trip. Past the hand-off threshold
+// (WithHandoffAfter; by default DefaultHandoffAfter, 1ms, Go's threshold)
+// the mutex is in hand-off mode: a release hands it to the head waiter in
+// the same script, with its wake-up, and newcomers queue behind it; an
+// acquisition that finds the mutex free with such a waiter at the head
+// hands it over too. When that happens depends on the hold released:
+//
+//   - A hold of the threshold or longer is handed to a head that has waited
+//     the threshold since it queued. Under sustained contention the head
+//     always has, and such holds pass from waiter to waiter in turn.
+//   - A hold shorter than the threshold wakes a head not woken yet, whatever
+//     its wait, and leaves the mutex free for the releaser's next plain
+//     SET. While the woken head waits, releases of short holds wake nobody
+//     and cost what an uncontended release costs; the head tries again 4
+//     thresholds after its wake-up, and the next release then hands it the
+//     mutex. A hand-off between processes costs a wake-up, several times a
+//     lock and unlock by one process, so with short holds the mutex passes
+//     a few milliseconds at a time rather than at every release: its rate
+//     is the releaser's, at the cost of each waiter's wait, which
+//     bench/README.md measures.
+//
+// So no waiter waits longer than about 5 thresholds, plus the holds of the
+// waiters before it and one hold of a newcomer, plus a round trip or two
+// for each wake-up. A head waiter that
 // locks through the releaser's own Backend value (a goroutine of the same
 // process sharing it) is handed the mutex whatever its wait: the release's
 // reply wakes it in the process at no cost, where a wake-up would cost it

@@ -21,8 +21,7 @@ const (
 	waiterTTL = 15 * time.Second
 	heartbeat = 5 * time.Second
 
-	// DefaultHandoffAfter is how long the waiter at the head of the queue
-	// may wait before releases hand the mutex to it (see "Two modes" in
+	// DefaultHandoffAfter is the hand-off threshold (see "Two modes" in
 	// the package documentation and WithHandoffAfter): 1ms, the wait
 	// after which Go's sync.Mutex switches to starvation mode.
 	DefaultHandoffAfter = time.Millisecond
@@ -58,13 +57,12 @@ func WithExpiryMargin(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetExpiryMargin(d) }}
 }
 
-// WithHandoffAfter sets how long the waiter at the head of the queue may
-// wait before releases hand the mutex to it directly, rather than free it
-// for whichever attempt reaches the server first (see "Two modes" in the
-// package documentation). The default is DefaultHandoffAfter; 0 hands the
-// mutex over on every release with a waiter, which serves waiters in turn;
-// a longer threshold lets newcomers in for longer, which bench/README.md
-// found to cost throughput, not gain it, when holds are short. d must not
+// WithHandoffAfter sets the hand-off threshold d (see "Two modes" in the
+// package documentation): the release of a hold of d or longer hands the
+// mutex to a head waiter that has waited d since it queued; a woken head
+// lets holds shorter than d pass for 4·d, after which a release hands the
+// mutex to it. The default is DefaultHandoffAfter; 0 hands the mutex over
+// on every release with a waiter, which serves waiters in turn. d must not
 // be negative.
 func WithHandoffAfter(d time.Duration) Option {
 	return Option{func(c *options.Common) { c.SetHandoffAfter(d) }}
@@ -151,7 +149,8 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Plain: true,
 		Local: true,
 	}
-	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true, Local: true}
+	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Fence: true, Local: true,
+		Args: []any{m.after[0], "0"}, ShortArgs: []any{m.after[0], "1"}, Short: cfg.HandoffAfter}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true}
 	return m
 }

@@ -51,6 +51,13 @@ type ReleaseSpec struct {
 	Args     []any
 	Fence    bool // Keys end with the fence key (see LockSpec.Fence)
 
+	// ShortArgs, if set, replace Args for the release of a hold that
+	// lasted less than Short since the session learned it held it (see
+	// lease.Lease.Began): the mutex tells its script so (see pass_on in
+	// exclusive.lua).
+	ShortArgs []any
+	Short     time.Duration
+
 	// Local makes the first attempt of a release carry, after Args, the
 	// entries of the session's waiters queued behind the hold (see
 	// LockSpec.Local), which the script registers.
@@ -337,7 +344,11 @@ func (h *Handle) releaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	if rs.Units {
 		r.args = append(r.args, units)
 	}
-	r.args = append(r.args, rs.Args...)
+	if rs.ShortArgs != nil && time.Since(l.Began()) < rs.Short {
+		r.args = append(r.args, rs.ShortArgs...)
+	} else {
+		r.args = append(r.args, rs.Args...)
+	}
 	r.fixed = len(r.args)
 	for _, e := range b.Queued {
 		r.args = append(r.args, e)

@@ -158,6 +158,7 @@ type Lease struct {
 	spec  Spec
 	s     *Scheduler
 	token atomic.Int64 // spec.Token, or the one drawn since (see SetToken)
+	began time.Time    // when the session learned it holds (see Began)
 
 	// Guarded by s.mu.
 	done      chan struct{} // made by the first Done, closed at the end
@@ -234,6 +235,10 @@ func (l *Lease) Renewed() bool { return !l.spec.Fixed }
 
 // TTL returns the lease the hold is renewed to, or its fixed lease.
 func (l *Lease) TTL() time.Duration { return l.spec.TTL }
+
+// Began returns when the session learned that it holds: the reply or the
+// wake-up that told it, not a re-entry's.
+func (l *Lease) Began() time.Time { return l.began }
 
 // ID returns the hold's id on the server.
 func (l *Lease) ID() string { return l.spec.ID }

@@ -120,7 +120,7 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 		s.mu.Unlock()
 		return l
 	}
-	l := &Lease{spec: spec, s: s, index: -1, held: units}
+	l := &Lease{spec: spec, s: s, index: -1, held: units, began: time.Now()}
 	l.token.Store(spec.Token)
 	if old := s.findLocked(spec.Key, spec.Owner, spec.Role); old != nil {
 		s.endLocked(old, released, "")
@@ -129,7 +129,7 @@ func (s *Scheduler) Keep(spec Spec, sent time.Time, ttl time.Duration, units int
 		// The hold handed to this waiter: its record becomes the lease,
 		// with the waiters queued behind it.
 		l = p
-		l.spec, l.held, l.state, l.deadline = spec, units, active, time.Time{}
+		l.spec, l.held, l.state, l.deadline, l.began = spec, units, active, time.Time{}, time.Now()
 		l.token.Store(spec.Token)
 	} else {
 		s.indexLocked(l)

@@ -163,6 +163,29 @@ local function queue_behind(lock, s, a, queue, expiry, now_ms)
   return not_acquired(hold_left(lock, s), s.token)
 end
 
+-- A mutex's head waiter woken to try (see pass_on) keeps its place with
+-- its queue score replaced by minus the server time in ms it was woken
+-- at: below every arrival's, so that it stays first, and telling how long
+-- ago the wake-up was.
+
+-- short_window is how many hand-off thresholds a woken head lets holds
+-- shorter than the threshold pass before a release hands it the mutex
+-- (see pass_on).
+local short_window = 4
+
+-- woken_for returns how many ms ago the head whose queue score is since
+-- was woken to try, or nil if it was not.
+local function woken_for(since, now_ms)
+  if since < 0 then
+    return now_ms + since
+  end
+end
+
+-- mark_woken records that the head w was woken at now_ms.
+local function mark_woken(queue, w, now_ms)
+  redis.call('ZADD', queue, 'XX', -now_ms, w)
+end
+
 -- pass_on frees the exclusive hold s at lock (or the free primitive, s
 -- without an owner) and passes it to the live waiter at the head of
 -- queue, if any, in one of two modes:
@@ -171,15 +194,22 @@ end
 --              lease its entry asks (with its end recorded while waiters
 --              are left behind it, if a.turn keeps their turn), and its
 --              wake-up carries the grant;
---   wake-up    while the head has waited less than after ms (the mutex's
---              threshold; nil hands off always), the primitive is left
---              free with a marker (see codec.lua) that keeps plain
---              acquisitions out and the last token in, for the waiters'
---              entry ttl (a.entry_ttl), and the head is woken to try:
---              whoever reaches the server first takes it. Not a head of
---              the caller's own hub (a.hub), which is handed off: the
---              caller wakes it in its process, where a hand-off costs
---              no trip and a wake-up would cost the head an attempt.
+--   wake-up    the primitive is left free and the head is woken to try:
+--              whoever reaches the server first takes it. With after
+--              (the mutex's threshold in ms; nil or 0 hands off always),
+--              a head not woken yet is woken while it has waited less
+--              than after ms since it queued, the primitive left with a
+--              marker (see codec.lua) that keeps plain acquisitions out
+--              and the last token in, for the waiters' entry ttl
+--              (a.entry_ttl). A release of a hold shorter than after
+--              (a.short) instead deletes the key, so that the releaser's
+--              next plain SET NX takes the mutex again, and wakes a head
+--              not woken yet whatever its wait; the head woken, later
+--              such releases wake nobody, until short_window thresholds
+--              after its wake-up, when one hands it the mutex. Not a head
+--              of the caller's own hub (a.hub), which is handed off: the
+--              caller wakes it in its process, where a hand-off costs no
+--              trip and a wake-up would cost the head an attempt.
 --
 -- Without a live waiter the key is deleted, or left with only the last
 -- token for fence_ttl ms if given. A hold that no waiter registered behind
@@ -193,9 +223,22 @@ local function pass_on(lock, s, queue, expiry, a, after, fence_ttl)
     while w do
       local op, owner, ttl = parse_entry(w)
       if op then
-        if after and now_ms - math.floor(since) < after and not local_to(w, a.hub) then
-          mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
-          return w, '', ''
+        if after and after > 0 and not local_to(w, a.hub) then
+          local woken = woken_for(since, now_ms)
+          if a.short then
+            if not woken then
+              redis.call('DEL', lock)
+              mark_woken(queue, w, now_ms)
+              return w, '', ''
+            elseif woken < short_window * after then
+              redis.call('DEL', lock)
+              return
+            end
+          elseif not woken and now_ms - math.floor(since) < after then
+            mark_free(lock, s.token or draw(nil, now_us), a.entry_ttl)
+            mark_woken(queue, w, now_ms)
+            return w, '', ''
+          end
         end
         dequeue(queue, expiry, w)
         local token = draw(s.token, now_us)

@@ -5,7 +5,8 @@
 --            joined, or a little above the last entry's score if that is
 --            not less (a clock that stepped back, or many arrivals within a
 --            ms), so that scores only grow; the head's score tells how long
---            it has waited (see head)
+--            it has waited (see head), or, below zero, when a mutex's
+--            release woke it to try (see pass_on in exclusive.lua)
 --   expiry   scored by the time the entry expires, in ms, which each
 --            attempt of its waiter (its heartbeat) pushes back.
 --

@@ -6,9 +6,13 @@
 -- Reply: an attempt's (see codec.lua).
 --
 -- Anyone takes a free mutex, unless the waiter at the head of the queue
--- has waited past the threshold: then the mutex is handed to that waiter
--- here, as a release would have (so that a head that died holds it up for
--- its hand-off lease at most), and the newcomer queues behind it.
+-- is due (see pass_on): it has waited past the threshold since it queued,
+-- or was woken to try short_window thresholds ago or more. Then the mutex
+-- is handed to that waiter here, as a release would have (so that a head
+-- that died holds it up for its hand-off lease at most), and the newcomer
+-- queues behind it. A woken head that finds the mutex held before it is
+-- due does not flag the hold (so that the holder's release stays a plain
+-- one) and tries again when it is due.
 if ARGV[10] == '0' and redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[5]) then
   -- The common case: a free mutex nobody waits for, taken as a plain
   -- SET does.
@@ -25,9 +29,11 @@ if s.owner == a.owner then
   return reenter(lock, s, a, queue, expiry)
 end
 local now_ms, now_us = now()
+local after = tonumber(ARGV[12])
 if not s.owner then
   local h, since = head(queue, expiry, now_ms)
-  if not h or h == a.entry or now_ms - math.floor(since) < tonumber(ARGV[12]) then
+  local woken = h and woken_for(since, now_ms)
+  if not h or h == a.entry or (woken and woken < short_window * after) or (not woken and now_ms - math.floor(since) < after) then
     if a.registered then
       dequeue(queue, expiry, a.entry)
     end
@@ -48,5 +54,13 @@ if not s.owner then
   -- from its own attempt's reply, which says nothing of it.
   wake(a.channel, w, grant)
   s = load(lock)
+end
+if a.registered and after > 0 then
+  local h, since = head(queue, expiry, now_ms)
+  local woken = h == a.entry and woken_for(since, now_ms)
+  if woken and woken < short_window * after then
+    enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
+    return not_acquired(math.min(hold_left(lock, s), short_window * after - woken), s.token)
+  end
 end
 return queue_behind(lock, s, a, queue, expiry, now_ms)

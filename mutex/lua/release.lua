@@ -5,15 +5,16 @@
 -- ARGV: the header (see codec.lua), with the hold's id and plain value
 -- (the hold it releases, not another of the same owner, which a retry
 -- landing after the owner's next acquisition would find); ARGV[12] the
--- hand-off threshold ms; ARGV[12...] entries of waiters of the caller's
--- session queued behind this hold (see Lease.Enqueue), queued in order
--- before anything else.
+-- hand-off threshold ms; ARGV[13] '1' if the hold lasted less than the
+-- threshold, else '0' (see pass_on); ARGV[14...] entries of waiters of
+-- the caller's session queued behind this hold (see Lease.Enqueue),
+-- queued in order before anything else.
 -- Reply: 0 when the owner's only hold, which nobody waited behind, was
 -- released; otherwise {the owner's remaining hold count, or -1 if the
 -- owner does not hold that hold; the hold's id ('' if none)}, followed by
 -- the waiter handed the mutex or woken (see hand_to).
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[4] and #ARGV == 12 then
+if v == ARGV[4] and #ARGV == 13 then
   -- The common case: a plain hold, which nobody waits behind.
   redis.call('DEL', KEYS[1])
   return 0
@@ -26,9 +27,10 @@ if s.foreign then
   return unexpected(lock, s.foreign)
 end
 local after = tonumber(ARGV[12])
-if #ARGV > 12 then
+a.short = ARGV[13] == '1'
+if #ARGV > 13 then
   local now_ms, now_us = now()
-  for i = 13, #ARGV do
+  for i = 14, #ARGV do
     enqueue(queue, expiry, ARGV[i], now_ms, a.entry_ttl)
   end
   if not s.owner then

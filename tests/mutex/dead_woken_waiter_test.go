@@ -11,13 +11,20 @@ import (
 )
 
 // TestFakeTimeDeadWokenWaiterDelaysOthersBounded: in normal mode a release
-// frees the mutex with a marker, which keeps plain SETs out, and wakes the
-// head waiter; when that waiter's process died, nobody takes the mutex
-// until the next waiter's heartbeat, whose attempt hands it to the dead
-// head (it has waited past the threshold by then) for the 2s hand-off
-// lease. The waiter behind it gets the mutex within its heartbeat plus
-// that lease, not the marker's 15s, and nothing is left behind.
+// frees the mutex and wakes the head waiter: the release of a hold as long
+// as the threshold leaves a marker, which keeps plain SETs out; a shorter
+// one deletes the key. When that waiter's process died, no registered
+// waiter takes the mutex until the next one's heartbeat, whose attempt
+// hands it to the dead head (it is due by then) for the 2s hand-off lease.
+// The waiter behind it gets the mutex within its heartbeat plus that
+// lease, not the marker's 15s, and nothing is left behind.
 func TestFakeTimeDeadWokenWaiterDelaysOthersBounded(t *testing.T) {
+	for _, hold := range []time.Duration{mutex.DefaultHandoffAfter, 0} {
+		t.Run("hold="+hold.String(), func(t *testing.T) { deadWokenWaiter(t, hold) })
+	}
+}
+
+func deadWokenWaiter(t *testing.T, hold time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
 		ctx := context.Background()
@@ -38,10 +45,13 @@ func TestFakeTimeDeadWokenWaiterDelaysOthersBounded(t *testing.T) {
 		srv.ZAdd(key+":expiry", float64(now.Add(15*time.Second).UnixMilli()), dead)
 		waiter := mutex.New(fake.FakeBackend(t, srv), name)
 		got := queue(t, ctx, waiter)
+		time.Sleep(hold)
 		released := time.Now()
 		holder.Unlock()
-		if v, _ := srv.Get(key); v == "" {
-			t.Fatal("no marker after a release in normal mode")
+		if v, _ := srv.Get(key); v == "" && hold > 0 {
+			t.Fatal("no marker after the release of a hold as long as the threshold in normal mode")
+		} else if v != "" && hold == 0 {
+			t.Fatalf("%q after the release of a short hold in normal mode; want the key deleted", v)
 		}
 		if err := <-got; err != nil {
 			t.Fatal(err)

@@ -179,7 +179,7 @@ type stalling struct {
 }
 
 func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys []string, args ...any) (any, error) {
-	if len(args) > 12 { // a release carrying queued waiters (after the header and the threshold)
+	if len(args) > 13 { // a release carrying queued waiters (after the header, the threshold and the short-hold flag)
 		close(s.stalled)
 		<-s.release
 	}
