@@ -2,7 +2,9 @@
 -- leave the queue, and undo the acquisition if its reply was lost or the
 -- mutex was handed to this waiter, passing the mutex on. A mutex found
 -- free is passed on too: its last hold expired, and the waiters may not
--- know yet.
+-- know yet. A head woken to try that leaves a hold it did not flag (see
+-- acquire.lua) flags it, if waiters are left, for its release to pass
+-- the mutex on.
 -- KEYS[1] lock key (see codec.lua); KEYS[2] queue, KEYS[3] expiry (see
 -- queue.lua).
 -- ARGV: the header (see codec.lua) of the acquisition; ARGV[12] the
@@ -11,7 +13,10 @@
 -- waiter handed the mutex or woken (see hand_to).
 local lock, queue, expiry = KEYS[1], KEYS[2], KEYS[3]
 local a = header()
+local woken = false
 if a.entry ~= '' then
+  local since = redis.call('ZSCORE', queue, a.entry)
+  woken = since and tonumber(since) < 0
   dequeue(queue, expiry, a.entry)
 end
 local s = load(lock)
@@ -32,5 +37,12 @@ end
 if not s.owner then
   s.waiting = true
   return {0, '', hand_to(a, pass_on(lock, s, queue, expiry, a, tonumber(ARGV[12])))}
+end
+if woken and not s.waiting and head(queue, expiry, now()) then
+  -- A head woken to try leaves the holds it finds unflagged until it is
+  -- due (see acquire.lua), counting on its own next attempt: without it,
+  -- the release of this one would wake nobody, and the next head would
+  -- wait for its heartbeat.
+  flag_waiting(lock, s)
 end
 return {0, ''}
