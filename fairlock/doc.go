@@ -57,8 +57,8 @@
 // take it ahead of the woken waiter, until that waiter is due (past a
 // threshold, 1ms by default, or 4 thresholds after its wake-up while holds
 // are shorter than the threshold), at the cost of order, with every
-// waiter still served within about 5 thresholds plus the holds queued
-// before it
+// waiter still served within about 5 thresholds for itself and for each
+// waiter queued before it, plus their holds
 // (goroutines that share the releaser's backend value are served in
 // turn, as here).
 // fairlock hands the lock over at every release, so between two holders it

@@ -105,8 +105,8 @@
 // group's own LockContext included. A head waiter that locks through the
 // releasing group's own backend value is handed the member at once. So a
 // group that releases and locks again in a loop keeps the lock busy, and
-// no group waits longer than about 5 of a member's thresholds plus the
-// holds queued before it.
+// no group waits longer than about 5 of a member's thresholds for itself
+// and for each waiter queued before it, plus their holds.
 // With fairlock members, each member is handed over in turn at every
 // release: strict order, at the cost of an idle wake-up between holders.
 // Give the members of one group the same kind and options.

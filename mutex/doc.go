@@ -129,8 +129,10 @@
 //     is the releaser's, at the cost of each waiter's wait, which
 //     bench/README.md measures.
 //
-// So no waiter waits longer than about 5 thresholds, plus the holds of the
-// waiters before it and one hold of a newcomer, plus a round trip or two
+// So no waiter waits longer than about 5 thresholds for itself and for
+// each waiter queued before it (each of which, once at the head, lets
+// short holds pass for 4 thresholds after its own wake-up), plus the holds
+// of those waiters and one hold of a newcomer, plus a round trip or two
 // for each wake-up. A head waiter that
 // locks through the releaser's own Backend value (a goroutine of the same
 // process sharing it) is handed the mutex whatever its wait: the release's
