@@ -60,7 +60,11 @@ if a.registered and after > 0 then
   local woken = h == a.entry and woken_for(since, now_ms)
   if woken and woken < short_window * after then
     enqueue(queue, expiry, a.entry, now_ms, a.entry_ttl)
-    return not_acquired(math.min(hold_left(lock, s), short_window * after - woken), s.token)
+    local due, left = short_window * after - woken, hold_left(lock, s)
+    if left >= 0 and left < due then
+      due = left -- the hold ends first (a key with no expiry: unknown)
+    end
+    return not_acquired(due, s.token)
   end
 end
 return queue_behind(lock, s, a, queue, expiry, now_ms)
