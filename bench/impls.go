@@ -58,7 +58,7 @@ const peerExpiry = 8 * time.Second
 // Impls returns dsync and the peers, in report order.
 func Impls() []Impl {
 	return []Impl{
-		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups; 1ms threshold: hand-off once the head waited 1ms, or 4ms after its wake-up while holds are shorter)", New: newDsync},
+		{Name: "dsync", Note: "mutex, default options (30s watchdog lease, pub/sub wake-ups; 1ms threshold: hand-off once the head waited 1ms, or 3ms after its wake-up while holds are shorter)", New: newDsync},
 		{Name: "dsync-handoff", Note: "mutex, WithHandoffAfter(0): every release with a waiter hands the mutex over (the behaviour before the two modes)", New: newDsyncHandoff},
 		{Name: "dsync-fair", Note: "fairlock, default options: strict FIFO by server arrival, 5s waiter timeout", New: newDsyncFair},
 		{Name: "redsync", Note: "redsync v4 defaults: 32 tries, 50-250ms random retry delay, 8s expiry", New: newRedsync(nil)},

@@ -55,9 +55,9 @@
 // waits. The mutex works as Go's sync.Mutex does (see "Two modes under
 // contention" in package mutex): a release frees it and a newcomer may
 // take it ahead of the woken waiter, until that waiter is due (past a
-// threshold, 1ms by default, or 4 thresholds after its wake-up while holds
+// threshold, 1ms by default, or 3 thresholds after its wake-up while holds
 // are shorter than the threshold), at the cost of order, with every
-// waiter still served within about 5 thresholds for itself and for each
+// waiter still served within about 4 thresholds for itself and for each
 // waiter queued before it, plus their holds
 // (goroutines that share the releaser's backend value are served in
 // turn, as here).

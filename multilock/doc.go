@@ -100,12 +100,12 @@
 // release frees a member and wakes its head waiter, and a group that asks
 // again at once may take it first, until the head is due (see "Two modes
 // under contention" in package mutex: past the hand-off threshold, or,
-// while the member's holds are shorter than the threshold, 4 thresholds
+// while the member's holds are shorter than the threshold, 3 thresholds
 // after its wake-up): the member is then handed to that waiter, a
 // group's own LockContext included. A head waiter that locks through the
 // releasing group's own backend value is handed the member at once. So a
 // group that releases and locks again in a loop keeps the lock busy, and
-// no group waits longer than about 5 of a member's thresholds for itself
+// no group waits longer than about 4 of a member's thresholds for itself
 // and for each waiter queued before it, plus their holds.
 // With fairlock members, each member is handed over in turn at every
 // release: strict order, at the cost of an idle wake-up between holders.

@@ -121,7 +121,7 @@
 //   - A hold shorter than the threshold wakes a head not woken yet, whatever
 //     its wait, and leaves the mutex free for the releaser's next plain
 //     SET. While the woken head waits, releases of short holds wake nobody
-//     and cost what an uncontended release costs; the head tries again 4
+//     and cost what an uncontended release costs; the head tries again 3
 //     thresholds after its wake-up, and the next release then hands it the
 //     mutex. A hand-off between processes costs a wake-up, several times a
 //     lock and unlock by one process, so with short holds the mutex passes
@@ -129,9 +129,9 @@
 //     is the releaser's, at the cost of each waiter's wait, which
 //     bench/README.md measures.
 //
-// So no waiter waits longer than about 5 thresholds for itself and for
+// So no waiter waits longer than about 4 thresholds for itself and for
 // each waiter queued before it (each of which, once at the head, lets
-// short holds pass for 4 thresholds after its own wake-up), plus the holds
+// short holds pass for 3 thresholds after its own wake-up), plus the holds
 // of those waiters and one hold of a newcomer, plus a round trip or two
 // for each wake-up. A head waiter that
 // locks through the releaser's own Backend value (a goroutine of the same

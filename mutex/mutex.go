@@ -60,7 +60,7 @@ func WithExpiryMargin(d time.Duration) Option {
 // WithHandoffAfter sets the hand-off threshold d (see "Two modes" in the
 // package documentation): the release of a hold of d or longer hands the
 // mutex to a head waiter that has waited d since it queued; a woken head
-// lets holds shorter than d pass for 4·d, after which a release hands the
+// lets holds shorter than d pass for 3·d, after which a release hands the
 // mutex to it. The default is DefaultHandoffAfter; 0 hands the mutex over
 // on every release with a waiter, which serves waiters in turn. d must not
 // be negative.

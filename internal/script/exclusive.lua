@@ -171,7 +171,7 @@ end
 -- short_window is how many hand-off thresholds a woken head lets holds
 -- shorter than the threshold pass before a release hands it the mutex
 -- (see pass_on).
-local short_window = 4
+local short_window = 3
 
 -- woken_for returns how many ms ago the head whose queue score is since
 -- was woken to try, or nil if it was not.

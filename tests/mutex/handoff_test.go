@@ -116,14 +116,14 @@ func TestFakeTimeReleaseHandsMutexToWaiter(t *testing.T) {
 // threshold: until then each release frees the mutex and wakes it, and
 // the greedy client's next Lock gets there first. When the holds are
 // shorter than the threshold, the first release wakes it, later ones wake
-// nobody, and the first release 4 thresholds after the wake-up hands it
+// nobody, and the first release 3 thresholds after the wake-up hands it
 // the mutex.
 func TestFakeTimeStarvingWaiterIsHandedTheMutex(t *testing.T) {
 	for _, after := range []time.Duration{mutex.DefaultHandoffAfter, 20 * time.Millisecond} {
 		t.Run(after.String(), func(t *testing.T) {
 			due, calls := after, int64(after/time.Millisecond)+3 // holds as long as the threshold: an attempt per release
 			if after > time.Millisecond {
-				due, calls = 4*after, 5 // short holds: woken once, then due
+				due, calls = 3*after, 5 // short holds: woken once, then due
 			}
 			synctest.Test(t, func(t *testing.T) {
 				srv := fake.Fake(t)

@@ -14,11 +14,11 @@ import (
 // mutex in a loop (TryLock: it never queues), each hold shorter than the
 // hand-off threshold, and three waiters of other processes queue at once,
 // each releasing as soon as it acquires. Each, once at the head, is woken
-// by a short release and lets the client's holds pass for 4 thresholds
-// before it is handed the mutex: a waiter waits about 5 thresholds and a
+// by a short release and lets the client's holds pass for 3 thresholds
+// before it is handed the mutex: a waiter waits about 4 thresholds and a
 // newcomer's hold for itself and for each waiter queued before it, even
 // when their holds are next to nothing (the package documentation had
-// promised about 5 thresholds in all, plus those holds).
+// promised that bound in all, plus those holds).
 func TestFakeTimeQueuedWaitersAmongShortHoldsWaitBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fake.Fake(t)
@@ -77,7 +77,7 @@ func TestFakeTimeQueuedWaitersAmongShortHoldsWaitBounded(t *testing.T) {
 		close(stop)
 		<-done
 		t.Logf("waits: %v", waited)
-		per := 5*mutex.DefaultHandoffAfter + 2*hold
+		per := 4*mutex.DefaultHandoffAfter + 2*hold
 		for i, w := range waited {
 			if limit := time.Duration(i+1) * per; w > limit {
 				t.Errorf("waiter %d (%d queued before it, each releasing at once) acquired after %v; want within %v", i, i, w, limit)

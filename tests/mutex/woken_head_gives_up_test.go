@@ -17,7 +17,7 @@ import (
 // unlocks in a loop, each hold shorter than the hand-off threshold, so
 // that each release deletes the key and its next Lock takes the mutex
 // with a plain SET. The release woke the head waiter, whose attempt found
-// such a plain hold and, within its 4 thresholds, did not flag it; the
+// such a plain hold and, within its 3 thresholds, did not flag it; the
 // head then gives up (its context ends). The waiter behind it must still
 // be served within a few thresholds of that, not at its 5s heartbeat:
 // the holds, plain and unflagged, are released without a look at the
@@ -64,7 +64,7 @@ func TestFakeTimeWokenHeadGivingUpLeavesNextWaiterServed(t *testing.T) {
 		}()
 
 		// The head was woken by the first release, and found the greedy
-		// client's next hold: it gives up within its 4 thresholds.
+		// client's next hold: it gives up within its 3 thresholds.
 		time.Sleep(time.Millisecond)
 		cancel()
 		if err := <-headGot; !errors.Is(err, context.Canceled) {

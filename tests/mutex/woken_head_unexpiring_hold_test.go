@@ -43,7 +43,7 @@ func TestFakeTimeWokenHeadComesBackBeforeAnUnexpiringHoldEnds(t *testing.T) {
 		if n, err := hb.Eval(ctx, persist, []string{key}); err != nil || n != int64(1) {
 			t.Fatalf("PERSIST = %v, %v", n, err)
 		}
-		time.Sleep(20 * time.Millisecond) // past the head's 4ms
+		time.Sleep(20 * time.Millisecond) // past the head's 3ms
 		holder.Unlock()
 		if err := <-got; err != nil {
 			t.Fatal(err)
