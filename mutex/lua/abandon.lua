@@ -16,7 +16,7 @@ local a = header()
 local woken = false
 if a.entry ~= '' then
   local since = redis.call('ZSCORE', queue, a.entry)
-  woken = since and tonumber(since) < 0
+  woken = since and woken_for(tonumber(since), now()) ~= nil
   dequeue(queue, expiry, a.entry)
 end
 local s = load(lock)
