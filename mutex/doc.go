@@ -123,7 +123,10 @@
 //     SET. While the woken head waits, releases of short holds wake nobody
 //     and cost what an uncontended release costs; the head tries again 3
 //     thresholds after its wake-up, and the next release then hands it the
-//     mutex. A hand-off between processes costs a wake-up, several times a
+//     mutex. The holder that woke it hands it over unasked at its first
+//     release past those 3 thresholds, so that a head whose process died
+//     holds the others up for the hand-off lease (2s) and not until its
+//     entry expires. A hand-off between processes costs a wake-up, several times a
 //     lock and unlock by one process, so with short holds the mutex passes
 //     a few milliseconds at a time rather than at every release: its rate
 //     is the releaser's, at the cost of each waiter's wait, which

@@ -25,6 +25,11 @@ const (
 	// the package documentation and WithHandoffAfter): 1ms, the wait
 	// after which Go's sync.Mutex switches to starvation mode.
 	DefaultHandoffAfter = time.Millisecond
+
+	// shortWindow is how many thresholds a woken head lets short holds
+	// pass (short_window in exclusive.lua): past them, a release through
+	// the handle that woke it looks at the queue (core.ReleaseSpec.LookArgs).
+	shortWindow = 3
 )
 
 // An Option configures a Mutex.
@@ -150,7 +155,8 @@ func New(b backend.Backend, name string, opts ...Option) *Mutex {
 		Local: true,
 	}
 	m.release = core.ReleaseSpec{Script: releaseScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Fence: true, Local: true,
-		Args: []any{m.after[0], "0"}, ShortArgs: []any{m.after[0], "1"}, Short: cfg.HandoffAfter}
+		Args: []any{m.after[0], "0"}, ShortArgs: []any{m.after[0], "1"}, Short: cfg.HandoffAfter,
+		LookArgs: []any{m.after[0], "2"}, LookAfter: shortWindow * cfg.HandoffAfter}
 	m.force = core.ForceSpec{Script: forceScript, Keys: m.keys, Channel: m.channel, EntryTTL: waiterTTL, Args: m.after, Fence: true}
 	return m
 }

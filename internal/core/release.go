@@ -58,6 +58,15 @@ type ReleaseSpec struct {
 	ShortArgs []any
 	Short     time.Duration
 
+	// LookArgs, if set, replace ShortArgs once LookAfter has passed
+	// since a release through the same handle woke a waiter of another
+	// session to try (wait.Reply.Woke), until a release made with them:
+	// the mutex's release then looks at its queue even when no waiter
+	// flagged the hold, and hands the mutex to a woken head that did not
+	// come back when it was due.
+	LookArgs  []any
+	LookAfter time.Duration
+
 	// Local makes the first attempt of a release carry, after Args, the
 	// entries of the session's waiters queued behind the hold (see
 	// LockSpec.Local), which the script registers.
@@ -147,6 +156,7 @@ type release struct {
 	call      *wait.DeadlineOnly       // the context of an attempt: the caller's values, a deadline
 	firstCall wait.DeadlineOnly        // call, until an attempt fails
 	noLease   bool                     // args restore no lease
+	look      int64                    // the Handle.lookAt that args are rs.LookArgs for, or 0
 	bound     time.Time                // past it, the release fails
 	first     bool                     // no attempt sent yet
 	ambiguous bool                     // an attempt failed, not refused by the server: it may have been applied
@@ -223,8 +233,16 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 	}
 }
 
-// settle applies the reply of a release to its lease.
+// settle applies the reply of a release to its lease, and to the
+// handle's next look (see ReleaseSpec.LookArgs).
 func (r *release) settle(rep wait.Reply) (int64, error, bool) {
+	switch {
+	case r.rs.LookArgs == nil:
+	case rep.Woke:
+		r.h.lookAt.Store(time.Now().Add(r.rs.LookAfter).UnixNano())
+	case r.look != 0:
+		r.h.lookAt.CompareAndSwap(r.look, 0)
+	}
 	if rep.N < 0 && r.ambiguous {
 		// An earlier attempt released the last hold.
 		rep.N = 0
@@ -345,7 +363,11 @@ func (h *Handle) releaseHold(ctx context.Context, l *lease.Lease, units int64, r
 		r.args = append(r.args, units)
 	}
 	if rs.ShortArgs != nil && time.Since(l.Began()) < rs.Short {
-		r.args = append(r.args, rs.ShortArgs...)
+		if at := h.lookAt.Load(); rs.LookArgs != nil && at != 0 && time.Now().UnixNano() >= at {
+			r.args, r.look = append(r.args, rs.LookArgs...), at
+		} else {
+			r.args = append(r.args, rs.ShortArgs...)
+		}
 	} else {
 		r.args = append(r.args, rs.Args...)
 	}

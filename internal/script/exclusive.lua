@@ -170,7 +170,8 @@ end
 
 -- short_window is how many hand-off thresholds a woken head lets holds
 -- shorter than the threshold pass before a release hands it the mutex
--- (see pass_on).
+-- (see pass_on); the mutex package counts the same (shortWindow) for the
+-- release that looks at the queue unasked (see release.lua).
 local short_window = 3
 
 -- woken_for returns how many ms ago the head whose queue score is since

@@ -459,6 +459,10 @@ type Reply struct {
 	N      int64
 	HoldID string
 
+	// Woke says that the script woke a waiter of another session to try,
+	// without handing it the primitive (see pass_on in exclusive.lua).
+	Woke bool
+
 	// Refused, set by the caller that decoded it, says that the script
 	// changed nothing (a release of more than is held).
 	Refused bool
@@ -500,9 +504,12 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, handed Handed, reply
 		h.WakeAll(channel)
 		return Reply{}, err
 	}
+	woke := false
 	for _, w := range ws {
 		delivered := false
-		if wid, ok := h.Local(w.Address); ok {
+		wid, local := h.Local(w.Address)
+		woke = woke || w.Grant == "" && !local
+		if local {
 			if w.Grant == "" {
 				delivered = h.Deliver(channel, wid, "")
 			} else {
@@ -520,5 +527,5 @@ func Deliver(b backend.Backend, h *hub.Hub, channel string, handed Handed, reply
 			o.ReportHandedOff(observe.HandOff{Channel: channel, Local: delivered})
 		}
 	}
-	return Reply{N: n, HoldID: id}, nil
+	return Reply{N: n, HoldID: id, Woke: woke}, nil
 }
