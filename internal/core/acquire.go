@@ -244,7 +244,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			release()
 			switch {
 			case err != nil:
-				return wait.Result{}, err
+				return wait.Result{}, wait.Unanswered(ctx, err)
 			case ok:
 				a.got = Grant{Count: 1, ID: a.op, Sent: sent, TTL: h.Cfg.Lease, OwnerArg: a.ownerArg, IDArg: a.opArg, PlainArg: a.plainArg}
 				return wait.Result{Acquired: true}, nil
@@ -524,5 +524,5 @@ func (h *Handle) Attempt(ctx context.Context, s *backend.Script, keys []string, 
 	actx, release := wait.AttemptContext(ctx)
 	reply, err := h.B.Eval(actx, s, keys, args...)
 	release()
-	return reply, err
+	return reply, wait.Unanswered(ctx, err)
 }

@@ -129,8 +129,14 @@ const SettleGrace = 350 * time.Millisecond
 // connection itself (backend rule 7) without a goroutine per call: a
 // cancellation before the deadline ends the attempt when the server
 // answers it. A context that can be cancelled but has no deadline gets
-// one cancelled SettleGrace after it is (backends watch that with a
-// goroutine). A context that can never end is returned as is.
+// one that is never cancelled either, with a deadline SettleGrace after
+// the attempt begins: a cancellation ends the attempt when the server
+// answers it, SettleGrace after it was sent at the latest, again without
+// a goroutine per call to watch ctx (a goroutine that a call hands its
+// reply to costs the caller a wake-up, which under load costs more than
+// the call). A server that does not answer by then fails the attempt
+// with an error that may pass (see Unanswered). A context that can never
+// end is returned as is.
 func AttemptContext(ctx context.Context) (context.Context, func()) {
 	if ctx.Done() == nil {
 		return ctx, nop
@@ -138,29 +144,25 @@ func AttemptContext(ctx context.Context) (context.Context, func()) {
 	if d, ok := ctx.Deadline(); ok {
 		return &DeadlineOnly{Context: ctx, Until: d.Add(SettleGrace)}, nop
 	}
-	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var (
-		mu       sync.Mutex
-		grace    *time.Timer
-		released bool
-	)
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		if !released {
-			grace = time.AfterFunc(SettleGrace, cancel)
-		}
-		mu.Unlock()
-	})
-	return actx, func() {
-		stop()
-		mu.Lock()
-		released = true
-		if grace != nil {
-			grace.Stop()
-		}
-		mu.Unlock()
-		cancel()
+	return &DeadlineOnly{Context: ctx, Until: time.Now().Add(SettleGrace)}, nop
+}
+
+// errUnanswered is the error, which may pass, of an attempt that the
+// server did not answer within the bound that AttemptContext gave it.
+var errUnanswered = errors.New("the server did not answer the attempt in time")
+
+// Unanswered returns err, the error of an attempt made with the context
+// that AttemptContext(ctx) returned, as one that may pass (see Transient)
+// when it is that context's own bound that expired: ctx has no deadline
+// and has not ended. Otherwise it returns err as is.
+func Unanswered(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Done() == nil || ctx.Err() != nil {
+		return err
 	}
+	if _, ok := ctx.Deadline(); ok {
+		return err
+	}
+	return fmt.Errorf("%w within %v: %v", errUnanswered, SettleGrace, err)
 }
 
 func nop() {}
