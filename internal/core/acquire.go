@@ -233,7 +233,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 	if first && s.Plain && !h.contended.Load() {
 		if st, ok := h.setter(s); ok && !h.reentry(a.owner, a.anon, s.Role) {
 			sent := time.Now()
-			actx, release := wait.AttemptContext(ctx)
+			actx := wait.AttemptContext(ctx)
 			var ok bool
 			var err error
 			if s.Announce != "" {
@@ -241,7 +241,6 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			} else {
 				ok, err = st.SetNX(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease)
 			}
-			release()
 			switch {
 			case err != nil:
 				return wait.Result{}, wait.Unanswered(ctx, err)
@@ -521,8 +520,6 @@ func (h *Handle) late(g Grant) bool {
 // Attempt runs the acquire script s through h's backend for an attempt on
 // ctx's behalf, bounded as wait.AttemptContext says.
 func (h *Handle) Attempt(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	actx, release := wait.AttemptContext(ctx)
-	reply, err := h.B.Eval(actx, s, keys, args...)
-	release()
+	reply, err := h.B.Eval(wait.AttemptContext(ctx), s, keys, args...)
 	return reply, wait.Unanswered(ctx, err)
 }

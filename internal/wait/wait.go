@@ -116,13 +116,13 @@ const UnreachableLogEvery = time.Minute
 // scheduling.
 const SettleGrace = 350 * time.Millisecond
 
-// AttemptContext returns the context for one attempt on ctx's behalf, and
-// a function to call when the attempt is over. A script that was sent
-// runs on the server whether or not its caller waits for the reply,
-// possibly after a clean-up sent on another connection meant to undo it;
-// waiting for the reply orders the two. So the returned context ends
-// SettleGrace after ctx does, not with it, and the caller learns the
-// attempt's result unless the server takes longer than that.
+// AttemptContext returns the context for one attempt on ctx's behalf. A
+// script that was sent runs on the server whether or not its caller waits
+// for the reply, possibly after a clean-up sent on another connection
+// meant to undo it; waiting for the reply orders the two. So the returned
+// context ends SettleGrace after ctx does at the latest, not with it, and
+// the caller learns the attempt's result unless the server takes longer
+// than that.
 //
 // A context with a deadline gets one that is never cancelled, with a
 // deadline SettleGrace after ctx's, which a backend honours on the
@@ -137,14 +137,14 @@ const SettleGrace = 350 * time.Millisecond
 // the call). A server that does not answer by then fails the attempt
 // with an error that may pass (see Unanswered). A context that can never
 // end is returned as is.
-func AttemptContext(ctx context.Context) (context.Context, func()) {
+func AttemptContext(ctx context.Context) context.Context {
 	if ctx.Done() == nil {
-		return ctx, nop
+		return ctx
 	}
 	if d, ok := ctx.Deadline(); ok {
-		return &DeadlineOnly{Context: ctx, Until: d.Add(SettleGrace)}, nop
+		return &DeadlineOnly{Context: ctx, Until: d.Add(SettleGrace)}
 	}
-	return &DeadlineOnly{Context: ctx, Until: time.Now().Add(SettleGrace)}, nop
+	return &DeadlineOnly{Context: ctx, Until: time.Now().Add(SettleGrace)}
 }
 
 // errUnanswered is the error, which may pass, of an attempt that the
@@ -164,8 +164,6 @@ func Unanswered(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w within %v: %v", errUnanswered, SettleGrace, err)
 }
-
-func nop() {}
 
 // DeadlineOnly is a context that is never cancelled but has a deadline,
 // past which a backend gives up the call; its values are its parent's.

@@ -76,8 +76,7 @@ func TestAttemptContextOutlivesADeadlineByTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Millisecond)
 		defer cancel()
-		actx, release := AttemptContext(ctx)
-		defer release()
+		actx := AttemptContext(ctx)
 		if actx.Done() != nil {
 			t.Fatal("the attempt's context can be cancelled: a backend would spend a goroutine on it")
 		}
@@ -93,44 +92,40 @@ func TestAttemptContextOutlivesADeadlineByTheGrace(t *testing.T) {
 
 type ctxKey struct{}
 
-func TestAttemptContextOutlivesACancellationByTheGrace(t *testing.T) {
+func TestAttemptContextBoundsACancellableContextByTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		actx, release := AttemptContext(ctx)
-		defer release()
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+		actx := AttemptContext(ctx)
+		if actx.Done() != nil {
+			t.Fatal("the attempt's context can be cancelled: a backend would spend a goroutine on it")
+		}
+		if d, ok := actx.Deadline(); !ok || time.Until(d) != SettleGrace {
+			t.Errorf("the attempt's deadline is %v away (set: %v), want %v", time.Until(d), ok, SettleGrace)
+		}
+		if actx.Value(ctxKey{}) != "v" {
+			t.Error("the attempt's context lost its parent's values")
+		}
+		// Its own deadline passing is an error that may pass while its
+		// caller's context is live, and the caller's once it ended.
+		err := fmt.Errorf("call: %w", context.DeadlineExceeded)
+		if got := Unanswered(ctx, err); !Transient(got) {
+			t.Errorf("Unanswered(live ctx) = %v: not transient", got)
+		}
 		cancel()
-		start := time.Now()
-		synctest.Wait()
-		if actx.Err() != nil {
-			t.Fatal("the attempt's context ended with its caller's")
+		if got := Unanswered(ctx, err); got != err {
+			t.Errorf("Unanswered(cancelled ctx) = %v, want the error as is", got)
 		}
-		<-actx.Done()
-		if d := time.Since(start); d != SettleGrace {
-			t.Errorf("the attempt's context ended %v after its caller's, want %v", d, SettleGrace)
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
+		defer dcancel()
+		if got := Unanswered(dctx, err); got != err {
+			t.Errorf("Unanswered(ctx with a deadline) = %v, want the error as is", got)
 		}
-	})
-}
-
-func TestAttemptContextReleaseEndsIt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		actx, release := AttemptContext(ctx)
-		release()
-		if actx.Err() == nil {
-			t.Error("context still live after release")
-		}
-		// Nothing is left to fire later.
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestAttemptContextKeepsAContextThatCannotEnd(t *testing.T) {
 	ctx := context.Background()
-	if actx, release := AttemptContext(ctx); actx != ctx {
+	if actx := AttemptContext(ctx); actx != ctx {
 		t.Error("a context that cannot end was replaced")
-	} else {
-		release()
 	}
 }
