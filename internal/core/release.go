@@ -60,8 +60,9 @@ type ReleaseSpec struct {
 
 	// LookArgs, if set, replace ShortArgs once LookAfter has passed
 	// since a release through the same handle woke a waiter of another
-	// session to try (wait.Reply.Woke), until a release made with them:
-	// the mutex's release then looks at its queue even when no waiter
+	// session to try (wait.Reply.Woke), until a release made with them
+	// frees the primitive (an inner release of a re-entered hold frees
+	// nothing and looks at nobody): the mutex's release then looks at its queue even when no waiter
 	// flagged the hold, and hands the mutex to a woken head that did not
 	// come back when it was due.
 	LookArgs  []any
@@ -155,9 +156,9 @@ type release struct {
 	buf       [codec.HeaderLen + 8]any // args, unless more
 	call      *wait.DeadlineOnly       // the context of an attempt: the caller's values, a deadline
 	firstCall wait.DeadlineOnly        // call, until an attempt fails
-	noLease   bool                     // args restore no lease
 	look      int64                    // the Handle.lookAt that args are rs.LookArgs for, or 0
 	bound     time.Time                // past it, the release fails
+	noLease   bool                     // args restore no lease
 	first     bool                     // no attempt sent yet
 	ambiguous bool                     // an attempt failed, not refused by the server: it may have been applied
 	failures  int
@@ -240,7 +241,10 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	case r.rs.LookArgs == nil:
 	case rep.Woke:
 		r.h.lookAt.Store(time.Now().Add(r.rs.LookAfter).UnixNano())
-	case r.look != 0:
+	case r.look != 0 && rep.N == 0:
+		// Only the release of the owner's last hold freed the mutex and
+		// looked at the queue: an inner release of a re-entered hold, or
+		// one that found the hold gone, leaves the look to the next.
 		r.h.lookAt.CompareAndSwap(r.look, 0)
 	}
 	if rep.N < 0 && r.ambiguous {
