@@ -123,14 +123,18 @@
 //     SET. While the woken head waits, releases of short holds wake nobody
 //     and cost what an uncontended release costs; the head tries again 3
 //     thresholds after its wake-up, and the next release then hands it the
-//     mutex. The holder that woke it hands it over unasked at its first
-//     release past those 3 thresholds, so that a head whose process died
-//     holds the others up for the hand-off lease (2s) and not until its
-//     entry expires. A hand-off between processes costs a wake-up, several times a
-//     lock and unlock by one process, so with short holds the mutex passes
-//     a few milliseconds at a time rather than at every release: its rate
-//     is the releaser's, at the cost of each waiter's wait, which
-//     bench/README.md measures.
+//     mutex. The process that woke it (through the same Backend value,
+//     whatever Mutex value) hands it over unasked at its first release
+//     of the mutex past those 3 thresholds, so that a head whose process
+//     died holds the others up for the hand-off lease (2s) and not until
+//     its entry expires, as long as that process keeps retaking the
+//     mutex; when another process retakes it instead, the waiters behind
+//     notice at their heartbeat (5s), and the dead head's lease runs out
+//     2s later. A hand-off between processes costs a wake-up, several
+//     times a lock and unlock by one process, so with short holds the
+//     mutex passes a few milliseconds at a time rather than at every
+//     release: its rate is the releaser's, at the cost of each waiter's
+//     wait, which bench/README.md measures.
 //
 // So no waiter waits longer than about 4 thresholds for itself and for
 // each waiter queued before it (each of which, once at the head, lets

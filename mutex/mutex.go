@@ -28,7 +28,7 @@ const (
 
 	// shortWindow is how many thresholds a woken head lets short holds
 	// pass (short_window in exclusive.lua): past them, a release through
-	// the handle that woke it looks at the queue (core.ReleaseSpec.LookArgs).
+	// the session that woke it looks at the queue (core.ReleaseSpec.LookArgs).
 	shortWindow = 3
 )
 

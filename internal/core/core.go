@@ -102,10 +102,6 @@ type Handle struct {
 	// SET NX first (see LockSpec.Plain).
 	contended atomic.Bool
 
-	// lookAt is when, in Unix ns, a short release through h is to look
-	// at the queue (see ReleaseSpec.LookArgs); 0 for never.
-	lookAt atomic.Int64
-
 	// Script arguments made once: Cfg.Lease, Cfg.FenceTTL and
 	// Cfg.WaiterTimeout in ms, in decimal (an adapter that sends strings,
 	// as rueidis's does, would format an integer on every call), and the

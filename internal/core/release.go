@@ -59,7 +59,8 @@ type ReleaseSpec struct {
 	Short     time.Duration
 
 	// LookArgs, if set, replace ShortArgs once LookAfter has passed
-	// since a release through the same handle woke a waiter of another
+	// since a release through the same session (any handle on the
+	// primitive's main key) woke a waiter of another
 	// session to try (wait.Reply.Woke), until a release made with them
 	// frees the primitive (an inner release of a re-entered hold frees
 	// nothing and looks at nobody): the mutex's release then looks at its queue even when no waiter
@@ -156,7 +157,7 @@ type release struct {
 	buf       [codec.HeaderLen + 8]any // args, unless more
 	call      *wait.DeadlineOnly       // the context of an attempt: the caller's values, a deadline
 	firstCall wait.DeadlineOnly        // call, until an attempt fails
-	look      int64                    // the Handle.lookAt that args are rs.LookArgs for, or 0
+	look      int64                    // the look (see Handle.look) that args are rs.LookArgs for, or 0
 	bound     time.Time                // past it, the release fails
 	noLease   bool                     // args restore no lease
 	first     bool                     // no attempt sent yet
@@ -240,12 +241,12 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	switch {
 	case r.rs.LookArgs == nil:
 	case rep.Woke:
-		r.h.lookAt.Store(time.Now().Add(r.rs.LookAfter).UnixNano())
+		r.h.Session().SetLook(r.h.Key, time.Now().Add(r.rs.LookAfter).UnixNano())
 	case r.look != 0 && rep.N == 0:
 		// Only the release of the owner's last hold freed the mutex and
 		// looked at the queue: an inner release of a re-entered hold, or
 		// one that found the hold gone, leaves the look to the next.
-		r.h.lookAt.CompareAndSwap(r.look, 0)
+		r.h.Session().LookDone(r.h.Key, r.look)
 	}
 	if rep.N < 0 && r.ambiguous {
 		// An earlier attempt released the last hold.
@@ -367,7 +368,7 @@ func (h *Handle) releaseHold(ctx context.Context, l *lease.Lease, units int64, r
 		r.args = append(r.args, units)
 	}
 	if rs.ShortArgs != nil && time.Since(l.Began()) < rs.Short {
-		if at := h.lookAt.Load(); rs.LookArgs != nil && at != 0 && time.Now().UnixNano() >= at {
+		if at := h.look(rs); at != 0 && time.Now().UnixNano() >= at {
 			r.args, r.look = append(r.args, rs.LookArgs...), at
 		} else {
 			r.args = append(r.args, rs.ShortArgs...)
@@ -381,4 +382,13 @@ func (h *Handle) releaseHold(ctx context.Context, l *lease.Lease, units int64, r
 	}
 	left, err = r.start(ctx, b.Deadline)
 	return left, err, true
+}
+
+// look returns when a short release with rs through h is to look at the
+// queue (see ReleaseSpec.LookArgs), or 0 for never.
+func (h *Handle) look(rs *ReleaseSpec) int64 {
+	if rs.LookArgs == nil {
+		return 0
+	}
+	return h.Session().Look(h.Key)
 }

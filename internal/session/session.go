@@ -30,6 +30,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	attached map[string]*attachment // see Attach
+	looks    map[string]int64       // see SetLook
+	nLooks   atomic.Int32           // len(looks), read without mu
 }
 
 // attachment is a value a primitive keeps in the session.
@@ -222,4 +224,42 @@ func Topics(b backend.Backend) int {
 		return s.Hub.Topics()
 	}
 	return 0
+}
+
+// SetLook records that a short release through the session of the
+// primitive whose main key is key is to look at its queue from at (Unix
+// ns) on: a release through it woke a waiter of another session to try
+// (see core.ReleaseSpec.LookArgs). It is the session's, not a handle's, so
+// that a process that makes a handle for each use looks all the same.
+func (s *Session) SetLook(key string, at int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.looks == nil {
+		s.looks = make(map[string]int64)
+	}
+	s.looks[key] = at
+	s.nLooks.Store(int32(len(s.looks)))
+}
+
+// Look returns when a short release of the primitive at key is to look at
+// its queue (see SetLook), or 0 for never: without a look recorded for
+// any key, one atomic load.
+func (s *Session) Look(key string) int64 {
+	if s.nLooks.Load() == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.looks[key]
+}
+
+// LookDone forgets the look at key recorded for at, once a release made
+// with it freed the primitive; a look recorded since is kept.
+func (s *Session) LookDone(key string, at int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.looks[key] == at {
+		delete(s.looks, key)
+		s.nLooks.Store(int32(len(s.looks)))
+	}
 }
