@@ -246,7 +246,9 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 		// Only the release of the owner's last hold freed the mutex and
 		// looked at the queue: an inner release of a re-entered hold, or
 		// one that found the hold gone, leaves the look to the next.
-		r.h.Session().LookDone(r.h.Key, r.look)
+		if sess := r.h.existing(); sess != nil {
+			sess.LookDone(r.h.Key, r.look)
+		}
 	}
 	if rep.N < 0 && r.ambiguous {
 		// An earlier attempt released the last hold.
