@@ -13,6 +13,7 @@ package session
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dsyncgo/dsync/backend"
 	"github.com/dsyncgo/dsync/internal/codec"
@@ -30,8 +31,9 @@ type Session struct {
 
 	mu       sync.Mutex
 	attached map[string]*attachment // see Attach
-	looks    map[string]int64       // see SetLook
-	nLooks   atomic.Int32           // len(looks), read without mu
+
+	lookMu sync.Mutex                       // serializes the writers of looks
+	looks  atomic.Pointer[map[string]int64] // see SetLook; copied on write, read without a lock
 }
 
 // attachment is a value a primitive keeps in the session.
@@ -226,40 +228,61 @@ func Topics(b backend.Backend) int {
 	return 0
 }
 
+// lookHorizon is how long past its time a look is kept when it was not
+// made: the waiter it was for has long tried or left.
+const lookHorizon = time.Minute
+
 // SetLook records that a short release through the session of the
 // primitive whose main key is key is to look at its queue from at (Unix
 // ns) on: a release through it woke a waiter of another session to try
 // (see core.ReleaseSpec.LookArgs). It is the session's, not a handle's, so
 // that a process that makes a handle for each use looks all the same.
 func (s *Session) SetLook(key string, at int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.looks == nil {
-		s.looks = make(map[string]int64)
-	}
-	s.looks[key] = at
-	s.nLooks.Store(int32(len(s.looks)))
+	s.updateLooks(func(m map[string]int64) { m[key] = at })
 }
 
 // Look returns when a short release of the primitive at key is to look at
-// its queue (see SetLook), or 0 for never: without a look recorded for
-// any key, one atomic load.
+// its queue (see SetLook), or 0 for never; it takes no lock.
 func (s *Session) Look(key string) int64 {
-	if s.nLooks.Load() == 0 {
+	m := s.looks.Load()
+	if m == nil {
 		return 0
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.looks[key]
+	return (*m)[key]
 }
 
 // LookDone forgets the look at key recorded for at, once a release made
 // with it freed the primitive; a look recorded since is kept.
 func (s *Session) LookDone(key string, at int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.looks[key] == at {
-		delete(s.looks, key)
-		s.nLooks.Store(int32(len(s.looks)))
+	if s.Look(key) != at {
+		return
 	}
+	s.updateLooks(func(m map[string]int64) {
+		if m[key] == at {
+			delete(m, key)
+		}
+	})
+}
+
+// updateLooks replaces the looks with a copy that change modified, less
+// the looks past lookHorizon.
+func (s *Session) updateLooks(change func(map[string]int64)) {
+	s.lookMu.Lock()
+	defer s.lookMu.Unlock()
+	old := s.looks.Load()
+	m := make(map[string]int64)
+	if old != nil {
+		stale := time.Now().Add(-lookHorizon).UnixNano()
+		for k, at := range *old {
+			if at > stale {
+				m[k] = at
+			}
+		}
+	}
+	change(m)
+	if len(m) == 0 {
+		s.looks.Store(nil)
+		return
+	}
+	s.looks.Store(&m)
 }
