@@ -236,12 +236,14 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 }
 
 // settle applies the reply of a release to its lease, and to the
-// handle's next look (see ReleaseSpec.LookArgs).
+// session's next look (see ReleaseSpec.LookArgs).
 func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 	switch {
 	case r.rs.LookArgs == nil:
 	case rep.Woke:
-		r.h.Session().SetLook(r.h.Key, time.Now().Add(r.rs.LookAfter).UnixNano())
+		if sess := r.h.existing(); sess != nil {
+			sess.SetLook(r.h.Key, time.Now().Add(r.rs.LookAfter).UnixNano())
+		}
 	case r.look != 0 && rep.N == 0:
 		// Only the release of the owner's last hold freed the mutex and
 		// looked at the queue: an inner release of a re-entered hold, or
