@@ -238,6 +238,10 @@ func (r *release) run(until time.Time) (left int64, err error, done bool) {
 // settle applies the reply of a release to its lease, and to the
 // session's next look (see ReleaseSpec.LookArgs).
 func (r *release) settle(rep wait.Reply) (int64, error, bool) {
+	if rep.N < 0 && r.ambiguous {
+		// An earlier attempt released the last hold.
+		rep.N = 0
+	}
 	switch {
 	case r.rs.LookArgs == nil:
 	case rep.Woke:
@@ -245,16 +249,13 @@ func (r *release) settle(rep wait.Reply) (int64, error, bool) {
 			sess.SetLook(r.h.Key, time.Now().Add(r.rs.LookAfter).UnixNano())
 		}
 	case r.look != 0 && rep.N == 0:
-		// Only the release of the owner's last hold freed the mutex and
-		// looked at the queue: an inner release of a re-entered hold, or
-		// one that found the hold gone, leaves the look to the next.
+		// Only the release of the owner's last hold (here or by an earlier
+		// attempt) freed the mutex and looked at the queue: an inner
+		// release of a re-entered hold, or one that found the hold gone,
+		// leaves the look to the next.
 		if sess := r.h.existing(); sess != nil {
 			sess.LookDone(r.h.Key, r.look)
 		}
-	}
-	if rep.N < 0 && r.ambiguous {
-		// An earlier attempt released the last hold.
-		rep.N = 0
 	}
 	units := r.units
 	if rep.Refused {
