@@ -164,11 +164,13 @@
 // returns at most half a second after its deadline, even on a stalled
 // server, with an error matching ctx.Err(); a cancellation ends the wait
 // at once, and an attempt already sent when the server answers it. With a
-// context that can be cancelled but has no deadline (a request's), each
-// attempt is bounded by the same grace, 350ms: a server that does not
-// answer by then fails the attempt with an error that may pass, and the
-// wait tries again, so that a cancellation too returns within half a
-// second without a goroutine per call to watch it. A
+// context that can be cancelled but has no deadline (a request's), an
+// attempt is bounded by the same grace, 350ms, so that a cancellation too
+// returns within half a second without a goroutine per call to watch it:
+// a server that does not answer by then fails the attempt with an error
+// that may pass, and the operation tries again, its attempts from then on
+// waiting for the reply as long as ctx is alive (watched by a goroutine
+// per call), so that a server slower than the grace is waited for. A
 // release (UnlockContext, RUnlockContext, Release) does not depend on
 // ctx's cancellation: an unlock deferred with a context that has ended
 // still releases, bounded by a few seconds of its own and by the hold's

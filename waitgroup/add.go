@@ -26,7 +26,9 @@ func (g *WaitGroup) Add(ctx context.Context, n int64) error {
 		return g.h.Wrap("add", fmt.Errorf("%w: %d units (at most %d)", dsync.ErrInvalidPermits, n, int64(MaxUnits)))
 	}
 	op, sent := dsync.NewID(), time.Now()
-	reply, err := g.h.Attempt(ctx, addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), core.Ms(g.h.Cfg.WaiterTimeout))...)
+	// One call, not tried again: it waits for the reply as long as ctx
+	// is alive (see wait.Watch).
+	reply, err := g.h.Attempt(wait.Watch(ctx), addScript, g.keys, append(g.header(op, ""), n, core.Flag(g.keep), core.Ms(g.h.Cfg.WaiterTimeout))...)
 	err = scriptError(err) // too many units: nothing added, the undo finds nothing
 	r, rerr := codec.AttemptReply(reply, op, g.h.Cfg.Lease)
 	if err = cmp.Or(err, rerr); err != nil {

@@ -233,7 +233,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 	if first && s.Plain && !h.contended.Load() {
 		if st, ok := h.setter(s); ok && !h.reentry(a.owner, a.anon, s.Role) {
 			sent := time.Now()
-			actx := wait.AttemptContext(ctx)
+			actx, release := wait.AttemptContext(ctx)
 			var ok bool
 			var err error
 			if s.Announce != "" {
@@ -241,6 +241,7 @@ func (a *acquisition) attempt(ctx context.Context, registered bool) (wait.Result
 			} else {
 				ok, err = st.SetNX(actx, s.Keys[0], a.plainArg.(string), h.Cfg.Lease)
 			}
+			release()
 			switch {
 			case err != nil:
 				return wait.Result{}, wait.Unanswered(ctx, err)
@@ -456,6 +457,14 @@ func (h *Handle) TryLockHold(ctx context.Context, s *LockSpec) (l *lease.Lease, 
 	a := h.newAcquisition(ctx, s)
 	a.try = true
 	r, err := a.attempt(ctx, false)
+	if wait.IsUnanswered(err) {
+		// Cut off by its own bound with ctx alive, on a server slower
+		// than that: one attempt more, the script's with the same
+		// operation id, which finds the hold if the first took it, and
+		// waits for the reply as long as ctx is alive.
+		ctx = wait.Watch(ctx)
+		r, err = a.attempt(ctx, false)
+	}
 	for retries := 0; err == nil && r.Acquired && h.late(a.got); retries++ {
 		// As in Lock: a retry with the same operation id confirms the
 		// hold and says how long it has left.
@@ -520,6 +529,8 @@ func (h *Handle) late(g Grant) bool {
 // Attempt runs the acquire script s through h's backend for an attempt on
 // ctx's behalf, bounded as wait.AttemptContext says.
 func (h *Handle) Attempt(ctx context.Context, s *backend.Script, keys []string, args ...any) (any, error) {
-	reply, err := h.B.Eval(wait.AttemptContext(ctx), s, keys, args...)
+	actx, release := wait.AttemptContext(ctx)
+	reply, err := h.B.Eval(actx, s, keys, args...)
+	release()
 	return reply, wait.Unanswered(ctx, err)
 }

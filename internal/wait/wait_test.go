@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dsyncgo/dsync"
 	"github.com/dsyncgo/dsync/backend"
+	"github.com/dsyncgo/dsync/internal/hub"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -76,7 +78,8 @@ func TestAttemptContextOutlivesADeadlineByTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Millisecond)
 		defer cancel()
-		actx := AttemptContext(ctx)
+		actx, release := AttemptContext(ctx)
+		defer release()
 		if actx.Done() != nil {
 			t.Fatal("the attempt's context can be cancelled: a backend would spend a goroutine on it")
 		}
@@ -92,40 +95,126 @@ func TestAttemptContextOutlivesADeadlineByTheGrace(t *testing.T) {
 
 type ctxKey struct{}
 
-func TestAttemptContextBoundsACancellableContextByTheGrace(t *testing.T) {
+// An attempt for a context that can be cancelled but has no deadline is
+// bounded by SettleGrace from when it begins, with a context that a
+// backend needs no goroutine to watch.
+func TestAttemptContextBoundsACancellableOneByTheGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-		actx := AttemptContext(ctx)
+		defer cancel()
+		actx, release := AttemptContext(ctx)
+		defer release()
 		if actx.Done() != nil {
 			t.Fatal("the attempt's context can be cancelled: a backend would spend a goroutine on it")
 		}
 		if d, ok := actx.Deadline(); !ok || time.Until(d) != SettleGrace {
-			t.Errorf("the attempt's deadline is %v away (set: %v), want %v", time.Until(d), ok, SettleGrace)
+			t.Errorf("the attempt's deadline is %v away (%v); want %v", time.Until(d), ok, SettleGrace)
 		}
 		if actx.Value(ctxKey{}) != "v" {
 			t.Error("the attempt's context lost its parent's values")
 		}
-		// Its own deadline passing is an error that may pass while its
-		// caller's context is live, and the caller's once it ended.
-		err := fmt.Errorf("call: %w", context.DeadlineExceeded)
-		if got := Unanswered(ctx, err); !Transient(got) {
-			t.Errorf("Unanswered(live ctx) = %v: not transient", got)
+	})
+}
+
+// A context that Watch marked gets attempts that wait for the reply while
+// it is alive, and end SettleGrace after it does.
+func TestAttemptContextOutlivesACancellationByTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		actx, release := AttemptContext(Watch(ctx))
+		defer release()
+		if _, ok := actx.Deadline(); ok {
+			t.Error("a watched attempt has a deadline: a server slower than it would fail every attempt")
 		}
 		cancel()
-		if got := Unanswered(ctx, err); got != err {
-			t.Errorf("Unanswered(cancelled ctx) = %v, want the error as is", got)
+		start := time.Now()
+		synctest.Wait()
+		if actx.Err() != nil {
+			t.Fatal("the attempt's context ended with its caller's")
 		}
-		dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
-		defer dcancel()
-		if got := Unanswered(dctx, err); got != err {
-			t.Errorf("Unanswered(ctx with a deadline) = %v, want the error as is", got)
+		<-actx.Done()
+		if d := time.Since(start); d != SettleGrace {
+			t.Errorf("the attempt's context ended %v after its caller's, want %v", d, SettleGrace)
+		}
+	})
+}
+
+func TestAttemptContextReleaseEndsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		actx, release := AttemptContext(Watch(ctx))
+		release()
+		if actx.Err() == nil {
+			t.Error("context still live after release")
+		}
+		// Nothing is left to fire later.
+		cancel()
+		synctest.Wait()
+	})
+}
+
+func TestWatchKeepsADeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if Watch(ctx) != ctx {
+		t.Error("Watch marked a context with a deadline, whose attempts are bounded by it")
+	}
+	if Watch(context.Background()) != context.Background() {
+		t.Error("Watch marked a context that can never end")
+	}
+}
+
+// unanswered is an acquisition whose first attempts are cut off by the
+// bound AttemptContext gives them while ctx is alive, as on a server
+// slower than SettleGrace, and whose attempts succeed once they wait for
+// the reply (a watched context).
+type unanswered struct {
+	h       *hub.Hub
+	tries   int
+	watched []bool
+}
+
+func (u *unanswered) Hub() *hub.Hub { return u.h }
+
+func (u *unanswered) Try(ctx context.Context, _ Try) (Result, error) {
+	u.tries++
+	actx, release := AttemptContext(ctx)
+	defer release()
+	_, bounded := actx.Deadline()
+	u.watched = append(u.watched, !bounded)
+	if bounded {
+		return Result{}, Unanswered(ctx, fmt.Errorf("read: %w", context.DeadlineExceeded))
+	}
+	return Result{Acquired: true}, nil
+}
+
+func (u *unanswered) Granted(int64, time.Time) bool { return false }
+func (u *unanswered) Abandon(context.Context) error { return nil }
+
+// A wait whose attempt went unanswered in SettleGrace, with its context
+// alive, makes its next attempts wait for the reply: on a server slower
+// than that bound, each attempt cut off would fail, and the wait would
+// never end while ctx is alive.
+func TestUnansweredAttemptIsRetriedWithoutTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := &unanswered{h: hub.New(quiet{}, nil)}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := Acquire(ctx, Spec{Channel: "ch", WaiterID: "op", Heartbeat: time.Hour}, u); err != nil {
+			t.Fatalf("Acquire: %v after %d attempts (watched: %v); want the second to acquire", err, u.tries, u.watched)
+		}
+		if !slices.Equal(u.watched, []bool{false, true}) {
+			t.Errorf("attempts watched: %v; want the first bounded, the second watched", u.watched)
 		}
 	})
 }
 
 func TestAttemptContextKeepsAContextThatCannotEnd(t *testing.T) {
 	ctx := context.Background()
-	if actx := AttemptContext(ctx); actx != ctx {
+	if actx, release := AttemptContext(ctx); actx != ctx {
 		t.Error("a context that cannot end was replaced")
+	} else {
+		release()
 	}
 }
