@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsyncgo/dsync/backend"
@@ -46,43 +47,33 @@ func (a *attemptContexts) Eval(ctx context.Context, s *backend.Script, keys []st
 // every attempt under load. The deadline, SettleGrace, keeps the promise
 // that the call returns within half a second of a cancellation.
 func TestCancellableContextAttemptsNeedNoGoroutine(t *testing.T) {
-	srv := fake.Fake(t)
-	holder := mutex.New(fake.FakeBackend(t, srv), "cancellable")
-	rec := &attemptContexts{Backend: fake.FakeBackend(t, srv)}
-	waiter := mutex.New(rec, "cancellable")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	holder.Lock()
-	got := make(chan error, 1)
-	go func() { got <- waiter.LockContext(ctx) }()
-	// Released once the waiter's first attempt found it held.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s, err := holder.State(ctx); err == nil && s.Waiters == 1 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		srv := fake.Fake(t)
+		holder := mutex.New(fake.FakeBackend(t, srv), "cancellable")
+		rec := &attemptContexts{Backend: fake.FakeBackend(t, srv)}
+		waiter := mutex.New(rec, "cancellable")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		holder.Lock()
+		// The waiter's first attempt finds the mutex held, and it waits.
+		got := queue(t, ctx, waiter)
+		holder.Unlock()
+		if err := <-got; err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter did not queue within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	holder.Unlock()
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	// The attempts only: the release has a bound of its own.
-	rec.mu.Lock()
-	defer func() {
+		// The attempts only: the release has a bound of its own.
+		rec.mu.Lock()
+		calls, cancellable, unbounded, longest := rec.calls, rec.cancellable, rec.unbounded, rec.longest
 		rec.mu.Unlock()
 		waiter.Unlock()
-	}()
-	if rec.calls < 2 {
-		t.Fatalf("%d script calls; want the failed attempt and the one that acquired at least", rec.calls)
-	}
-	if rec.cancellable != 0 || rec.unbounded != 0 {
-		t.Errorf("of %d script calls, %d had a context that can be cancelled and %d one with no deadline; want none", rec.calls, rec.cancellable, rec.unbounded)
-	}
-	if rec.longest > wait.SettleGrace {
-		t.Errorf("a call had %v left to its deadline; want SettleGrace (%v) at most", rec.longest, wait.SettleGrace)
-	}
+		if calls < 2 {
+			t.Fatalf("%d script calls; want the failed attempt and the one that acquired at least", calls)
+		}
+		if cancellable != 0 || unbounded != 0 {
+			t.Errorf("of %d script calls, %d had a context that can be cancelled and %d one with no deadline; want none", calls, cancellable, unbounded)
+		}
+		if longest > wait.SettleGrace {
+			t.Errorf("a call had %v left to its deadline; want SettleGrace (%v) at most", longest, wait.SettleGrace)
+		}
+	})
 }

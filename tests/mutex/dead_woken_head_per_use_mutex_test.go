@@ -39,7 +39,7 @@ func TestFakeTimeDeadWokenHeadBehindPerUseMutexBounded(t *testing.T) {
 			}
 		})
 		t.Logf("the waiter behind a dead woken head acquired after %v", waited)
-		if bound := 3*after + 2*time.Second + 10*time.Millisecond; waited > bound {
+		if bound := deadHeadBound(after); waited > bound {
 			t.Errorf("the waiter behind a dead woken head, with a Mutex value per use, acquired after %v; want within %v", waited, bound)
 		}
 	})
