@@ -105,6 +105,9 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		if won {
 			return newHold(res), nil
 		}
+		if r := res[l.order[0]]; r.err != nil {
+			l.gateReached.Store(false) // see gateFirst
+		}
 		l.release(ctx, heldOf(res))
 		if l.redlock && anyBusy(res) {
 			l.contended.Store(true)

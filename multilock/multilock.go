@@ -63,9 +63,12 @@ type Lock struct {
 	// then queues for the first member before it tries the others (see
 	// gateFirst).
 	contended atomic.Bool
-	drift     float64
-	lease     time.Duration
-	err       error
+	// gateReached says the gate's server answered this lock's last
+	// attempt on it (see gateFirst): the next queues for it at once.
+	gateReached atomic.Bool
+	drift       float64
+	lease       time.Duration
+	err         error
 
 	mu    sync.Mutex
 	holds map[string][]*hold // by owner, the newest last

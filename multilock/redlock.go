@@ -20,30 +20,46 @@ import (
 // goes on with its rounds, knowing whether the wait for the gate timed
 // out (the gate may be stuck held), or, if the gate's attempt failed, its
 // result, for the first round to count as it would its own.
+//
+// While the gate's server answered the last attempt on it (gateReached),
+// it queues for the gate at once, in one call, where a try bounded by the
+// member timeout and then a wait would cost the server two; a server that
+// went away since costs that acquisition the wait's bound (gateWait), and
+// the next one tries first again.
 func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *result, err error) {
 	g := l.order[0]
 	start := time.Now()
-	mctx, cancel := context.WithTimeout(ctx, l.memberTimeout())
-	ok, err := l.members[g].TryLockContext(mctx)
-	if err != nil {
-		down := ctx.Err() == nil && (mctx.Err() != nil || wait.Transient(err))
-		cancel()
-		r := result{down: down, err: err}
-		if ctx.Err() != nil {
-			// No round after ctx's end (see below).
-			_, err := l.failures(ctx, []result{r})
-			return nil, false, nil, err
+	queued := l.gateReached.Load()
+	waited := queued
+	if !queued {
+		mctx, cancel := context.WithTimeout(ctx, l.memberTimeout())
+		ok, err := l.members[g].TryLockContext(mctx)
+		if err != nil {
+			down := ctx.Err() == nil && (mctx.Err() != nil || wait.Transient(err))
+			cancel()
+			r := result{down: down, err: err}
+			if ctx.Err() != nil {
+				// No round after ctx's end (see below).
+				_, err := l.failures(ctx, []result{r})
+				return nil, false, nil, err
+			}
+			return nil, false, &r, nil
 		}
-		return nil, false, &r, nil
+		cancel()
+		l.gateReached.Store(true)
+		waited = !ok
 	}
-	cancel()
-	waited := !ok
+	var took time.Duration // the wait for the gate
 	if waited {
 		gctx, cancel := context.WithTimeout(ctx, gateWait)
 		err = l.members[g].LockContext(gctx)
+		took = time.Since(start)
 		timedOut = gctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {
+			// The gate may be stuck held, or its server gone: try it
+			// first next time.
+			l.gateReached.Store(false)
 			if ctx.Err() != nil {
 				return nil, false, nil, err
 			}
@@ -52,13 +68,16 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 		start = time.Now()
 	}
 	res := l.tryOthers(ctx, g)
+	rt := time.Since(start)
 	busy := anyBusy(res)
 	won, stuck := l.won(res, start), false
 	if !won {
-		won, stuck = l.awaitMajority(ctx, g, res, start, time.Since(start))
+		won, stuck = l.awaitMajority(ctx, g, res, start, rt)
 	}
 	if won {
-		if !waited && !busy {
+		// Queued at once, the gate was free if that call took no longer
+		// than about the round trip of the tries after it.
+		if !busy && (!waited || queued && took <= 2*rt) {
 			l.contended.Store(false) // nothing was in the way
 		}
 		return newHold(res), false, nil, nil
