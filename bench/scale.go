@@ -102,6 +102,23 @@ func ManyWaiters(ctx context.Context, addr string, n int) (WaitersResult, error)
 	return r, errors.Join(firstErr, err)
 }
 
+// settledGoroutines returns the number of goroutines once it has stopped
+// falling for 50ms, or after limit: the goroutines of a scenario before
+// (10,000 waiters, say) may still be ending, and counting them as the
+// baseline would hide the goroutines that holding costs.
+func settledGoroutines(limit time.Duration) int {
+	n := runtime.NumGoroutine()
+	for end, still := time.Now().Add(limit), 0; still < 5 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m < n {
+			n, still = m, 0
+		} else {
+			still++
+		}
+	}
+	return n
+}
+
 // HeldResult is what ManyHeld measured.
 type HeldResult struct {
 	Held                int
@@ -120,7 +137,7 @@ func ManyHeld(ctx context.Context, addr string, n int, leaseD time.Duration, int
 	pool, b := dsyncBackend(addr, &c)
 	defer pool.Close()
 	defer b.Close()
-	r := HeldResult{Held: n, Interval: leaseD / 3, GoroutinesIdle: runtime.NumGoroutine()}
+	r := HeldResult{Held: n, Interval: leaseD / 3, GoroutinesIdle: settledGoroutines(2 * time.Second)}
 	prefix := name("held")
 	ms := make([]*mutex.Mutex, n)
 	var wg sync.WaitGroup
