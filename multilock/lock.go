@@ -105,9 +105,6 @@ func (l *Lock) acquire(ctx context.Context, block, fresh bool) (*hold, error) {
 		if won {
 			return newHold(res), nil
 		}
-		if r := res[l.order[0]]; r.err != nil {
-			l.gateReached.Store(false) // see gateFirst
-		}
 		l.release(ctx, heldOf(res))
 		if l.redlock && anyBusy(res) {
 			l.contended.Store(true)
@@ -164,6 +161,11 @@ func (l *Lock) tryRound(ctx context.Context, queue, fresh bool, known *result) (
 	res := l.tryAll(ctx, skip)
 	if known != nil {
 		res[l.order[0]] = *known
+	}
+	if res[l.order[0]].err != nil {
+		// Won or not, the gate did not answer: the next queueing for it
+		// tries it first (see gateFirst).
+		l.gateReached.Store(false)
 	}
 	return res, l.won(res, start) && (!queue || !anyBusy(res) || l.reentered(res, mine))
 }
