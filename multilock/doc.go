@@ -94,8 +94,12 @@
 //     gate's server answered the last attempt on it, the acquisition
 //     queues for the gate at once, in one call, instead of trying it
 //     first and then queueing (a call more per hand-off, about a tenth
-//     of the rate); a server gone since costs that acquisition the wait's
-//     bound (1s) once, and the next one tries the gate first again.
+//     of the rate). A server that refuses the wait's first attempt ends
+//     the wait at once, and the first round counts the gate down; one
+//     that stalls, or goes away while the acquisition waits (its waiters
+//     are woken only once their pub/sub connection is back), costs that
+//     acquisition the wait's bound (1s) once. Either way the next one
+//     tries the gate first again.
 //
 // On failure (ctx done, a member's error) nothing is left held: the
 // members acquired are released in parallel, detached from ctx's

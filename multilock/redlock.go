@@ -23,9 +23,11 @@ import (
 //
 // While the gate's server answered the last attempt on it (gateReached),
 // it queues for the gate at once, in one call, where a try bounded by the
-// member timeout and then a wait would cost the server two; a server that
-// went away since costs that acquisition the wait's bound (gateWait), and
-// the next one tries first again.
+// member timeout and then a wait would cost the server two. A server that
+// fails the wait's first attempt (it refuses connections) ends the wait
+// at once (wait.FailFast); one that stalls, or goes away during the wait,
+// costs that acquisition the wait's bound (gateWait). Either way the next
+// one tries first again.
 func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *result, err error) {
 	g := l.order[0]
 	start := time.Now()
@@ -51,7 +53,7 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 	}
 	var took time.Duration // the wait for the gate
 	if waited {
-		gctx, cancel := context.WithTimeout(ctx, gateWait)
+		gctx, cancel := context.WithTimeout(wait.FailFast(ctx), gateWait)
 		err = l.members[g].LockContext(gctx)
 		took = time.Since(start)
 		timedOut = gctx.Err() != nil && ctx.Err() == nil
@@ -62,6 +64,11 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 			l.gateReached.Store(false)
 			if ctx.Err() != nil {
 				return nil, false, nil, err
+			}
+			if !timedOut && wait.Transient(err) {
+				// Its server failed the wait's attempt: the first round
+				// counts it down, as it would its own try.
+				return nil, false, &result{down: true, err: err}, nil
 			}
 			return nil, timedOut, nil, nil
 		}

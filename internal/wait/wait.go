@@ -257,7 +257,7 @@ func (l *loop) fail(err error) error {
 	if cerr := l.ctx.Err(); cerr != nil {
 		return ctxError(cerr, l.lastErr)
 	}
-	if !Transient(err) {
+	if !Transient(err) || l.ctx.Value(failFastKey{}) != nil {
 		return err
 	}
 	l.watch(err)
@@ -342,6 +342,17 @@ func (l *loop) park(retryIn time.Duration) (bool, error) {
 	}
 	return false, nil
 }
+
+// FailFast returns a context under which an acquisition's wait ends at
+// its first backend error, transient or not, rather than ride it out: for
+// a caller that can do without what it waits for (RedLock, waiting for
+// one member of a majority), to whom a server that has gone away costs the
+// wait's bound otherwise.
+func FailFast(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failFastKey{}, true)
+}
+
+type failFastKey struct{}
 
 func ctxError(cerr, last error) error {
 	if last == nil {
