@@ -52,6 +52,12 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 		waited = !ok
 	}
 	var took time.Duration // the wait for the gate
+	// The round's validity runs from its first request: a gate queued
+	// for in one call may have been free, its lease running from that
+	// call's first attempt however late the reply came, and a wait
+	// cannot be told from a late reply. Only a wait that followed a try
+	// counts from when the gate was acquired.
+	vstart := start
 	if waited {
 		gctx, cancel := context.WithTimeout(wait.FailFast(ctx), gateWait)
 		err = l.members[g].LockContext(gctx)
@@ -73,13 +79,16 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 			return nil, timedOut, nil, nil
 		}
 		start = time.Now()
+		if !queued {
+			vstart = start
+		}
 	}
 	res := l.tryOthers(ctx, g)
 	rt := time.Since(start)
 	busy := anyBusy(res)
-	won, stuck := l.won(res, start), false
+	won, stuck := l.won(res, vstart), false
 	if !won {
-		won, stuck = l.awaitMajority(ctx, g, res, start, rt)
+		won, stuck = l.awaitMajority(ctx, g, res, vstart, rt)
 	}
 	if won {
 		// Queued at once, the gate was free if that call took no longer
