@@ -98,7 +98,8 @@
 //     the wait at once, and the first round counts the gate down; one
 //     that stalls, or goes away while the acquisition waits (its waiters
 //     are woken only once their pub/sub connection is back), costs that
-//     acquisition the wait's bound (1s) once. Either way the next one
+//     acquisition the wait's bound (1s) once, and the first round, not
+//     trying the gate again, counts it down. Either way the next one
 //     tries the gate first again.
 //
 // On failure (ctx done, a member's error) nothing is left held: the

@@ -76,6 +76,13 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 				// counts it down, as it would its own try.
 				return nil, false, &result{down: true, err: err}, nil
 			}
+			if timedOut && queued {
+				// The wait was the acquisition's attempt on the gate,
+				// and its server may be the one that stalls: the first
+				// round counts it down rather than try it again for
+				// a member timeout more.
+				return nil, true, &result{down: true, err: err}, nil
+			}
 			return nil, timedOut, nil, nil
 		}
 		start = time.Now()
