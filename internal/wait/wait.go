@@ -11,9 +11,9 @@
 // so that a release can wake it; the heartbeat renews that registration.
 //
 // Transient backend errors (connection failures, a loading or failing-over
-// server) are ridden out with capped, jittered backoff until ctx is done.
-// Permanent ones (a closed backend, a script error, an unexpected reply)
-// end the wait at once.
+// server) are ridden out with capped, jittered backoff until ctx is done,
+// unless ctx says to fail fast (see FailFast). Permanent ones (a closed
+// backend, a script error, an unexpected reply) end the wait at once.
 package wait
 
 import (
