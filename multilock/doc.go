@@ -139,13 +139,13 @@
 // RedLock(locks...) is the algorithm of the Redis documentation over N
 // members, each on its own independent server (not replicas of one
 // another): an acquisition succeeds when N/2+1 members were acquired and
-// time is left of the lease, its validity, lease − elapsed − drift, where
-// elapsed is the time the winning round took (from its first request; for a
-// round that waited for one member, from when that member was acquired,
-// except that a wait for the gate in one call counts from that call's
-// first request, since it cannot tell a wait from a late reply on a free
-// gate) and drift is the lease times the drift factor (WithDriftFactor, 0.01 by
-// default) plus 2ms. An
+// time is left of the lease, its validity, lease − elapsed − drift. Here
+// elapsed is the time the winning round took, from its first request, and
+// drift is the lease times the drift factor (WithDriftFactor, 0.01 by
+// default) plus 2ms. A round that waited for one member after finding it
+// busy counts from when that member was acquired; a wait for the gate in
+// one call (see below) counts from that call's first request, since it
+// cannot tell a wait from a late reply on a free gate. An
 // acquisition that used up its validity counts as failed and releases. The
 // lease is the members' (WithLease here says what it is: 30s by default,
 // the members' default watchdog lease). Members that are unreachable count
