@@ -144,7 +144,7 @@
 // drift is the lease times the drift factor (WithDriftFactor, 0.01 by
 // default) plus 2ms. A round that waited for one member after finding it
 // busy counts from when that member was acquired; a wait for the gate in
-// one call (see below) counts from that call's first request, since it
+// one call (see Acquiring) counts from that call's first request, since it
 // cannot tell a wait from a late reply on a free gate. An
 // acquisition that used up its validity counts as failed and releases. The
 // lease is the members' (WithLease here says what it is: 30s by default,
