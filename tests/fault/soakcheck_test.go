@@ -396,3 +396,46 @@ func TestSoakCheckerReentryAfterEviction(t *testing.T) {
 		t.Errorf("without an eviction, client 1 acquired while client 0's renewed hold was kept, not caught: %v", r)
 	}
 }
+
+// An unlock that fails with ErrNotHeld may be the client's verdict, made
+// without I/O, while the hold is still on the server: cut from a nemesis
+// soak run (seed 17640369066931021874, commit e814924) to its two holds.
+// Client 0's acquisition, sent in a stall, returned after its lease had
+// run out by the client's reckoning (the lease counts from the send), so
+// the client counted the hold lost; its re-entry found the hold on the
+// server (the same token) and extended it, and the inner unlock gave back
+// the lease the re-entry started, so the outer unlock had nothing left to
+// release and returned ErrNotHeld at once (92µs), leaving the hold on the
+// server until its expiry. An eviction that began after that unlock
+// returned ended it, and the owner's next acquisition was granted. The
+// checker took the failed unlock for the server finding the hold gone,
+// kept the eviction from ending it, and called the history Illegal.
+// Without the eviction, the grant while the re-entered hold was kept is
+// still caught.
+func TestSoakCheckerEvictedAfterUnlockFoundNothing(t *testing.T) {
+	es := []soakEvent{
+		{kind: "acq", client: 0, token: 10, call: 0, ret: 1204 * msec},
+		{kind: "enter", client: 0, token: 10, call: 1205 * msec, ret: 1406 * msec, ok: true, known: true},
+		{kind: "read?", client: 0, token: 10, call: 1406 * msec},
+		{kind: "read", client: 0, token: 10, call: 1406 * msec, ret: 1408 * msec, ok: true, known: true, value: 0},
+		{kind: "leave", client: 0, token: 10, call: 1409 * msec, ret: 1519 * msec, ok: true, known: true},
+		{kind: "write?", client: 0, token: 10, call: 1519 * msec, value: 1},
+		{kind: "write", client: 0, token: 10, call: 1519 * msec, ret: 1520 * msec, ok: true, known: true, value: 1},
+		{kind: "rel?", client: 0, token: 10, call: 1520 * msec},
+		{kind: "rel", client: 0, token: 10, call: 1520 * msec, ret: 1520*msec + 92_000, ok: false, known: true},
+		{kind: "acq", client: 0, token: 20, call: 1521 * msec, ret: 1561 * msec},
+		{kind: "read?", client: 0, token: 20, call: 1562 * msec},
+		{kind: "read", client: 0, token: 20, call: 1562 * msec, ret: 1563 * msec, ok: true, known: true, value: 1},
+		{kind: "write?", client: 0, token: 20, call: 1564 * msec, value: 2},
+		{kind: "write", client: 0, token: 20, call: 1564 * msec, ret: 1565 * msec, ok: true, known: true, value: 2},
+		{kind: "rel?", client: 0, token: 20, call: 1600 * msec},
+		{kind: "rel", client: 0, token: 20, call: 1600 * msec, ret: 1601 * msec, ok: true, known: true},
+	}
+	evicted := soakEvent{kind: "evicted", client: -1, call: 1547 * msec, ret: 2880 * msec, value: 70}
+	if r := checkSoakGroup("mutex", append(slices.Clone(es), evicted), time.Second, 2, 2); len(r.problems) > 0 {
+		t.Errorf("a hold whose unlock found nothing to release, evicted after it: %v", r.problems)
+	}
+	if r := checkSoakGroup("mutex", es, time.Second, 2, 2); !notLinearizable(r) {
+		t.Errorf("without an eviction, a grant while the re-entered hold was kept, not caught: %v", r)
+	}
+}

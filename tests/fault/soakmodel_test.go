@@ -367,10 +367,20 @@ func buildHolds(events []soakEvent, lease time.Duration, o holdOpts) *soakHolds 
 			if watchdog {
 				end = never
 			}
-			if h.rel != nil && h.rel.known {
-				// Released, or found gone: an eviction after that did
-				// not end it.
-				end = min(end, h.rel.ret)
+			// Released, or found gone: an eviction after that did not
+			// end it. Not a fixed-lease hold whose unlock failed once
+			// its lease from the acquisition had run out: the client
+			// may have counted it lost by itself, at its deadline, and
+			// returned ErrNotHeld without I/O, the hold still on the
+			// server (re-entered after the deadline, which began a
+			// lease of its own that the inner unlock gave back, so
+			// that the outer unlock found only the lost one). An
+			// eviction after that unlock may be what ended it
+			// (TestSoakCheckerEvictedAfterUnlockFoundNothing). One that
+			// failed while the lease still ran did reach the server,
+			// which found it gone (see sure, below).
+			if r := h.rel; r != nil && r.known && (r.ok || watchdog || r.ret < h.call+int64(lease-margin)) {
+				end = min(end, r.ret)
 			}
 			if h.freed != nil {
 				end = min(end, h.freed.ret)
