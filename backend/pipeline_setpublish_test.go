@@ -100,8 +100,8 @@ func (c *lineClient) pipeline(t *testing.T, cfg backend.PipelineConfig) *backend
 	cfg.Send, cfg.Batch, cfg.Honours = c.send, c.batch, true
 	p := backend.NewPipeline(cfg)
 	t.Cleanup(p.Close)
-	if c.echo.permits != nil {
-		t.Cleanup(func() { close(c.echo.permits) })
+	if c.echo.gated {
+		t.Cleanup(c.echo.open)
 	}
 	return p
 }

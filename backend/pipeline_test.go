@@ -22,30 +22,57 @@ import (
 // the test's.
 type echoClient struct {
 	latency time.Duration
-	permits chan struct{} // gated: one per round trip
+	gated   bool
 	entered chan struct{} // a round trip began
+	arrived chan struct{} // gated: a round trip joined gates (capacity 1)
 	err     error         // of every batch, when set
 
 	mu      sync.Mutex
-	sends   int     // calls sent alone
-	batches [][]any // the first argument of each call of each batch
+	gates   []chan struct{} // gated: the round trips in flight, oldest first
+	opened  bool            // gated: every round trip goes on (see open)
+	sends   int             // calls sent alone
+	batches [][]any         // the first argument of each call of each batch
 }
 
 func newEchoClient(gated bool) *echoClient {
-	c := &echoClient{entered: make(chan struct{}, 1000)}
-	if gated {
-		c.permits = make(chan struct{})
-	}
-	return c
+	return &echoClient{gated: gated, entered: make(chan struct{}, 1000), arrived: make(chan struct{}, 1)}
 }
 
+// wait is a round trip: a gated client's waits until end lets it go, in
+// the order the round trips began (a round trip joins gates before the
+// test can see it begin), whatever order their goroutines come to wait
+// in.
 func (c *echoClient) wait() {
-	if c.permits != nil {
+	if c.gated {
+		g := make(chan struct{})
+		c.mu.Lock()
+		if c.opened {
+			c.mu.Unlock()
+			return
+		}
+		c.gates = append(c.gates, g)
+		c.mu.Unlock()
+		select {
+		case c.arrived <- struct{}{}:
+		default:
+		}
 		c.entered <- struct{}{}
-		<-c.permits
+		<-g
 	} else if c.latency > 0 {
 		time.Sleep(c.latency) // the server's round trip
 	}
+}
+
+// open lets every round trip of a gated client, in flight or to come, go
+// on: for a test that ended with some held.
+func (c *echoClient) open() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opened = true
+	for _, g := range c.gates {
+		close(g)
+	}
+	c.gates = nil
 }
 
 // began waits until a round trip of a gated client begins.
@@ -54,13 +81,26 @@ func (c *echoClient) began(t *testing.T) {
 	recv(t, c.entered)
 }
 
-// end lets the round trip in flight of a gated client end.
+// end lets the oldest round trip in flight of a gated client end, once
+// one is.
 func (c *echoClient) end(t *testing.T) {
 	t.Helper()
-	select {
-	case c.permits <- struct{}{}:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no round trip in flight within 5s")
+	timeout := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		if len(c.gates) > 0 {
+			g := c.gates[0]
+			c.gates = c.gates[1:]
+			c.mu.Unlock()
+			close(g)
+			return
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.arrived:
+		case <-timeout:
+			t.Fatal("no round trip in flight within 5s")
+		}
 	}
 }
 
@@ -126,8 +166,8 @@ func (c *echoClient) pipeline(t *testing.T, cfg backend.PipelineConfig) *backend
 	cfg.Send, cfg.Batch, cfg.Honours = c.send, c.batch, true
 	p := backend.NewPipeline(cfg)
 	t.Cleanup(p.Close)
-	if c.permits != nil {
-		t.Cleanup(func() { close(c.permits) })
+	if c.gated {
+		t.Cleanup(c.open)
 	}
 	return p
 }
