@@ -20,27 +20,7 @@ import (
 func TestRedLockStalledGateQueuedInOneCallCostsOneBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGateRig(t)
-		_, _, n1 := r.lockBehindY(t) // the gate answered
-		if err := r.l.UnlockContext(n1); err != nil {
-			t.Fatal(err)
-		}
-		if ok, _ := r.a.memLock.TryLockContext(r.y); !ok {
-			t.Fatal("y could not take a again")
-		}
-		// b busy keeps the group contended; then a's server stalls.
-		z := dsync.WithOwner(context.Background())
-		if ok, _ := r.b.TryLockContext(z); !ok {
-			t.Fatal("z could not take b")
-		}
-		if ok, err := r.l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
-			t.Fatalf("TryLockContext with a and b held elsewhere = %v, %v; want false", ok, err)
-		}
-		if err := r.b.UnlockContext(z); err != nil {
-			t.Fatal(err)
-		}
-		r.a.calls()
-		r.a.stalls = true
-		defer func() { r.a.stalls = false }()
+		r.stallAfterAnswer(t)
 
 		n2 := dsync.WithOwner(context.Background())
 		start := time.Now()

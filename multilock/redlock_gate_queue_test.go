@@ -65,6 +65,34 @@ func newGateRig(t *testing.T) *gateRig {
 	return r
 }
 
+// stallAfterAnswer leaves the group contended, with the gate answering
+// when it was last tried, held by y, and its server stalling from now on
+// (until t ends); the calls counted on the gate start from zero.
+func (r *gateRig) stallAfterAnswer(t *testing.T) {
+	t.Helper()
+	_, _, n1 := r.lockBehindY(t) // the gate answered
+	if err := r.l.UnlockContext(n1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := r.a.memLock.TryLockContext(r.y); !ok {
+		t.Fatal("y could not take a again")
+	}
+	// b busy keeps the group contended.
+	z := dsync.WithOwner(context.Background())
+	if ok, _ := r.b.TryLockContext(z); !ok {
+		t.Fatal("z could not take b")
+	}
+	if ok, err := r.l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
+		t.Fatalf("TryLockContext with a and b held elsewhere = %v, %v; want false", ok, err)
+	}
+	if err := r.b.UnlockContext(z); err != nil {
+		t.Fatal(err)
+	}
+	r.a.calls()
+	r.a.stalls = true
+	t.Cleanup(func() { r.a.stalls = false })
+}
+
 // lockBehindY locks the group for a new owner while y holds a, lets a go
 // 10ms after the group began to wait for it, and returns the calls the acquisition made
 // on a, and its owner's context to unlock with.
@@ -142,26 +170,7 @@ func TestRedLockQueuesForAnsweringGateInOneCall(t *testing.T) {
 func TestRedLockStalledGateIsTriedFirstAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGateRig(t)
-		_, _, n1 := r.lockBehindY(t) // the gate answered
-		if err := r.l.UnlockContext(n1); err != nil {
-			t.Fatal(err)
-		}
-		if ok, _ := r.a.memLock.TryLockContext(r.y); !ok {
-			t.Fatal("y could not take a again")
-		}
-		// b busy keeps the group contended; then a's server stalls.
-		z := dsync.WithOwner(context.Background())
-		if ok, _ := r.b.TryLockContext(z); !ok {
-			t.Fatal("z could not take b")
-		}
-		if ok, err := r.l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
-			t.Fatalf("TryLockContext with a and b held elsewhere = %v, %v; want false", ok, err)
-		}
-		if err := r.b.UnlockContext(z); err != nil {
-			t.Fatal(err)
-		}
-		r.a.calls()
-		r.a.stalls = true
+		r.stallAfterAnswer(t)
 
 		n2 := dsync.WithOwner(context.Background())
 		if err := r.l.LockContext(n2); err != nil {
@@ -187,6 +196,5 @@ func TestRedLockStalledGateIsTriedFirstAgain(t *testing.T) {
 		if err := r.l.UnlockContext(n3); err != nil {
 			t.Fatal(err)
 		}
-		r.a.stalls = false
 	})
 }
