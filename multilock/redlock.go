@@ -71,17 +71,13 @@ func (l *Lock) gateFirst(ctx context.Context) (h *hold, timedOut bool, gate *res
 			if ctx.Err() != nil {
 				return nil, false, nil, err
 			}
-			if !timedOut && wait.Transient(err) {
-				// Its server failed the wait's attempt: the first round
-				// counts it down, as it would its own try.
-				return nil, false, &result{down: true, err: err}, nil
-			}
-			if timedOut && queued {
-				// The wait was the acquisition's attempt on the gate,
-				// and its server may be the one that stalls: the first
-				// round counts it down rather than try it again for
-				// a member timeout more.
-				return nil, true, &result{down: true, err: err}, nil
+			if !timedOut && wait.Transient(err) || timedOut && queued {
+				// Its server failed the wait's attempt, or, the wait
+				// being the acquisition's only attempt on the gate, may
+				// be the one that stalls: the first round counts it
+				// down, as it would its own try, rather than try it
+				// again for a member timeout more.
+				return nil, timedOut, &result{down: true, err: err}, nil
 			}
 			return nil, timedOut, nil, nil
 		}

@@ -66,16 +66,25 @@ func newGateRig(t *testing.T) *gateRig {
 }
 
 // stallAfterAnswer leaves the group contended, with the gate answering
-// when it was last tried, held by y, and its server stalling from now on
-// (until t ends); the calls counted on the gate start from zero.
+// when it was last tried, then held by y, its server stalling (see
+// stallHeldGate).
 func (r *gateRig) stallAfterAnswer(t *testing.T) {
 	t.Helper()
 	_, _, n1 := r.lockBehindY(t) // the gate answered
 	if err := r.l.UnlockContext(n1); err != nil {
 		t.Fatal(err)
 	}
+	r.stallHeldGate(t)
+}
+
+// stallHeldGate has y take the gate, a, and a round of the group find a
+// and b held elsewhere (the group contended), then makes a's server stall
+// from now on (until t ends); the calls counted on a start from zero.
+func (r *gateRig) stallHeldGate(t *testing.T) {
+	t.Helper()
+	r.a.stalls = false
 	if ok, _ := r.a.memLock.TryLockContext(r.y); !ok {
-		t.Fatal("y could not take a again")
+		t.Fatal("y could not take a")
 	}
 	// b busy keeps the group contended.
 	z := dsync.WithOwner(context.Background())

@@ -43,25 +43,7 @@ func TestRedLockGateUnansweredInWonRoundIsTriedFirst(t *testing.T) {
 
 		// Contention again, seen through a round the gate answered (y
 		// holds a, z holds b); then z lets b go, and the gate stalls.
-		r.a.stalls = false
-		z := dsync.WithOwner(context.Background())
-		for _, m := range []*memLock{r.a.memLock, r.b} {
-			o := r.y
-			if m == r.b {
-				o = z
-			}
-			if ok, _ := m.TryLockContext(o); !ok {
-				t.Fatal("could not take a member")
-			}
-		}
-		if ok, err := r.l.TryLockContext(dsync.WithOwner(context.Background())); ok || err != nil {
-			t.Fatalf("TryLockContext with a and b held elsewhere = %v, %v; want false", ok, err)
-		}
-		if err := r.b.UnlockContext(z); err != nil {
-			t.Fatal(err)
-		}
-		r.a.calls()
-		r.a.stalls = true
+		r.stallHeldGate(t)
 
 		n4 := dsync.WithOwner(context.Background())
 		start := time.Now()
@@ -78,6 +60,5 @@ func TestRedLockGateUnansweredInWonRoundIsTriedFirst(t *testing.T) {
 		if err := r.l.UnlockContext(n4); err != nil {
 			t.Fatal(err)
 		}
-		r.a.stalls = false
 	})
 }
