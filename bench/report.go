@@ -651,6 +651,17 @@ func (r *Report) contendedTargets(w io.Writer, check func(ok bool, format string
 	if h := contHold["dsync-handoff"]; h.Acquisitions > 0 {
 		info("%d contenders %s, %v hold: dsync-handoff %.2fx redsync's rate, p99 %s; hand-offs per acquisition %.2f (dsync %.2f)",
 			n, how, hold, h.Rate()/max(1, p.Rate()), us(percentile(h.Waits, 0.99)), h.PerAcq(h.HandOffs), d.PerAcq(d.HandOffs))
+		// The rate and p99 targets together: waiters are served only by
+		// hand-offs, which cost more than redsync's relocks (see
+		// HoldRateCeiling).
+		period := func(rate float64) time.Duration { return time.Duration(float64(time.Second) / max(1, rate)) }
+		relock, handoff := period(p.Rate()), period(h.Rate())
+		line := fmt.Sprintf("%d contenders %s, %v hold: with dsync-handoff's hand-off (%s a cycle) and redsync's relock (%s), waits within %s allow at most %.2fx redsync's rate",
+			n, how, hold, us(handoff), us(relock), us(pp/20), HoldRateCeiling(n, relock, handoff, pp/20))
+		if r.Ring > 0 && procs {
+			line += fmt.Sprintf("; with the hand-off ring's (%s), %.2fx", us(period(r.Ring)), HoldRateCeiling(n, relock, period(r.Ring), pp/20))
+		}
+		info("%s (bench/waitmodel.go)", line)
 	}
 }
 

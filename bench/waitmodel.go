@@ -53,3 +53,44 @@ func SerialCeiling(rtt time.Duration) float64 {
 	}
 	return 1 / (2 * rtt.Seconds())
 }
+
+// The rate ceiling of the contended targets with a critical section (see
+// "What the 1 ms-hold rate line needs" in README.md).
+//
+// With holds, a lock passes either to a waiter of another process, by a
+// hand-off whose cycle (hold, release and the waiter's wake-up) is h, or
+// back to the releaser's own next acquisition, a relock whose cycle is r:
+// what redsync's running process does at every release. A waiter is
+// served only by a hand-off. If N−1 contenders always wait and each waits
+// at most P for its turn, hand-offs must come at least (N−1)/P times a
+// second (Little's law for the waiters). With a share f of the
+// acquisitions handed over at a rate R, f·R ≥ (N−1)/P, and the cycles fill
+// the time: R·((1−f)·r + f·h) = 1. Where a hand-off costs more than a
+// relock, the fewest hand-offs give the most acquisitions, so
+//
+//	R·r ≤ 1 − (N−1)·(h − r)/P
+//
+// and the lock reaches at most that share of the relocking rate 1/r. It
+// reaches 1 only with hand-offs no dearer than relocks.
+
+// HoldRateCeiling returns the most acquisitions per second, as a multiple
+// of 1/relock, that contenders who always want the lock can reach when a
+// hand-off between them costs a cycle of handoff, a relock by the
+// releaser a cycle of relock, and no wait may exceed p99 (see above). It
+// is 0 where even handing over at every release is too slow for the bound
+// (p99 < (N−1)·handoff), relock/handoff where a hand-off costs no more than
+// a relock (hand over at every release), and +Inf for fewer than two
+// contenders, who never wait for each other, or a relock of 0.
+func HoldRateCeiling(contenders int, relock, handoff, p99 time.Duration) float64 {
+	if contenders < 2 || relock <= 0 {
+		return math.Inf(1)
+	}
+	waiting := float64(contenders - 1)
+	if p99.Seconds() < waiting*handoff.Seconds() {
+		return 0
+	}
+	if handoff <= relock {
+		return relock.Seconds() / handoff.Seconds()
+	}
+	return 1 - waiting*(handoff-relock).Seconds()/p99.Seconds()
+}
